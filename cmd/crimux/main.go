@@ -1,0 +1,85 @@
+// Command crimux is the CRI endpoint kubelet points at. It serves CRI v1 on
+// a unix socket and routes each pod to the runtime that runs it: containers
+// to containerd, VMs to libvirt.
+//
+//	crimux [flags]            run the daemon
+//	crimux config default     print the commented default config
+//	crimux version            print the version
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/crimux/crimux/config"
+	"github.com/crimux/crimux/internal/version"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "config":
+			os.Exit(configCmd(os.Args[2:]))
+		case "version":
+			fmt.Printf("%s %s (CRI %s)\n", version.Name, version.Version, version.APIVersion)
+			return
+		}
+	}
+	os.Exit(run(os.Args[1:]))
+}
+
+func configCmd(args []string) int {
+	if len(args) == 1 && args[0] == "default" {
+		fmt.Print(config.DefaultTOML)
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, "usage: crimux config default")
+	return 2
+}
+
+// flags are the settings people change most; each overrides its config key.
+type flags struct {
+	configPath, listen, stateDir, containerd, libvirtURI, vmAccel, logLevel string
+}
+
+func parseFlags(args []string) (flags, *flag.FlagSet, error) {
+	var f flags
+	fs := flag.NewFlagSet("crimux", flag.ContinueOnError)
+	fs.StringVar(&f.configPath, "config", config.DefaultPath, "config file (TOML); crimux config default prints one")
+	fs.StringVar(&f.listen, "listen", "", "unix socket to serve CRI and the VM API on (default /run/crimux/crimux.sock)")
+	fs.StringVar(&f.stateDir, "state-dir", "", "directory of crimux's persistent state (default /var/lib/crimux)")
+	fs.StringVar(&f.containerd, "containerd-endpoint", "", "containerd CRI endpoint (default unix:///run/containerd/containerd.sock)")
+	fs.StringVar(&f.libvirtURI, "libvirt-uri", "", "libvirtd URI of the VM runtime (default qemu:///system)")
+	fs.StringVar(&f.vmAccel, "vm-accel", "", "VM accelerator: auto, kvm or tcg (default auto)")
+	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: crimux [flags] | crimux config default | crimux version\n\nFlags override the config file:\n")
+		fs.PrintDefaults()
+	}
+	err := fs.Parse(args)
+	return f, fs, err
+}
+
+// loadConfig reads the config file and applies the flags over it.
+func loadConfig(f flags, fs *flag.FlagSet) (config.Config, error) {
+	explicit := false
+	fs.Visit(func(fl *flag.Flag) { explicit = explicit || fl.Name == "config" })
+	cfg, err := config.Load(f.configPath, explicit)
+	if err != nil {
+		return cfg, err
+	}
+	override(&cfg.Listen, f.listen)
+	override(&cfg.StateDir, f.stateDir)
+	override(&cfg.Containerd.Endpoint, f.containerd)
+	override(&cfg.Libvirt.URI, f.libvirtURI)
+	override(&cfg.Libvirt.Accel, f.vmAccel)
+	override(&cfg.LogLevel, f.logLevel)
+	return cfg, cfg.Validate()
+}
+
+func override(dst *string, v string) {
+	if v != "" {
+		*dst = v
+	}
+}

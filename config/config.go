@@ -1,0 +1,211 @@
+// Package config owns crimux's TOML configuration: its defaults, loading and
+// a pure Validate. Host checks (sockets reachable, binaries present) belong
+// to the runtimes, not here.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// DefaultPath is where crimux looks for its config unless --config says otherwise.
+const DefaultPath = "/etc/crimux/config.toml"
+
+// Workload types a runtime can serve.
+const (
+	TypeContainer = "container"
+	TypeVM        = "vm"
+)
+
+// KnownTypes lists the workload types this build can run.
+var KnownTypes = []string{TypeContainer, TypeVM}
+
+// Config is the whole of crimux's configuration.
+type Config struct {
+	// Listen is the unix socket kubelet and crimuxctl talk to.
+	Listen string `toml:"listen"`
+	// StateDir holds crimux's persistent state.
+	StateDir string `toml:"state_dir"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel   string     `toml:"log_level"`
+	Containerd Containerd `toml:"containerd"`
+	Libvirt    Libvirt    `toml:"libvirt"`
+	Runtimes   []Runtime  `toml:"runtime"`
+}
+
+// Containerd says how to reach containerd's CRI service.
+type Containerd struct {
+	Endpoint string `toml:"endpoint"`
+	// CallTimeout bounds each CRI call; RunPodSandbox gets four times it,
+	// StopContainer gets the grace period on top.
+	CallTimeout Duration `toml:"call_timeout"`
+}
+
+// Libvirt says how to reach libvirtd (used by the VM runtime).
+type Libvirt struct {
+	URI   string `toml:"uri"`
+	Accel string `toml:"accel"`
+}
+
+// Runtime is one entry of the runtime registry.
+type Runtime struct {
+	// Name identifies the runtime in logs, conditions and the IDs it owns.
+	Name string `toml:"name"`
+	// Type is the workload type: container or vm.
+	Type string `toml:"type"`
+	// Handlers are the RuntimeClass handlers this runtime serves.
+	Handlers []string `toml:"handlers"`
+	// Primary marks the runtime whose readiness is the node's.
+	Primary bool `toml:"primary"`
+	// Endpoint overrides [containerd].endpoint for container runtimes.
+	Endpoint string `toml:"endpoint,omitempty"`
+}
+
+// Duration is a time.Duration written as "10s" in TOML.
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses "2m", "10s".
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	d.Duration = v
+	return err
+}
+
+// MarshalText writes the duration back as "10s".
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Default returns the configuration crimux runs with when no file exists.
+func Default() Config {
+	return Config{
+		Listen:   "/run/crimux/crimux.sock",
+		StateDir: "/var/lib/crimux",
+		LogLevel: "info",
+		Containerd: Containerd{
+			Endpoint:    "unix:///run/containerd/containerd.sock",
+			CallTimeout: Duration{2 * time.Minute},
+		},
+		Libvirt: Libvirt{URI: "qemu:///system", Accel: "auto"},
+		Runtimes: []Runtime{{
+			Name: "containerd", Type: TypeContainer, Handlers: []string{"runc"}, Primary: true,
+		}},
+	}
+}
+
+// Load reads path over the defaults. A missing file at the default path is
+// not an error (crimux runs on defaults); a missing explicit file is.
+func Load(path string, explicit bool) (Config, error) {
+	cfg := Default()
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && !explicit {
+		return cfg, nil
+	}
+	if err != nil {
+		return cfg, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(data)
+}
+
+// Parse decodes TOML over the defaults and rejects unknown keys, so a typo
+// is an error rather than a silently ignored setting.
+func Parse(data []byte) (Config, error) {
+	cfg := Default()
+	cfg.Runtimes = nil
+	md, err := toml.Decode(string(data), &cfg)
+	if err != nil {
+		return cfg, fmt.Errorf("parse config: %w", err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return cfg, fmt.Errorf("parse config: unknown keys %s", strings.Join(keys, ", "))
+	}
+	if !md.IsDefined("runtime") {
+		cfg.Runtimes = Default().Runtimes
+	}
+	return cfg, nil
+}
+
+var runtimeName = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
+
+// Validate checks the configuration without touching the host. Every error
+// names the entry at fault.
+func (c Config) Validate() error {
+	var errs []error
+	if !strings.HasPrefix(c.Listen, "/") {
+		errs = append(errs, fmt.Errorf("listen: %q must be an absolute unix socket path", c.Listen))
+	}
+	if !strings.HasPrefix(c.StateDir, "/") {
+		errs = append(errs, fmt.Errorf("state_dir: %q must be an absolute path", c.StateDir))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log_level: %q is not one of debug, info, warn, error", c.LogLevel))
+	}
+	switch c.Libvirt.Accel {
+	case "auto", "kvm", "tcg":
+	default:
+		errs = append(errs, fmt.Errorf("libvirt.accel: %q is not one of auto, kvm, tcg", c.Libvirt.Accel))
+	}
+	if c.Containerd.CallTimeout.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("containerd.call_timeout: must be positive"))
+	}
+	errs = append(errs, validateRuntimes(c.Runtimes)...)
+	return errors.Join(errs...)
+}
+
+func validateRuntimes(rts []Runtime) []error {
+	var errs []error
+	if len(rts) == 0 {
+		return []error{errors.New("runtime: at least one runtime must be configured")}
+	}
+	names := map[string]bool{}
+	handlers := map[string]string{}
+	var primaries []string
+	for i, rt := range rts {
+		at := fmt.Sprintf("runtime[%d] %q", i, rt.Name)
+		if !runtimeName.MatchString(rt.Name) || strings.Contains(rt.Name, "--") {
+			errs = append(errs, fmt.Errorf("%s: name must be lower-case letters, digits and single dashes, starting with a letter", at))
+		}
+		if names[rt.Name] {
+			errs = append(errs, fmt.Errorf("%s: name used twice", at))
+		}
+		names[rt.Name] = true
+		if !known(rt.Type) {
+			errs = append(errs, fmt.Errorf("%s: unknown type %q (known: %s)", at, rt.Type, strings.Join(KnownTypes, ", ")))
+		}
+		if rt.Primary {
+			primaries = append(primaries, rt.Name)
+		}
+		if rt.Endpoint != "" && !strings.HasPrefix(rt.Endpoint, "unix://") {
+			errs = append(errs, fmt.Errorf("%s: endpoint %q must be unix://PATH", at, rt.Endpoint))
+		}
+		for _, h := range rt.Handlers {
+			if other, dup := handlers[h]; dup {
+				errs = append(errs, fmt.Errorf("%s: handler %q is already served by runtime %q", at, h, other))
+			}
+			handlers[h] = rt.Name
+		}
+	}
+	if len(primaries) != 1 {
+		errs = append(errs, fmt.Errorf("runtime: exactly one runtime must be primary, found %d (%s)", len(primaries), strings.Join(primaries, ", ")))
+	}
+	return errs
+}
+
+func known(t string) bool {
+	for _, k := range KnownTypes {
+		if k == t {
+			return true
+		}
+	}
+	return false
+}

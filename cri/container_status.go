@@ -1,0 +1,37 @@
+package cri
+
+import (
+	"context"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// ContainerStatus asks the container's runtime.
+func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
+	rt, err := s.route("container_id", req.GetContainerId())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := rt.Backend.Runtime().ContainerStatus(ctx, req)
+	return resp, runtimeErr(rt, err)
+}
+
+// UpdateContainerResources asks the container's runtime.
+func (s *Server) UpdateContainerResources(ctx context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
+	rt, err := s.route("container_id", req.GetContainerId())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := rt.Backend.Runtime().UpdateContainerResources(ctx, req)
+	return resp, runtimeErr(rt, err)
+}
+
+// ReopenContainerLog asks the container's runtime (kubelet's log rotation).
+func (s *Server) ReopenContainerLog(ctx context.Context, req *runtimeapi.ReopenContainerLogRequest) (*runtimeapi.ReopenContainerLogResponse, error) {
+	rt, err := s.route("container_id", req.GetContainerId())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := rt.Backend.Runtime().ReopenContainerLog(ctx, req)
+	return resp, runtimeErr(rt, err)
+}

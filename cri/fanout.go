@@ -1,0 +1,100 @@
+package cri
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/crimux/crimux/registry"
+)
+
+// fanOut calls list on every backend concurrently and merges the results in
+// registry order (primary first). The first error wins; callers decide
+// whether a failing backend may be answered from cache (see listFromAll).
+func fanOut[T any](ctx context.Context, backends []*registry.Runtime, list func(context.Context, *registry.Runtime) ([]T, error)) ([]T, error) {
+	if len(backends) == 1 { // the common case: no goroutine
+		items, err := list(ctx, backends[0])
+		return items, runtimeErr(backends[0], err)
+	}
+	results := make([][]T, len(backends))
+	errs := make([]error, len(backends))
+	var wg sync.WaitGroup
+	for i, rt := range backends {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = list(ctx, rt)
+		}()
+	}
+	wg.Wait()
+	var merged []T
+	for i := range backends {
+		if errs[i] != nil {
+			return nil, runtimeErr(backends[i], errs[i])
+		}
+		merged = append(merged, results[i]...)
+	}
+	return merged, nil
+}
+
+// listCache keeps each backend's last complete (unfiltered) list of pods or
+// containers. When a backend cannot be reached its last known items are
+// served instead of none: a pod missing from a list is a pod kubelet
+// recreates, which is the restart storm crimux exists to prevent.
+type listCache[T any] struct {
+	mu    sync.Mutex
+	items map[string]cached[T]
+}
+
+type cached[T any] struct {
+	items []T
+	at    time.Time
+}
+
+func newListCache[T any]() *listCache[T] {
+	return &listCache[T]{items: map[string]cached[T]{}}
+}
+
+func (c *listCache[T]) put(backend string, items []T) {
+	c.mu.Lock()
+	c.items[backend] = cached[T]{items: items, at: time.Now()}
+	c.mu.Unlock()
+}
+
+func (c *listCache[T]) get(backend string) ([]T, time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.items[backend]
+	return e.items, e.at, ok
+}
+
+// listFromAll fans list out over backends. A backend that fails with
+// Unavailable is answered from cache (filtered by match) when it has one;
+// without a cache the whole list fails, so kubelet retries rather than
+// seeing pods vanish. unfiltered says whether the results may refresh the
+// cache.
+func listFromAll[T any](ctx context.Context, s *Server, backends []*registry.Runtime, cache *listCache[T], unfiltered bool,
+	list func(context.Context, *registry.Runtime) ([]T, error), match func(T) bool) ([]T, error) {
+	return fanOut(ctx, backends, func(ctx context.Context, rt *registry.Runtime) ([]T, error) {
+		items, err := list(ctx, rt)
+		if err == nil {
+			if unfiltered {
+				cache.put(rt.Name, items)
+			}
+			return items, nil
+		}
+		old, at, ok := cache.get(rt.Name)
+		if !ok || !isUnavailable(err) {
+			return nil, err
+		}
+		s.logger(ctx).Warn("runtime unavailable: serving its last known items",
+			"runtime", rt.Name, "since", at.Format(time.RFC3339), "err", err)
+		var out []T
+		for _, it := range old {
+			if match(it) {
+				out = append(out, it)
+			}
+		}
+		return out, nil
+	})
+}

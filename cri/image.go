@@ -1,0 +1,98 @@
+package cri
+
+import (
+	"context"
+	"fmt"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/registry"
+)
+
+// Images live in the image store of the runtime serving the image's
+// runtime_handler; with no handler (the usual case, VM disks included) in
+// the primary's. Runtimes without a store of their own share the primary's.
+
+// imageRuntime returns the runtime whose image store holds spec's image.
+func (s *Server) imageRuntime(spec *runtimeapi.ImageSpec) (*registry.Runtime, error) {
+	reg := s.reg.Load()
+	rt := reg.Primary()
+	if h := spec.GetRuntimeHandler(); h != "" {
+		var err error
+		if rt, err = reg.ForHandler(h); err != nil {
+			return nil, err
+		}
+		if rt.Backend.Images() == nil {
+			rt = reg.Primary()
+		}
+	}
+	return rt, nil
+}
+
+// imageBackends returns one runtime per distinct image store.
+func (s *Server) imageBackends() []*registry.Runtime {
+	var out []*registry.Runtime
+	for _, rt := range s.reg.Load().Backends() {
+		if rt.Backend.Images() != nil {
+			out = append(out, rt)
+		}
+	}
+	return out
+}
+
+func validateImageSpec(spec *runtimeapi.ImageSpec) error {
+	if spec == nil || spec.Image == "" {
+		return errdefs.Invalid("image.image", "must not be empty")
+	}
+	return nil
+}
+
+// PullImage pulls into the image's runtime store. A runtime that is down
+// fails the pull with Unavailable, never an empty success.
+func (s *Server) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
+	if err := validateImageSpec(req.GetImage()); err != nil {
+		return nil, err
+	}
+	rt, err := s.imageRuntime(req.GetImage())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := rt.Backend.Images().PullImage(ctx, req)
+	if err != nil {
+		return nil, runtimeErr(rt, err)
+	}
+	if resp.GetImageRef() == "" {
+		return nil, fmt.Errorf("runtime %q returned an empty image_ref for %q: %w", rt.Name, req.Image.Image, errdefs.ErrUnavailable)
+	}
+	return resp, nil
+}
+
+// ImageStatus asks the image's runtime store.
+func (s *Server) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
+	if err := validateImageSpec(req.GetImage()); err != nil {
+		return nil, err
+	}
+	rt, err := s.imageRuntime(req.GetImage())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := rt.Backend.Images().ImageStatus(ctx, req)
+	return resp, runtimeErr(rt, err)
+}
+
+// RemoveImage removes from the image's runtime store; an unknown image is
+// already removed.
+func (s *Server) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
+	if err := validateImageSpec(req.GetImage()); err != nil {
+		return nil, err
+	}
+	rt, err := s.imageRuntime(req.GetImage())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := rt.Backend.Images().RemoveImage(ctx, req); ignoreNotFound(err) != nil {
+		return nil, runtimeErr(rt, err)
+	}
+	return &runtimeapi.RemoveImageResponse{}, nil
+}

@@ -1,0 +1,27 @@
+package cri
+
+import (
+	"context"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// PodSandboxStatus asks the pod's runtime.
+func (s *Server) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
+	rt, err := s.route("pod_sandbox_id", req.GetPodSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := rt.Backend.Runtime().PodSandboxStatus(ctx, req)
+	return resp, runtimeErr(rt, err)
+}
+
+// UpdatePodSandboxResources asks the pod's runtime.
+func (s *Server) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.UpdatePodSandboxResourcesRequest) (*runtimeapi.UpdatePodSandboxResourcesResponse, error) {
+	rt, err := s.route("pod_sandbox_id", req.GetPodSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := rt.Backend.Runtime().UpdatePodSandboxResources(ctx, req)
+	return resp, runtimeErr(rt, err)
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# run.sh: run crimux on this machine with its default config. It talks to
+# the containerd at /run/containerd/containerd.sock when one answers there;
+# otherwise it installs and starts the test bed's containerd (test/bed) and
+# points crimux at it. Stop with Ctrl-C.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TESTBED=${TESTBED:-/opt/crimux-testbed}
+export TESTBED
+SYSTEM=/run/containerd/containerd.sock
+endpoint=unix://$SYSTEM
+crictl=$(command -v crictl || echo "$TESTBED/bin/crictl")
+if ! { [ -S "$SYSTEM" ] && [ -x "$crictl" ] && "$crictl" --runtime-endpoint "$endpoint" --timeout 3s version >/dev/null 2>&1; }; then
+	echo "run: no containerd answers at $SYSTEM; starting the test bed's containerd"
+	"$ROOT/test/bed/install.sh"
+	"$ROOT/test/bed/up.sh"
+	endpoint=unix:///run/crimux-testbed/containerd/containerd.sock
+fi
+[ -x "$ROOT/bin/crimux" ] || (cd "$ROOT" && go build -o bin/crimux ./cmd/crimux)
+echo "run: crimux on /run/crimux/crimux.sock in front of $endpoint"
+echo "run: try: $crictl --runtime-endpoint unix:///run/crimux/crimux.sock info"
+exec "$ROOT/bin/crimux" --containerd-endpoint "$endpoint" "$@"

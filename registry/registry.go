@@ -1,0 +1,195 @@
+// Package registry owns the runtime registry: the runtimes crimux serves,
+// keyed by workload type and RuntimeClass handler, the one primary runtime
+// whose readiness is the node's, and the answer to the two routing
+// questions: which runtime gets a new pod, and which runtime owns an ID.
+//
+// Routing by ID is stateless (see internal/idcodec): the primary's IDs carry
+// no prefix, every other backend's IDs carry "<name>--". A Registry is
+// immutable once built; a config reload builds a new one and swaps it in.
+package registry
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/config"
+	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/internal/idcodec"
+)
+
+// WorkloadTypeAnnotation picks the workload type of a pod whose RuntimeClass
+// handler is empty.
+const WorkloadTypeAnnotation = "crimux.io/workload-type"
+
+// Backend is a runtime's CRI surface as crimux calls it: a CRI v1 client,
+// remote (containerd) or in-process.
+type Backend interface {
+	Runtime() runtimeapi.RuntimeServiceClient
+	// Images is nil for a runtime that keeps no image store of its own.
+	Images() runtimeapi.ImageServiceClient
+	Close() error
+}
+
+// Factory makes backends for one workload type. Runtimes whose Key is equal
+// share one backend (two handlers on the same containerd, say), so lists fan
+// out once per backend.
+type Factory interface {
+	Key(rt config.Runtime) string
+	New(ctx context.Context, rt config.Runtime, codec *idcodec.Codec) (Backend, error)
+}
+
+// Runtime is one registry entry.
+type Runtime struct {
+	Name     string
+	Type     string
+	Handlers []string
+	Primary  bool
+	// Prefix is the ID prefix of this runtime's backend; "" for the primary's.
+	Prefix  string
+	Backend Backend
+}
+
+// Registry answers routing questions. Safe for concurrent use.
+type Registry struct {
+	runtimes  []*Runtime
+	primary   *Runtime
+	byHandler map[string]*Runtime
+	byPrefix  map[string]*Runtime
+	byType    map[string]*Runtime
+	backends  []*Runtime // one runtime per distinct backend
+}
+
+// New builds the registry of cfg's runtimes with the factories of each
+// workload type. cfg must have passed Validate. On error every backend
+// already made is closed.
+func New(ctx context.Context, cfg config.Config, factories map[string]Factory) (_ *Registry, retErr error) {
+	r := &Registry{byHandler: map[string]*Runtime{}, byPrefix: map[string]*Runtime{}, byType: map[string]*Runtime{}}
+	defer func() {
+		if retErr != nil {
+			r.Close()
+		}
+	}()
+	// The primary's backend is made first so runtimes sharing it share its
+	// (empty) prefix.
+	ordered := append([]config.Runtime(nil), cfg.Runtimes...)
+	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].Primary && !ordered[j].Primary })
+	shared := map[string]*Runtime{}
+	for _, rc := range ordered {
+		f, ok := factories[rc.Type]
+		if !ok {
+			return nil, fmt.Errorf("runtime %q: type %q is not available in this build: %w", rc.Name, rc.Type, errdefs.ErrInvalidArgument)
+		}
+		rt := &Runtime{Name: rc.Name, Type: rc.Type, Handlers: rc.Handlers, Primary: rc.Primary}
+		key := rc.Type + "|" + f.Key(rc)
+		if owner, ok := shared[key]; ok {
+			rt.Prefix, rt.Backend = owner.Prefix, owner.Backend
+		} else {
+			var codec *idcodec.Codec
+			if !rc.Primary {
+				rt.Prefix = rc.Name
+				c := idcodec.New(rc.Name)
+				codec = &c
+			}
+			b, err := f.New(ctx, rc, codec)
+			if err != nil {
+				return nil, fmt.Errorf("runtime %q: %w", rc.Name, err)
+			}
+			rt.Backend = b
+			shared[key] = rt
+			r.backends = append(r.backends, rt)
+			if rt.Prefix != "" {
+				r.byPrefix[rt.Prefix] = rt
+			}
+		}
+		r.add(rt)
+	}
+	if r.primary == nil {
+		return nil, fmt.Errorf("runtime: no primary runtime: %w", errdefs.ErrInvalidArgument)
+	}
+	return r, nil
+}
+
+func (r *Registry) add(rt *Runtime) {
+	r.runtimes = append(r.runtimes, rt)
+	if rt.Primary {
+		r.primary = rt
+	}
+	for _, h := range rt.Handlers {
+		r.byHandler[h] = rt
+	}
+	if _, ok := r.byType[rt.Type]; !ok || rt.Primary {
+		r.byType[rt.Type] = rt
+	}
+}
+
+// Primary returns the primary runtime.
+func (r *Registry) Primary() *Runtime { return r.primary }
+
+// Runtimes returns every entry, primary first.
+func (r *Registry) Runtimes() []*Runtime { return r.runtimes }
+
+// Backends returns one runtime per distinct backend, primary first: the set
+// a list call fans out to.
+func (r *Registry) Backends() []*Runtime { return r.backends }
+
+// ForNewPod picks the runtime of a new pod: its RuntimeClass handler first,
+// then the workload-type annotation, then the primary.
+func (r *Registry) ForNewPod(handler string, annotations map[string]string) (*Runtime, error) {
+	if handler != "" {
+		if rt, ok := r.byHandler[handler]; ok {
+			return rt, nil
+		}
+		return nil, fmt.Errorf("runtime_handler %q: no runtime serves it (served: %s): %w",
+			handler, strings.Join(r.handlerNames(), ", "), errdefs.ErrInvalidArgument)
+	}
+	if wt, ok := annotations[WorkloadTypeAnnotation]; ok {
+		if rt, ok := r.byType[wt]; ok {
+			return rt, nil
+		}
+		return nil, fmt.Errorf("annotation %s=%q: no runtime of that workload type is configured: %w",
+			WorkloadTypeAnnotation, wt, errdefs.ErrInvalidArgument)
+	}
+	if rt, ok := r.byHandler[""]; ok {
+		return rt, nil
+	}
+	return r.primary, nil
+}
+
+// ForHandler returns the runtime serving a RuntimeClass handler ("" is the
+// primary unless another runtime claims it).
+func (r *Registry) ForHandler(handler string) (*Runtime, error) {
+	return r.ForNewPod(handler, nil)
+}
+
+// ForID returns the runtime owning a pod or container ID. IDs without a
+// known runtime prefix belong to the primary.
+func (r *Registry) ForID(id string) *Runtime {
+	if prefix, _, ok := idcodec.Split(id); ok {
+		if rt, ok := r.byPrefix[prefix]; ok {
+			return rt
+		}
+	}
+	return r.primary
+}
+
+// Close closes every backend once.
+func (r *Registry) Close() {
+	for _, rt := range r.backends {
+		if rt.Backend != nil {
+			rt.Backend.Close()
+		}
+	}
+}
+
+func (r *Registry) handlerNames() []string {
+	names := make([]string, 0, len(r.byHandler))
+	for h := range r.byHandler {
+		names = append(names, fmt.Sprintf("%q", h))
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,43 @@
+package containerd
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// runPodSandboxFactor: RunPodSandbox sets up networking and may pull the
+// pause image, so it gets more time (as kubelet's own CRI client does).
+const runPodSandboxFactor = 4
+
+// callTimeout returns the deadline of one call, or 0 for none. PullImage has
+// none of its own: pulls take as long as the image is large, and the caller
+// (kubelet) bounds them.
+func callTimeout(method string, req any, base time.Duration) time.Duration {
+	switch r := req.(type) {
+	case *runtimeapi.RunPodSandboxRequest:
+		return runPodSandboxFactor * base
+	case *runtimeapi.StopContainerRequest:
+		return base + time.Duration(r.GetTimeout())*time.Second
+	case *runtimeapi.ExecSyncRequest:
+		return base + time.Duration(r.GetTimeout())*time.Second
+	case *runtimeapi.PullImageRequest, *runtimeapi.CheckpointContainerRequest, *runtimeapi.CheckpointPodRequest, *runtimeapi.RestorePodRequest:
+		return 0
+	}
+	return base
+}
+
+// deadlines gives each unary call its deadline; a caller's earlier
+// deadline wins.
+func deadlines(base time.Duration) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if d := callTimeout(method, req, base); d > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}

@@ -1,0 +1,5 @@
+package e2e
+
+import "syscall"
+
+var syscallZero = syscall.Signal(0)
