@@ -11,4 +11,5 @@ require (
 	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	k8s.io/cri-api v0.37.2 // indirect
+	libvirt.org/go/libvirtxml v1.12008.0 // indirect
 )

@@ -1,0 +1,156 @@
+package vm
+
+import (
+	"encoding/xml"
+	"fmt"
+
+	"libvirt.org/go/libvirtxml"
+)
+
+// configurator fills one aspect of a domain from the spec (KubeVirt's
+// converter pattern): small, pure, and tested through the golden XML.
+type configurator func(Spec, *libvirtxml.Domain) error
+
+// configurators run in order; each owns its part of the domain.
+var configurators = []configurator{
+	configureCompute,
+	configureBoot,
+	configureDisks,
+	configureConsole,
+	configureDevices,
+	configureMetadata,
+}
+
+// Domain builds the libvirt domain of spec.
+func Domain(spec Spec) (*libvirtxml.Domain, error) {
+	if spec.Name == "" {
+		return nil, fmt.Errorf("vm spec: name is empty")
+	}
+	if spec.Disk == nil && spec.Boot == nil {
+		return nil, fmt.Errorf("vm spec %s: neither a disk nor a kernel to boot", spec.Name)
+	}
+	d := &libvirtxml.Domain{Name: spec.Name, UUID: spec.UUID}
+	for _, c := range configurators {
+		if err := c(spec, d); err != nil {
+			return nil, fmt.Errorf("vm spec %s: %w", spec.Name, err)
+		}
+	}
+	return d, nil
+}
+
+// DomainXML is Domain marshalled.
+func DomainXML(spec Spec) (string, error) {
+	d, err := Domain(spec)
+	if err != nil {
+		return "", err
+	}
+	return d.Marshal()
+}
+
+// configureCompute sets the accelerator, vCPUs and memory. libvirt's
+// domain type "qemu" is TCG: software emulation, for hosts whose KVM is
+// absent or broken (nested guests).
+func configureCompute(s Spec, d *libvirtxml.Domain) error {
+	switch s.Accel {
+	case AccelKVM:
+		d.Type = "kvm"
+		d.CPU = &libvirtxml.DomainCPU{Mode: "host-passthrough"}
+	case AccelTCG:
+		d.Type = "qemu"
+	default:
+		return fmt.Errorf("accelerator %q is not kvm or tcg", s.Accel)
+	}
+	if s.VCPUs == 0 || s.MemoryMiB == 0 {
+		return fmt.Errorf("vcpus %d and memory %d MiB must be positive", s.VCPUs, s.MemoryMiB)
+	}
+	d.VCPU = &libvirtxml.DomainVCPU{Placement: "static", Value: s.VCPUs}
+	d.Memory = &libvirtxml.DomainMemory{Value: uint(s.MemoryMiB), Unit: "MiB"}
+	d.Features = &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}}
+	// A guest power-off or crash is the container exiting: the domain
+	// stays defined so crimux can report the exit and kubelet decides.
+	d.OnPoweroff, d.OnReboot, d.OnCrash = "destroy", "restart", "destroy"
+	return nil
+}
+
+// configureBoot chooses between a direct kernel boot and the disk.
+func configureBoot(s Spec, d *libvirtxml.Domain) error {
+	d.OS = &libvirtxml.DomainOS{Type: &libvirtxml.DomainOSType{Arch: "x86_64", Machine: "pc", Type: "hvm"}}
+	if s.Boot == nil {
+		d.OS.BootDevices = []libvirtxml.DomainBootDevice{{Dev: "hd"}}
+		return nil
+	}
+	if s.Boot.Kernel == "" {
+		return fmt.Errorf("kernel boot without a kernel")
+	}
+	d.OS.Kernel, d.OS.Initrd, d.OS.Cmdline = s.Boot.Kernel, s.Boot.Initrd, s.Boot.Args
+	return nil
+}
+
+// configureDisks attaches the overlay as the first virtio disk.
+func configureDisks(s Spec, d *libvirtxml.Domain) error {
+	if s.Disk == nil {
+		return nil
+	}
+	if s.Disk.Format != "qcow2" && s.Disk.Format != "raw" {
+		return fmt.Errorf("disk format %q is not qcow2 or raw", s.Disk.Format)
+	}
+	devices(d).Disks = append(devices(d).Disks, libvirtxml.DomainDisk{
+		Device: "disk",
+		Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: s.Disk.Format, Cache: "none", IO: "native"},
+		Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.Disk.Path}},
+		Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
+	})
+	return nil
+}
+
+// configureConsole puts the serial console on a unix socket qemu listens
+// on (crimux attaches there) and logs every byte to a file that outlives
+// crimux restarts (crimux copies it into the CRI log).
+func configureConsole(s Spec, d *libvirtxml.Domain) error {
+	if s.Console.Socket == "" || s.Console.Log == "" {
+		return fmt.Errorf("console socket and log paths must be set")
+	}
+	port := uint(0)
+	devices(d).Serials = append(devices(d).Serials, libvirtxml.DomainSerial{
+		Source: &libvirtxml.DomainChardevSource{UNIX: &libvirtxml.DomainChardevSourceUNIX{Mode: "bind", Path: s.Console.Socket}},
+		Target: &libvirtxml.DomainSerialTarget{Port: &port},
+		Log:    &libvirtxml.DomainChardevLog{File: s.Console.Log, Append: "on"},
+	})
+	return nil
+}
+
+// configureDevices sets the emulator and leaves out what a server VM does
+// not need (graphics, USB, balloon).
+func configureDevices(s Spec, d *libvirtxml.Domain) error {
+	devices(d).Emulator = s.Emulator
+	devices(d).MemBalloon = &libvirtxml.DomainMemBalloon{Model: "none"}
+	devices(d).RNGs = []libvirtxml.DomainRNG{{Model: "virtio", Backend: &libvirtxml.DomainRNGBackend{Random: &libvirtxml.DomainRNGBackendRandom{Device: "/dev/urandom"}}}}
+	return nil
+}
+
+// configureMetadata stamps crimux's identity on the domain.
+func configureMetadata(s Spec, d *libvirtxml.Domain) error {
+	b, err := xml.Marshal(s.Meta)
+	if err != nil {
+		return err
+	}
+	d.Metadata = &libvirtxml.DomainMetadata{XML: string(b)}
+	return nil
+}
+
+func devices(d *libvirtxml.Domain) *libvirtxml.DomainDeviceList {
+	if d.Devices == nil {
+		d.Devices = &libvirtxml.DomainDeviceList{}
+	}
+	return d.Devices
+}
+
+// ParseMetadata reads crimux's stamp back from a domain; ok is false for a
+// domain crimux did not make.
+func ParseMetadata(d *libvirtxml.Domain) (Metadata, bool) {
+	var m Metadata
+	if d.Metadata == nil || xml.Unmarshal([]byte(d.Metadata.XML), &m) != nil || m.ContainerID == "" {
+		return Metadata{}, false
+	}
+	return m, true
+}

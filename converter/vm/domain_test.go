@@ -1,0 +1,100 @@
+package vm
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func baseSpec() Spec {
+	return Spec{
+		Name: DomainName("vm--c0ffee"), UUID: "6f1c0c4e-8a5e-4b5c-9a7e-1f2d3c4b5a69",
+		Meta: Metadata{Instance: "node-1", PodUID: "uid-1", PodName: "web", PodNamespace: "default",
+			SandboxID: "vm--5a5a", ContainerID: "vm--c0ffee"},
+		VCPUs: 2, MemoryMiB: 256, Accel: AccelTCG, Emulator: "/usr/lib/crimux/qemu-wrapper",
+		Console: Console{Socket: "/var/lib/crimux/vms/c0ffee/console.sock", Log: "/var/lib/crimux/vms/c0ffee/console.log"},
+	}
+}
+
+func TestDomainGolden(t *testing.T) {
+	cases := map[string]func(*Spec){
+		"kernel-boot-tcg": func(s *Spec) {
+			s.Boot = &KernelBoot{Kernel: "/k/vmlinuz", Initrd: "/k/initrd.img", Args: "console=ttyS0 quiet"}
+		},
+		"disk-boot-kvm": func(s *Spec) {
+			s.Accel = AccelKVM
+			s.Disk = &Disk{Path: "/var/lib/crimux/vms/c0ffee/overlay.qcow2", Format: "qcow2"}
+		},
+		"kernel-and-disk": func(s *Spec) {
+			s.Boot = &KernelBoot{Kernel: "/k/vmlinuz", Initrd: "/k/initrd.img", Args: "console=ttyS0 root=/dev/vda"}
+			s.Disk = &Disk{Path: "/o.qcow2", Format: "qcow2"}
+		},
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := baseSpec()
+			mutate(&s)
+			got, err := DomainXML(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", name+".xml")
+			if *update {
+				if err := os.WriteFile(golden, []byte(got+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -update)", err)
+			}
+			if got+"\n" != string(want) {
+				t.Errorf("domain XML differs from %s (go test -update rewrites it):\n%s", golden, got)
+			}
+		})
+	}
+}
+
+func TestDomainRejects(t *testing.T) {
+	cases := map[string]func(*Spec){
+		"no disk nor kernel": func(s *Spec) {},
+		"auto accel":         func(s *Spec) { s.Accel = "auto"; s.Disk = &Disk{Path: "/d", Format: "raw"} },
+		"bad disk format":    func(s *Spec) { s.Disk = &Disk{Path: "/d", Format: "vmdk"} },
+		"no console":         func(s *Spec) { s.Disk = &Disk{Path: "/d", Format: "raw"}; s.Console = Console{} },
+		"zero memory":        func(s *Spec) { s.Disk = &Disk{Path: "/d", Format: "raw"}; s.MemoryMiB = 0 },
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := baseSpec()
+			mutate(&s)
+			if _, err := Domain(s); err == nil {
+				t.Fatal("Domain accepted a bad spec")
+			}
+		})
+	}
+}
+
+func TestMetadataRoundTrip(t *testing.T) {
+	s := baseSpec()
+	s.Disk = &Disk{Path: "/d", Format: "raw"}
+	d, err := Domain(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xmlText, _ := d.Marshal()
+	var back = *d
+	if err := back.Unmarshal(xmlText); err != nil {
+		t.Fatal(err)
+	}
+	m, ok := ParseMetadata(&back)
+	if !ok {
+		t.Fatalf("metadata not found in\n%s", xmlText)
+	}
+	m.XMLName = s.Meta.XMLName
+	if m != s.Meta {
+		t.Fatalf("metadata round trip: got %+v, want %+v", m, s.Meta)
+	}
+}
