@@ -1,0 +1,93 @@
+package libvirt
+
+import (
+	"context"
+	"log/slog"
+	"net"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/config"
+	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/internal/idcodec"
+	"github.com/crimux/crimux/registry"
+)
+
+// Factory makes the VM runtime for the registry. All vm entries share one
+// runtime: there is one libvirtd and one state dir.
+type Factory struct {
+	Options Options
+	Images  ImageReader
+	Cgroups Cgroups
+	Log     *slog.Logger
+}
+
+// Key: one VM runtime per crimux.
+func (f Factory) Key(config.Runtime) string { return "libvirt" }
+
+// New starts the runtime and serves it over an in-memory gRPC connection,
+// so the CRI server calls it exactly as it calls containerd (IDs rewritten
+// by codec, errors as gRPC statuses).
+func (f Factory) New(ctx context.Context, rc config.Runtime, codec *idcodec.Codec) (registry.Backend, error) {
+	rt, err := New(ctx, f.Options, f.Images, f.Cgroups, f.Log)
+	if err != nil {
+		return nil, err
+	}
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			resp, err := h(ctx, req)
+			return resp, errdefs.ToGRPC(err)
+		}),
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			return errdefs.ToGRPC(h(srv, ss))
+		}),
+	)
+	runtimeapi.RegisterRuntimeServiceServer(srv, rt)
+	go func() { _ = srv.Serve(lis) }()
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+	}
+	if codec != nil {
+		opts = append(opts, grpc.WithChainUnaryInterceptor(codec.UnaryClientInterceptor()),
+			grpc.WithChainStreamInterceptor(codec.StreamClientInterceptor()))
+	}
+	conn, err := grpc.NewClient("passthrough:///crimux-vm", opts...)
+	if err != nil {
+		srv.Stop()
+		rt.Close()
+		return nil, err
+	}
+	return &backend{rt: rt, srv: srv, conn: conn, client: runtimeapi.NewRuntimeServiceClient(conn)}, nil
+}
+
+type backend struct {
+	rt     *Runtime
+	srv    *grpc.Server
+	conn   *grpc.ClientConn
+	client runtimeapi.RuntimeServiceClient
+}
+
+func (b *backend) Runtime() runtimeapi.RuntimeServiceClient { return b.client }
+
+// Images is nil: VM images live in the primary's (containerd's) store.
+func (b *backend) Images() runtimeapi.ImageServiceClient { return nil }
+
+func (b *backend) Close() error {
+	b.conn.Close()
+	b.srv.Stop()
+	return b.rt.Close()
+}
+
+// Runtime exposes the VM runtime behind a backend (for the VM API).
+func RuntimeOf(b registry.Backend) (*Runtime, bool) {
+	vb, ok := b.(*backend)
+	if !ok {
+		return nil, false
+	}
+	return vb.rt, true
+}

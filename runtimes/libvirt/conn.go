@@ -1,0 +1,131 @@
+package libvirt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"sync"
+	"time"
+
+	golibvirt "github.com/digitalocean/go-libvirt"
+	"github.com/digitalocean/go-libvirt/socket/dialers"
+
+	"github.com/crimux/crimux/internal/errdefs"
+)
+
+// defaultSocket is libvirtd's socket for qemu:///system.
+const defaultSocket = "/var/run/libvirt/libvirt-sock"
+
+// Reconnect backoff bounds.
+const (
+	reconnectMin = 100 * time.Millisecond
+	reconnectMax = 3 * time.Second
+)
+
+// conn keeps one connection to libvirtd and remakes it with backoff
+// whenever libvirtd goes away. Callers take the current connection with
+// get, which is Unavailable while there is none.
+type conn struct {
+	uri    string
+	socket string
+	log    *slog.Logger
+	// onConnect runs after every (re)connect, e.g. to resubscribe to events
+	// and resync state; it gets a context that ends with the connection.
+	onConnect func(ctx context.Context, l *golibvirt.Libvirt)
+
+	mu      sync.RWMutex
+	l       *golibvirt.Libvirt
+	lastErr error
+}
+
+// socketOf maps a local libvirt URI to its socket: qemu:///system, with an
+// optional ?socket= override.
+func socketOf(uri string) (string, error) {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return "", fmt.Errorf("libvirt uri %q: %w", uri, err)
+	}
+	if u.Scheme != "qemu" || u.Host != "" || u.Path != "/system" {
+		return "", fmt.Errorf("libvirt uri %q: only local qemu:///system is supported", uri)
+	}
+	if s := u.Query().Get("socket"); s != "" {
+		return s, nil
+	}
+	return defaultSocket, nil
+}
+
+// run keeps the connection up until ctx ends.
+func (c *conn) run(ctx context.Context) {
+	delay := reconnectMin
+	for ctx.Err() == nil {
+		l := golibvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(c.socket), dialers.WithLocalTimeout(2*time.Second)))
+		err := l.ConnectToURI(golibvirt.QEMUSystem)
+		if err != nil {
+			c.setDown(err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+			delay = min(2*delay, reconnectMax)
+			continue
+		}
+		delay = reconnectMin
+		c.log.Info("connected to libvirtd", "socket", c.socket)
+		c.mu.Lock()
+		c.l, c.lastErr = l, nil
+		c.mu.Unlock()
+		connCtx, cancel := context.WithCancel(ctx)
+		if c.onConnect != nil {
+			go c.onConnect(connCtx, l)
+		}
+		select {
+		case <-ctx.Done():
+			cancel()
+			_ = l.Disconnect()
+			return
+		case <-l.Disconnected():
+			cancel()
+			c.log.Warn("lost libvirtd connection; reconnecting")
+			c.setDown(errors.New("libvirtd connection lost"))
+		}
+	}
+}
+
+func (c *conn) setDown(err error) {
+	c.mu.Lock()
+	c.l, c.lastErr = nil, err
+	c.mu.Unlock()
+}
+
+// get returns the live connection or Unavailable.
+func (c *conn) get() (*golibvirt.Libvirt, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.l == nil {
+		why := "not connected yet"
+		if c.lastErr != nil {
+			why = c.lastErr.Error()
+		}
+		return nil, fmt.Errorf("libvirtd at %s: %s: %w", c.socket, why, errdefs.ErrUnavailable)
+	}
+	return c.l, nil
+}
+
+// classify maps libvirt errors to crimux's error classes.
+func classify(err error) error {
+	var le golibvirt.Error
+	switch {
+	case err == nil:
+		return nil
+	case golibvirt.IsNotFound(err):
+		return fmt.Errorf("%w: %w", err, errdefs.ErrNotFound)
+	case errors.As(err, &le) && le.Code == uint32(golibvirt.ErrOperationInvalid):
+		return fmt.Errorf("%w: %w", err, errdefs.ErrFailedPrecondition)
+	case errors.Is(err, golibvirt.ErrUnsupported):
+		return fmt.Errorf("%w: %w", err, errdefs.ErrUnimplemented)
+	}
+	return err
+}
