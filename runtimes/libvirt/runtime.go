@@ -31,6 +31,7 @@ import (
 	"sync"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/cri-streaming/pkg/streaming"
 
 	"github.com/crimux/crimux/converter/vm"
 )
@@ -51,6 +52,9 @@ type Options struct {
 	// MemoryOverheadMiB is added to the VM's RAM for its cgroup limit:
 	// qemu's own memory (TCG translation cache, device emulation).
 	MemoryOverheadMiB int64
+	// StreamingAddr is where the Attach streaming server listens
+	// (host:port, port 0 picks a free one).
+	StreamingAddr string
 }
 
 // ImageReader gets a VM image's files out of the image store.
@@ -96,6 +100,8 @@ type Runtime struct {
 	events  *eventHub
 	log     *slog.Logger
 	stop    context.CancelFunc
+	// streaming serves Attach to the serial console.
+	streaming streaming.Server
 }
 
 // New opens the store and starts the libvirtd connection; Close undoes it.
@@ -119,6 +125,11 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 	runCtx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
 	go r.conn.run(runCtx)
+	if err := r.startStreaming(runCtx, opts.StreamingAddr); err != nil {
+		cancel()
+		st.close()
+		return nil, err
+	}
 	r.resumeConsoles()
 	return r, nil
 }

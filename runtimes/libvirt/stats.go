@@ -3,10 +3,12 @@ package libvirt
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/crifilter"
 	"github.com/crimux/crimux/internal/errdefs"
 )
@@ -129,4 +131,22 @@ func (r *Runtime) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 
 func matchPodStats(f *runtimeapi.PodSandboxStatsFilter, sb *runtimeapi.PodSandbox) bool {
 	return crifilter.Sandbox(&runtimeapi.PodSandboxFilter{Id: f.Id, LabelSelector: f.LabelSelector}, sb)
+}
+
+// CgroupForDomain tells the qemu placement server which cgroup a domain's
+// qemu belongs in; ok is false for a domain this runtime does not own.
+func (r *Runtime) CgroupForDomain(domain string) (VMCgroup, bool) {
+	id, found := strings.CutPrefix(domain, vm.DomainName(""))
+	if !found {
+		return VMCgroup{}, false
+	}
+	c, err := r.store.container(id)
+	if err != nil {
+		return VMCgroup{}, false
+	}
+	sb, err := r.store.sandbox(c.SandboxID)
+	if err != nil {
+		return VMCgroup{}, false
+	}
+	return r.cgroupOf(sb, c), true
 }
