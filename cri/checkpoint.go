@@ -34,7 +34,7 @@ func (s *Server) RestorePod(ctx context.Context, req *runtimeapi.RestorePodReque
 	if req.GetCheckpointPath() == "" {
 		return nil, errdefs.Invalid("checkpoint_path", "must be set")
 	}
-	rt, err := s.reg.Load().ForNewPod("", req.GetConfig().GetAnnotations())
+	rt, err := s.reg.Load().ForNewPod(req.GetRuntimeHandler(), req.GetConfig().GetAnnotations())
 	if err != nil {
 		return nil, err
 	}

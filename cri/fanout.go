@@ -5,6 +5,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
+	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/registry"
 )
 
@@ -36,6 +39,11 @@ func fanOut[T any](ctx context.Context, backends []*registry.Runtime, list func(
 	}
 	return merged, nil
 }
+
+// listTimeout bounds how long a list waits for a non-primary runtime
+// before answering from its cache: a hung VM runtime must not stall
+// kubelet's relist of every pod on the node.
+const listTimeout = 10 * time.Second
 
 // listCache keeps each backend's last complete (unfiltered) list of pods or
 // containers. When a backend cannot be reached its last known items are
@@ -76,7 +84,13 @@ func (c *listCache[T]) get(backend string) ([]T, time.Time, bool) {
 func listFromAll[T any](ctx context.Context, s *Server, backends []*registry.Runtime, cache *listCache[T], unfiltered bool,
 	list func(context.Context, *registry.Runtime) ([]T, error), match func(T) bool) ([]T, error) {
 	return fanOut(ctx, backends, func(ctx context.Context, rt *registry.Runtime) ([]T, error) {
-		items, err := list(ctx, rt)
+		lctx := ctx
+		if !rt.Primary {
+			var cancel context.CancelFunc
+			lctx, cancel = context.WithTimeout(ctx, listTimeout)
+			defer cancel()
+		}
+		items, err := list(lctx, rt)
 		if err == nil {
 			if unfiltered {
 				cache.put(rt.Name, items)
@@ -84,7 +98,7 @@ func listFromAll[T any](ctx context.Context, s *Server, backends []*registry.Run
 			return items, nil
 		}
 		old, at, ok := cache.get(rt.Name)
-		if !ok || !isUnavailable(err) {
+		if !ok || !(isUnavailable(err) || (errdefs.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil)) {
 			return nil, err
 		}
 		s.logger(ctx).Warn("runtime unavailable: serving its last known items",

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -63,7 +64,7 @@ func ToGRPC(err error) error {
 	if err == nil {
 		return nil
 	}
-	if s, ok := status.FromError(err); ok && s.Err() == err {
+	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		return err
 	}
 	return status.Error(Code(err), message(err))
@@ -76,8 +77,7 @@ func message(err error) string {
 	if errors.As(err, &se) {
 		inner := se.(error)
 		if s := se.GRPCStatus(); s != nil && inner.Error() != err.Error() {
-			full := err.Error()
-			return full[:len(full)-len(inner.Error())] + s.Message()
+			return strings.Replace(err.Error(), inner.Error(), s.Message(), 1)
 		}
 	}
 	return err.Error()

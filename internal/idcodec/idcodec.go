@@ -52,8 +52,12 @@ var idMessages = map[protoreflect.Name]bool{
 	"ContainerFilter": true, "ContainerStatsFilter": true, "PodSandboxStatsFilter": true,
 }
 
-// idFields are pod or container IDs in any message.
-var idFields = map[protoreflect.Name]bool{"pod_sandbox_id": true, "container_id": true}
+// idFields are pod or container IDs in any message (target_id: the
+// container whose namespaces a debug container joins).
+var idFields = map[protoreflect.Name]bool{"pod_sandbox_id": true, "container_id": true, "target_id": true}
+
+// idListFields are lists of container IDs (CheckpointPodRequest).
+var idListFields = map[protoreflect.Name]bool{"container_ids": true}
 
 // Rewrite applies fn to every pod and container ID inside m, recursively.
 func Rewrite(m proto.Message, fn func(string) string) {
@@ -73,6 +77,13 @@ func rewrite(m protoreflect.Message, fn func(string) string) {
 		case fd.Kind() == protoreflect.StringKind && !fd.IsList() && !fd.IsMap():
 			if idFields[fd.Name()] || (isIDMessage && fd.Name() == "id") {
 				m.Set(fd, protoreflect.ValueOfString(fn(v.String())))
+			}
+		case fd.Kind() == protoreflect.StringKind && fd.IsList():
+			if idListFields[fd.Name()] {
+				l := v.List()
+				for i := 0; i < l.Len(); i++ {
+					l.Set(i, protoreflect.ValueOfString(fn(l.Get(i).String())))
+				}
 			}
 		case fd.Kind() == protoreflect.MessageKind && fd.IsList():
 			l := v.List()

@@ -30,6 +30,10 @@ import (
 // time with -ldflags "-X main.placementSocket=…").
 const DefaultSocket = "/run/crimux/placement.sock"
 
+// DefaultWrapper is where test/bed/libvirt-up.sh installs
+// crimux-qemu-wrapper, the <emulator> of crimux's domains.
+const DefaultWrapper = "/usr/local/lib/crimux/crimux-qemu-wrapper"
+
 // SocketEnv overrides the socket path in the wrapper where the environment
 // does reach it (tests, or <qemu:env> in the domain XML).
 const SocketEnv = "CRIMUX_PLACEMENT_SOCKET"

@@ -1,0 +1,70 @@
+// Command crimux-qemu-wrapper is the <emulator> of crimux's libvirt
+// domains. libvirt runs it (as the qemu user, with libvirt's own cgroup
+// handling off) wherever it would run qemu: for a crimux VM it first asks
+// crimux's Placer, over a unix socket, to move this very process into the
+// VM's cgroup under the pod's cgroup parent in every hierarchy, waits for
+// "ok", and only then execs qemu — so qemu and every thread and child it
+// ever makes start inside the pod, for every new qemu process libvirt
+// starts (start, snapshot revert, managed-save restore). Anything else
+// (libvirt's capability probes, foreign domains) execs qemu at once.
+//
+// It never runs a crimux VM's qemu outside the pod: when placement fails
+// or crimux does not answer within the wait, it exits non-zero with the
+// reason on stderr, which libvirt copies into the domain log and into the
+// error of the start call.
+//
+// Build-time settings (-ldflags "-X main.name=value"): qemuBinary,
+// placementSocket. At run time CRIMUX_PLACEMENT_SOCKET overrides the socket,
+// but libvirt clears qemu's environment, so only tests and domains with
+// <qemu:env> can use it.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/crimux/crimux/runtimes/libvirt/cgroup/placement"
+)
+
+var (
+	qemuBinary      = "/usr/bin/qemu-system-x86_64"
+	placementSocket = placement.DefaultSocket
+	// placementWait bounds the wait for crimux (a restart of crimux while
+	// libvirt starts qemu must not fail the VM). A Go duration string.
+	placementWait = "30s"
+)
+
+func main() {
+	args := os.Args[1:]
+	name, ok := placement.GuestName(args)
+	if ok && placement.IsCrimuxDomain(name) {
+		if err := place(name); err != nil {
+			fmt.Fprintf(os.Stderr, "crimux-qemu-wrapper: not starting qemu for domain %s: %v\n", name, err)
+			os.Exit(1)
+		}
+	}
+	argv := append([]string{qemuBinary}, args...)
+	err := syscall.Exec(qemuBinary, argv, os.Environ())
+	fmt.Fprintf(os.Stderr, "crimux-qemu-wrapper: exec %s: %v\n", qemuBinary, err)
+	os.Exit(127)
+}
+
+func place(name string) error {
+	socket := placementSocket
+	if s := os.Getenv(placement.SocketEnv); s != "" {
+		socket = s
+	}
+	wait, err := time.ParseDuration(placementWait)
+	if err != nil {
+		wait = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := placement.Request(ctx, socket, name); err != nil {
+		return fmt.Errorf("placement into the pod's cgroup via %s: %w", socket, err)
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/crimux/crimux/config"
+)
+
+func TestLoadConfig(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(file, []byte("log_level = \"warn\"\n[libvirt]\naccel = \"kvm\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		check   func(t *testing.T, cfg config.Config)
+		wantErr string
+	}{
+		{
+			name: "file values",
+			args: []string{"--config", file},
+			check: func(t *testing.T, cfg config.Config) {
+				if cfg.LogLevel != "warn" || cfg.Libvirt.Accel != "kvm" || cfg.Listen != config.Default().Listen {
+					t.Errorf("cfg = %+v", cfg)
+				}
+			},
+		},
+		{
+			name: "flags override the file",
+			args: []string{"--config", file, "--log-level", "debug", "--vm-accel", "tcg", "--listen", "/tmp/x.sock",
+				"--state-dir", "/tmp/state", "--containerd-endpoint", "unix:///tmp/c.sock", "--libvirt-uri", "qemu:///session"},
+			check: func(t *testing.T, cfg config.Config) {
+				want := config.Default()
+				want.LogLevel, want.Libvirt.Accel, want.Listen, want.StateDir = "debug", "tcg", "/tmp/x.sock", "/tmp/state"
+				want.Containerd.Endpoint, want.Libvirt.URI = "unix:///tmp/c.sock", "qemu:///session"
+				if cfg.LogLevel != want.LogLevel || cfg.Libvirt != want.Libvirt || cfg.Listen != want.Listen ||
+					cfg.StateDir != want.StateDir || cfg.Containerd != want.Containerd {
+					t.Errorf("cfg = %+v, want %+v", cfg, want)
+				}
+			},
+		},
+		{name: "missing explicit file", args: []string{"--config", filepath.Join(dir, "nope.toml")}, wantErr: "nope.toml"},
+		{name: "flag value validated", args: []string{"--config", file, "--vm-accel", "hvf"}, wantErr: "libvirt.accel"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, fs, err := parseFlags(tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := loadConfig(f, fs)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("loadConfig error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, cfg)
+		})
+	}
+}
+
+func TestListenReplacesStaleSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run", "crimux.sock")
+	first, err := listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A crash leaves the socket file behind; the next start must not fail.
+	if ul, ok := first.(interface{ SetUnlinkOnClose(bool) }); ok {
+		ul.SetUnlinkOnClose(false)
+	}
+	first.Close()
+	second, err := listen(path)
+	if err != nil {
+		t.Fatalf("listen over a stale socket: %v", err)
+	}
+	defer second.Close()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := fi.Mode().Perm(); mode != 0o660 {
+		t.Errorf("socket mode = %o, want 660", mode)
+	}
+}

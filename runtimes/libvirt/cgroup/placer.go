@@ -1,0 +1,255 @@
+package cgroup
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/crimux/crimux/runtimes/libvirt/cgroup/placement"
+)
+
+// requestTimeout bounds how long a client may take to send its request.
+const requestTimeout = 10 * time.Second
+
+// Placer serves crimux-qemu-wrapper: it moves the calling process into its
+// VM's cgroup before the wrapper execs qemu. It trusts nothing the client
+// says but the domain name, and checks that name against the caller's own
+// command line (found through SO_PEERCRED), so a process can only place
+// itself as the VM it really is.
+type Placer struct {
+	socket  string
+	lookup  func(domainName string) (Spec, bool)
+	log     *slog.Logger
+	uids    []uint32
+	exe     string
+	proc    string
+	layout  func() (Layout, error)
+	place   func(l Layout, s Spec, pid int) error
+	placeMu sync.Mutex
+}
+
+// PlacerOption configures a Placer.
+type PlacerOption func(*Placer)
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) PlacerOption { return func(p *Placer) { p.log = l } }
+
+// WithPeerUIDs accepts only callers running as one of uids (the qemu user
+// of qemu.conf, e.g. libvirt-qemu, and root where qemu runs as root).
+// Without it any local user that can reach the socket may ask.
+func WithPeerUIDs(uids ...uint32) PlacerOption {
+	return func(p *Placer) { p.uids = append(p.uids, uids...) }
+}
+
+// WithExecutable accepts only callers whose /proc/<pid>/exe is path: the
+// installed wrapper.
+func WithExecutable(path string) PlacerOption { return func(p *Placer) { p.exe = path } }
+
+// NewPlacer returns a Placer that will listen on socketPath (made
+// connectable by every user: the caller is checked by its credentials)
+// and find a VM's Spec with lookup. lookup must know a VM from before its
+// domain is first started until it is undefined: libvirt starts a new qemu
+// process, through the wrapper, on every start, snapshot revert and
+// managed-save restore.
+func NewPlacer(socketPath string, lookup func(domainName string) (Spec, bool), opts ...PlacerOption) *Placer {
+	p := &Placer{
+		socket: socketPath,
+		lookup: lookup,
+		log:    slog.Default(),
+		proc:   "/proc",
+		layout: Discover,
+		place:  ensureAndPlace,
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// Serve listens until ctx ends, then closes the listener, waits for the
+// requests in flight and removes the socket.
+func (p *Placer) Serve(ctx context.Context) error {
+	ln, err := p.listen()
+	if err != nil {
+		return err
+	}
+	p.log.Info("placement socket listening", "socket", p.socket)
+	var wg sync.WaitGroup
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	defer func() {
+		wg.Wait()
+		_ = os.Remove(p.socket)
+	}()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			p.log.Warn("placement accept failed", "err", err)
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.handle(conn.(*net.UnixConn))
+		}()
+	}
+}
+
+func (p *Placer) listen() (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(p.socket), 0o755); err != nil {
+		return nil, fmt.Errorf("placement socket directory: %w", err)
+	}
+	// A socket left by a previous crimux is ours to replace; anything else
+	// at that path is not.
+	if fi, err := os.Lstat(p.socket); err == nil {
+		if fi.Mode().Type() != os.ModeSocket {
+			return nil, fmt.Errorf("placement socket %s: exists and is no socket", p.socket)
+		}
+		if err := os.Remove(p.socket); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: p.socket, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("placement socket: %w", err)
+	}
+	ln.SetUnlinkOnClose(false)
+	// The wrapper runs as the qemu user; SO_PEERCRED, not the mode, keeps
+	// strangers out.
+	if err := os.Chmod(p.socket, 0o666); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+func (p *Placer) handle(conn *net.UnixConn) {
+	defer conn.Close()
+	start := time.Now()
+	_ = conn.SetDeadline(start.Add(requestTimeout))
+	name, pid, err := p.identify(conn)
+	log := p.log.With("domain", name, "pid", pid)
+	if err == nil {
+		// Placement itself may take long (a slow cgroupfs); only its
+		// answer needs to go out.
+		_ = conn.SetDeadline(time.Time{})
+		err = p.serveRequest(name, pid)
+	}
+	if err != nil {
+		log.Warn("qemu placement refused", "err", err)
+		_ = conn.SetWriteDeadline(time.Now().Add(requestTimeout))
+		_, _ = io.WriteString(conn, placement.ErrorAnswer(err.Error()))
+		return
+	}
+	_ = conn.SetWriteDeadline(time.Now().Add(requestTimeout))
+	if _, err := io.WriteString(conn, placement.AnswerOK+"\n"); err != nil {
+		// The wrapper will retry and find itself placed already.
+		log.Warn("qemu placed but the answer was lost", "err", err)
+		return
+	}
+	log.Info("qemu placed", "took", time.Since(start))
+}
+
+// identify reads the request and checks it against the caller.
+func (p *Placer) identify(conn *net.UnixConn) (string, int, error) {
+	cred, err := peerCred(conn)
+	if err != nil {
+		return "", 0, err
+	}
+	pid := int(cred.Pid)
+	line, err := bufio.NewReader(io.LimitReader(conn, placement.MaxNameLen+2)).ReadString('\n')
+	if err != nil {
+		return "", pid, fmt.Errorf("read request: %w", err)
+	}
+	name := strings.TrimSuffix(line, "\n")
+	if err := placement.ValidName(name); err != nil {
+		return name, pid, err
+	}
+	if len(p.uids) > 0 && !slices.Contains(p.uids, cred.Uid) {
+		return name, pid, fmt.Errorf("caller uid %d is not a qemu user", cred.Uid)
+	}
+	if p.exe != "" {
+		exe, err := os.Readlink(filepath.Join(p.proc, fmt.Sprint(pid), "exe"))
+		if err != nil {
+			return name, pid, fmt.Errorf("executable of pid %d: %w", pid, err)
+		}
+		if exe = strings.TrimSuffix(exe, " (deleted)"); exe != p.exe {
+			return name, pid, fmt.Errorf("caller runs %s, not %s", exe, p.exe)
+		}
+	}
+	cmdline, err := os.ReadFile(filepath.Join(p.proc, fmt.Sprint(pid), "cmdline"))
+	if err != nil {
+		return name, pid, fmt.Errorf("command line of pid %d: %w", pid, err)
+	}
+	args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
+	if got, ok := placement.GuestName(args[min(1, len(args)):]); !ok || got != name {
+		return name, pid, fmt.Errorf("pid %d asks for domain %s but its -name is guest=%s", pid, name, got)
+	}
+	return name, pid, nil
+}
+
+func (p *Placer) serveRequest(name string, pid int) error {
+	spec, ok := p.lookup(name)
+	if !ok {
+		return fmt.Errorf("no VM of crimux is named %s", name)
+	}
+	l, err := p.layout()
+	if err != nil {
+		return err
+	}
+	p.placeMu.Lock()
+	defer p.placeMu.Unlock()
+	return p.place(l, spec, pid)
+}
+
+// ensureAndPlace creates the leaf with its limits where it is missing (the
+// VM runtime normally has), then moves pid in.
+func ensureAndPlace(l Layout, s Spec, pid int) error {
+	ok, err := l.Exists(s)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if err := l.Create(s); err != nil {
+			return err
+		}
+	}
+	return l.Place(s, pid)
+}
+
+func peerCred(conn *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	if credErr != nil {
+		return nil, fmt.Errorf("SO_PEERCRED: %w", credErr)
+	}
+	return cred, nil
+}
