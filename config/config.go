@@ -47,10 +47,20 @@ type Containerd struct {
 	CallTimeout Duration `toml:"call_timeout"`
 }
 
-// Libvirt says how to reach libvirtd (used by the VM runtime).
+// Libvirt configures the VM runtime and how it reaches libvirtd.
 type Libvirt struct {
 	URI   string `toml:"uri"`
 	Accel string `toml:"accel"`
+	// Emulator is the qemu wrapper set as every domain's <emulator>: it
+	// waits until crimux has placed it in the pod's cgroup, then runs qemu.
+	Emulator string `toml:"emulator"`
+	// PlacementSocket is where the wrapper asks crimux for that placement.
+	PlacementSocket string `toml:"placement_socket"`
+	// MemoryOverheadMiB is added to a VM's RAM for its cgroup memory limit.
+	MemoryOverheadMiB int64 `toml:"memory_overhead_mib"`
+	// StreamingAddr is where the VM console (Attach) streaming server
+	// listens; port 0 picks a free port.
+	StreamingAddr string `toml:"streaming_addr"`
 }
 
 // Runtime is one entry of the runtime registry.
@@ -90,10 +100,17 @@ func Default() Config {
 			Endpoint:    "unix:///run/containerd/containerd.sock",
 			CallTimeout: Duration{2 * time.Minute},
 		},
-		Libvirt: Libvirt{URI: "qemu:///system", Accel: "auto"},
-		Runtimes: []Runtime{{
-			Name: "containerd", Type: TypeContainer, Handlers: []string{"runc"}, Primary: true,
-		}},
+		Libvirt: Libvirt{
+			URI: "qemu:///system", Accel: "auto",
+			Emulator:          "/usr/local/lib/crimux/crimux-qemu-wrapper",
+			PlacementSocket:   "/run/crimux/placement.sock",
+			MemoryOverheadMiB: 256,
+			StreamingAddr:     "127.0.0.1:0",
+		},
+		Runtimes: []Runtime{
+			{Name: "containerd", Type: TypeContainer, Handlers: []string{"runc"}, Primary: true},
+			{Name: "vm", Type: TypeVM, Handlers: []string{"vm"}},
+		},
 	}
 }
 
@@ -154,6 +171,12 @@ func (c Config) Validate() error {
 	case "auto", "kvm", "tcg":
 	default:
 		errs = append(errs, fmt.Errorf("libvirt.accel: %q is not one of auto, kvm, tcg", c.Libvirt.Accel))
+	}
+	if !strings.HasPrefix(c.Libvirt.Emulator, "/") || !strings.HasPrefix(c.Libvirt.PlacementSocket, "/") {
+		errs = append(errs, fmt.Errorf("libvirt.emulator and libvirt.placement_socket: must be absolute paths"))
+	}
+	if c.Libvirt.MemoryOverheadMiB < 0 {
+		errs = append(errs, fmt.Errorf("libvirt.memory_overhead_mib: %d must not be negative", c.Libvirt.MemoryOverheadMiB))
 	}
 	if c.Containerd.CallTimeout.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("containerd.call_timeout: must be positive"))

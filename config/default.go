@@ -29,6 +29,16 @@ call_timeout = "2m0s"
 uri = "qemu:///system"
 # auto, kvm or tcg (software emulation, for hosts where KVM is absent or broken).
 accel = "auto"
+# Every VM's <emulator>: a wrapper that waits until crimux has put it into
+# the pod's cgroup, then runs qemu (libvirt's own cgroup handling must be
+# off: cgroup_controllers = [ ] in /etc/libvirt/qemu.conf).
+emulator = "/usr/local/lib/crimux/crimux-qemu-wrapper"
+# Where the wrapper asks crimux for that placement.
+placement_socket = "/run/crimux/placement.sock"
+# Added to a VM's RAM for its cgroup memory limit: qemu's own memory.
+memory_overhead_mib = 256
+# The VM console (Attach) streaming server; port 0 picks a free port.
+streaming_addr = "127.0.0.1:0"
 
 # The runtime registry. Each runtime serves a workload type (container, vm)
 # and the RuntimeClass handlers listed. A new pod goes to the runtime of its
@@ -40,4 +50,11 @@ type = "container"
 handlers = ["runc"]
 primary = true
 # endpoint = "unix:///run/containerd/containerd.sock"  # default: [containerd].endpoint
+
+# VMs: pods whose RuntimeClass handler is "vm" (or annotated
+# crimux.io/workload-type: vm) run as libvirt + qemu VMs.
+[[runtime]]
+name = "vm"
+type = "vm"
+handlers = ["vm"]
 `

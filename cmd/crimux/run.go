@@ -20,6 +20,7 @@ import (
 	"github.com/crimux/crimux/internal/version"
 	"github.com/crimux/crimux/registry"
 	"github.com/crimux/crimux/runtimes/containerd"
+	"github.com/crimux/crimux/runtimes/libvirt"
 )
 
 // maxMsgSize matches kubelet's client limit.
@@ -55,10 +56,26 @@ func newLogger(level string) *slog.Logger {
 }
 
 // factories are the runtime implementations of this build, by workload type.
-func factories(cfg config.Config) map[string]registry.Factory {
+func factories(cfg config.Config, log *slog.Logger) map[string]registry.Factory {
 	return map[string]registry.Factory{
 		config.TypeContainer: containerd.Factory{Defaults: cfg.Containerd},
+		config.TypeVM: libvirt.Factory{
+			Options: libvirt.Options{
+				StateDir: cfg.StateDir, URI: cfg.Libvirt.URI, Accel: cfg.Libvirt.Accel,
+				Emulator: cfg.Libvirt.Emulator, Instance: instanceID(cfg),
+				MemoryOverheadMiB: cfg.Libvirt.MemoryOverheadMiB, StreamingAddr: cfg.Libvirt.StreamingAddr,
+				PlacementSocket: cfg.Libvirt.PlacementSocket,
+			},
+			ContainerdEndpoint: cfg.Containerd.Endpoint,
+			Log:                log,
+		},
 	}
+}
+
+// instanceID names this crimux on this node (stamped on its VMs).
+func instanceID(cfg config.Config) string {
+	host, _ := os.Hostname()
+	return host + ":" + cfg.StateDir
 }
 
 // serve wires the registry and the CRI server, listens, and blocks until
@@ -69,7 +86,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o711); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	reg, err := registry.New(ctx, cfg, factories(cfg))
+	reg, err := registry.New(ctx, cfg, factories(cfg, log))
 	if err != nil {
 		return err
 	}

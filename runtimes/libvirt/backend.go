@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"path/filepath"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -20,6 +21,9 @@ import (
 // runtime: there is one libvirtd and one state dir.
 type Factory struct {
 	Options Options
+	// ContainerdEndpoint is the containerd whose image store holds VM images.
+	ContainerdEndpoint string
+	// Images and Cgroups replace the host's (tests); nil uses the host's.
 	Images  ImageReader
 	Cgroups Cgroups
 	Log     *slog.Logger
@@ -32,10 +36,16 @@ func (f Factory) Key(config.Runtime) string { return "libvirt" }
 // so the CRI server calls it exactly as it calls containerd (IDs rewritten
 // by codec, errors as gRPC statuses).
 func (f Factory) New(ctx context.Context, rc config.Runtime, codec *idcodec.Codec) (registry.Backend, error) {
-	rt, err := New(ctx, f.Options, f.Images, f.Cgroups, f.Log)
+	images, cgroups, closeImages, err := f.hostParts()
 	if err != nil {
 		return nil, err
 	}
+	rt, err := New(ctx, f.Options, images, cgroups, f.Log)
+	if err != nil {
+		closeImages()
+		return nil, err
+	}
+	rt.closers = append(rt.closers, closeImages)
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
@@ -63,6 +73,24 @@ func (f Factory) New(ctx context.Context, rc config.Runtime, codec *idcodec.Code
 		return nil, err
 	}
 	return &backend{rt: rt, srv: srv, conn: conn, client: runtimeapi.NewRuntimeServiceClient(conn)}, nil
+}
+
+func (f Factory) hostParts() (ImageReader, Cgroups, func() error, error) {
+	images, cgroups, closeImages := f.Images, f.Cgroups, func() error { return nil }
+	var err error
+	if images == nil {
+		images, closeImages, err = ContainerdImages(f.ContainerdEndpoint, filepath.Join(f.Options.StateDir, "images"))
+		if err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if cgroups == nil {
+		if cgroups, err = HostCgroups(); err != nil {
+			closeImages()
+			return nil, nil, nil, err
+		}
+	}
+	return images, cgroups, closeImages, nil
 }
 
 type backend struct {

@@ -55,6 +55,9 @@ type Options struct {
 	// StreamingAddr is where the Attach streaming server listens
 	// (host:port, port 0 picks a free one).
 	StreamingAddr string
+	// PlacementSocket is where the qemu wrapper asks to be placed into
+	// its VM's cgroup; "" runs no placement server (tests).
+	PlacementSocket string
 }
 
 // ImageReader gets a VM image's files out of the image store.
@@ -102,6 +105,7 @@ type Runtime struct {
 	stop    context.CancelFunc
 	// streaming serves Attach to the serial console.
 	streaming streaming.Server
+	closers   []func() error
 }
 
 // New opens the store and starts the libvirtd connection; Close undoes it.
@@ -130,6 +134,9 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 		st.close()
 		return nil, err
 	}
+	if opts.PlacementSocket != "" {
+		r.servePlacement(runCtx, opts.PlacementSocket)
+	}
 	r.resumeConsoles()
 	return r, nil
 }
@@ -139,6 +146,9 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 func (r *Runtime) Close() error {
 	r.stop()
 	r.console.stopAll()
+	for _, c := range r.closers {
+		_ = c()
+	}
 	return r.store.close()
 }
 

@@ -78,6 +78,7 @@ type crimux struct {
 	cmd      *exec.Cmd
 	socket   string
 	endpoint string
+	stateDir string
 	logs     *bytes.Buffer
 }
 
@@ -85,7 +86,16 @@ type crimux struct {
 // state dir and socket of the test's own, and stops it at cleanup.
 func startCrimux(t *testing.T, containerdEndpoint string, extraArgs ...string) *crimux {
 	t.Helper()
-	dir := t.TempDir()
+	// Not t.TempDir(): qemu runs as libvirt's qemu user and must traverse
+	// the state dir to reach a VM's disk and console.
+	dir, err := os.MkdirTemp("/var/lib", "crimux-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	sock := filepath.Join(bed.runDir, fmt.Sprintf("e2e-%d.sock", time.Now().UnixNano()%1e9))
 	args := append([]string{
 		"--config", filepath.Join(dir, "absent.toml"), "--listen", sock,
@@ -95,7 +105,7 @@ func startCrimux(t *testing.T, containerdEndpoint string, extraArgs ...string) *
 	if err := os.WriteFile(filepath.Join(dir, "absent.toml"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := &crimux{t: t, socket: sock, endpoint: "unix://" + sock, logs: &bytes.Buffer{}}
+	c := &crimux{t: t, socket: sock, endpoint: "unix://" + sock, stateDir: filepath.Join(dir, "state"), logs: &bytes.Buffer{}}
 	c.cmd = exec.Command(bed.crimuxBin, args...)
 	c.cmd.Stdout, c.cmd.Stderr = c.logs, c.logs
 	if err := c.cmd.Start(); err != nil {

@@ -1,0 +1,83 @@
+package libvirt
+
+import (
+	"context"
+	"fmt"
+	"os/user"
+	"strconv"
+	"strings"
+
+	"github.com/containerd/containerd/v2/client"
+
+	"github.com/crimux/crimux/runtimes/libvirt/cgroup"
+	"github.com/crimux/crimux/runtimes/libvirt/vmimage"
+)
+
+// The adapters below connect the runtime to the host: images from
+// containerd's store (vmimage), cgroups from the host's hierarchies
+// (cgroup), and the placement server the qemu wrapper asks.
+
+// ContainerdImages reads VM images out of the containerd at endpoint
+// ("unix:///path"), caching their files under cacheDir.
+func ContainerdImages(endpoint, cacheDir string) (ImageReader, func() error, error) {
+	c, err := client.New(strings.TrimPrefix(endpoint, "unix://"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("containerd client for VM images: %w", err)
+	}
+	return vmImages{vmimage.NewReader(c.ImageService(), c.ContentStore(), cacheDir)}, c.Close, nil
+}
+
+type vmImages struct{ r *vmimage.Reader }
+
+func (v vmImages) Prepare(ctx context.Context, ref string) (ImageLayout, error) {
+	l, err := v.r.Prepare(ctx, ref)
+	if err != nil {
+		return ImageLayout{}, err
+	}
+	out := ImageLayout{Kernel: l.Kernel, Initrd: l.Initrd, KernelArgs: l.KernelArgs}
+	if l.Disk != nil {
+		out.DiskPath, out.DiskFormat = l.Disk.Path, l.Disk.Format
+	}
+	return out, nil
+}
+
+// HostCgroups manages VM cgroups in the host's cgroup hierarchies.
+func HostCgroups() (Cgroups, error) {
+	l, err := cgroup.Discover()
+	if err != nil {
+		return nil, fmt.Errorf("discover cgroup hierarchies: %w", err)
+	}
+	return hostCgroups{l}, nil
+}
+
+type hostCgroups struct{ l cgroup.Layout }
+
+func (h hostCgroups) Create(c VMCgroup) error { return h.l.Create(cgroup.Spec(c)) }
+func (h hostCgroups) Update(c VMCgroup) error { return h.l.Update(cgroup.Spec(c)) }
+func (h hostCgroups) Remove(c VMCgroup) error { return h.l.Remove(cgroup.Spec(c)) }
+func (h hostCgroups) Stats(c VMCgroup) (uint64, uint64, error) {
+	return h.l.Stats(cgroup.Spec(c))
+}
+
+// servePlacement runs the placement server: the qemu wrapper of a crimux
+// domain asks it to be moved into the VM's cgroup before it execs qemu.
+// Only the wrapper executable, run by root or libvirt's qemu user, is
+// answered.
+func (r *Runtime) servePlacement(ctx context.Context, socket string) {
+	uids := []uint32{0}
+	if u, err := user.Lookup(qemuUser); err == nil {
+		if uid, err := strconv.ParseUint(u.Uid, 10, 32); err == nil {
+			uids = append(uids, uint32(uid))
+		}
+	}
+	p := cgroup.NewPlacer(socket, func(domain string) (cgroup.Spec, bool) {
+		cg, ok := r.CgroupForDomain(domain)
+		return cgroup.Spec(cg), ok
+	}, cgroup.WithLogger(r.log.With("component", "placement")),
+		cgroup.WithExecutable(r.opts.Emulator), cgroup.WithPeerUIDs(uids...))
+	go func() {
+		if err := p.Serve(ctx); err != nil && ctx.Err() == nil {
+			r.log.Error("placement server stopped", "socket", socket, "err", err)
+		}
+	}()
+}

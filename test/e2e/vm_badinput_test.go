@@ -1,0 +1,78 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Hostile and broken VM images of the test bed (test/images).
+var badVMImages = []struct{ name, image, words string }{
+	{"neither disk nor kernel", "127.0.0.1:5117/crimux/vm-bad-empty:latest", "neither"},
+	{"two disks", "127.0.0.1:5117/crimux/vm-bad-twodisks:latest", "/disk/"},
+	{"kernel symlink leaving the image", "127.0.0.1:5117/crimux/vm-bad-symlink:latest", "symlink"},
+	{"qcow2 with a backing file", "127.0.0.1:5117/crimux/vm-bad-backing:latest", "backing"},
+	{"qcow2 with an external data file", "127.0.0.1:5117/crimux/vm-bad-datafile:latest", "data"},
+}
+
+// TestVMBadInput: each bad VM request fails with InvalidArgument (or
+// FailedPrecondition for a second container) naming the problem, and
+// leaves no domain, no VM files and no cgroup behind.
+func TestVMBadInput(t *testing.T) {
+	requireVM(t)
+	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
+	c.crictl("pull", vmImage)
+	parent := fmt.Sprintf("/crimux-e2e/pod%d", time.Now().UnixNano())
+	t.Cleanup(func() { removeCgroupTree(parent) })
+	pod := vmPodJSON(t, "vm-bad", parent, "")
+	podID := c.crictl("runp", "--runtime", "vm", pod)
+	t.Cleanup(func() { c.crictlErr("rmp", "-f", podID) })
+	domainsBefore := virsh(t, "list", "--all", "--name")
+
+	createFails := func(t *testing.T, ctrJSON, code string, words ...string) {
+		t.Helper()
+		out, err := c.crictlErr("create", podID, ctrJSON, pod)
+		if err == nil {
+			t.Fatalf("create succeeded (%s), want %s", out, code)
+		}
+		for _, w := range append([]string{code}, words...) {
+			if !strings.Contains(out, w) {
+				t.Fatalf("create error does not name %q:\n%s", w, out)
+			}
+		}
+		assertNoVMFiles(t, c)
+		if after := virsh(t, "list", "--all", "--name"); after != domainsBefore {
+			t.Fatalf("domains changed after a failed create:\nbefore %q\nafter  %q", domainsBefore, after)
+		}
+	}
+	t.Run("no memory limit", func(t *testing.T) {
+		createFails(t, vmContainerJSON(t, vmImage, 0, ""), "InvalidArgument", "memory_limit_in_bytes")
+	})
+	t.Run("unparsable kernel-args annotation", func(t *testing.T) {
+		createFails(t, vmContainerJSON(t, vmImage, vmMemory, `"crimux.io/kernel-args": "console=ttyS0 init=\"/bin/sh"`),
+			"InvalidArgument", "crimux.io/kernel-args")
+	})
+	for _, bad := range badVMImages {
+		t.Run(bad.name, func(t *testing.T) {
+			c.crictl("pull", bad.image)
+			createFails(t, vmContainerJSON(t, bad.image, vmMemory, ""), "InvalidArgument", bad.words)
+		})
+	}
+	t.Run("second container in a VM pod", func(t *testing.T) {
+		first := c.crictl("create", podID, vmContainerJSON(t, vmImage, vmMemory, ""), pod)
+		out, err := c.crictlErr("create", podID, vmContainerJSON(t, vmImage, vmMemory, ""), pod)
+		if err == nil || !strings.Contains(out, "FailedPrecondition") || !strings.Contains(out, "exactly one container") {
+			t.Fatalf("second create: err %v, output %q; want FailedPrecondition naming the one-container rule", err, out)
+		}
+		c.crictl("rm", first)
+		assertNoVMFiles(t, c)
+	})
+	t.Run("pod with a bad workload-type annotation", func(t *testing.T) {
+		bad := vmPodJSON(t, "vm-bad-anno", parent, `"crimux.io/workload-type": "mainframe"`)
+		out, err := c.crictlErr("runp", bad)
+		if err == nil || !strings.Contains(out, "InvalidArgument") || !strings.Contains(out, "mainframe") {
+			t.Fatalf("runp with a bad workload type: err %v, output %q", err, out)
+		}
+	})
+}

@@ -1,0 +1,307 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The VM test image (test/images, served by the bed's registry): a Debian
+// cloud kernel, a busybox initramfs whose /init prints vmMarker on the
+// serial console, and a small qcow2 disk.
+const (
+	vmImage    = "127.0.0.1:5117/crimux/vm-busybox:latest"
+	vmMarker   = "CRIMUX-VM-BOOTED"
+	vmMemory   = 256 << 20
+	vmCPUQuota = 50000
+	vmOverhead = 256 << 20 // config default memory_overhead_mib
+)
+
+// requireVM skips unless e2e runs are on; it fails if libvirtd or the qemu
+// wrapper of the bed is missing.
+func requireVM(t *testing.T) {
+	t.Helper()
+	requireBed(t)
+	if out, err := exec.Command("virsh", "-c", "qemu:///system", "version").CombinedOutput(); err != nil {
+		t.Fatalf("libvirtd does not answer (run test/bed/libvirt-up.sh): %v\n%s", err, out)
+	}
+}
+
+func virsh(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("virsh", append([]string{"-c", "qemu:///system"}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("virsh %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// domainOf is the libvirt domain of a VM container ID as crictl shows it.
+func domainOf(ctrID string) string {
+	return "crimux-" + strings.TrimPrefix(ctrID, "vm--")
+}
+
+func vmPodJSON(t *testing.T, name, cgroupParent, annotations string) string {
+	return writeJSON(t, "vmpod.json", fmt.Sprintf(`{
+  "metadata": {"name": %q, "namespace": "crimux-e2e", "uid": "%s-uid", "attempt": 0},
+  "log_directory": %q,
+  "annotations": {%s},
+  "linux": {"cgroup_parent": %q}
+}`, name, name, t.TempDir(), annotations, cgroupParent))
+}
+
+func vmContainerJSON(t *testing.T, image string, memory int64, annotations string) string {
+	return writeJSON(t, "vmctr.json", fmt.Sprintf(`{
+  "metadata": {"name": "vm"},
+  "image": {"image": %q},
+  "log_path": "vm.log",
+  "annotations": {%s},
+  "linux": {"resources": {"cpu_period": 100000, "cpu_quota": %d, "memory_limit_in_bytes": %d}}
+}`, image, annotations, vmCPUQuota, memory))
+}
+
+// TestVMPodLifecycle: a VM pod through crimux with crictl against real
+// containerd, libvirtd and qemu (TCG): it runs in virsh, every qemu thread
+// is in the pod's cgroup with the container's limits, the console reaches
+// crictl logs, stats show CPU, and stop/rm/rmp leave nothing behind.
+func TestVMPodLifecycle(t *testing.T) {
+	requireVM(t)
+	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
+	c.crictl("pull", vmImage)
+	parent := fmt.Sprintf("/crimux-e2e/pod%d", time.Now().UnixNano())
+	t.Cleanup(func() { removeCgroupTree(parent) })
+	pod := vmPodJSON(t, "vm-lifecycle", parent, "")
+	podID := c.crictl("runp", "--runtime", "vm", pod)
+	t.Cleanup(func() { c.crictlErr("rmp", "-f", podID) })
+	if !strings.HasPrefix(podID, "vm--") {
+		t.Fatalf("VM pod ID %q lacks the vm-- prefix", podID)
+	}
+	ctrID := c.crictl("create", podID, vmContainerJSON(t, vmImage, vmMemory, ""), pod)
+	start := time.Now()
+	c.crictl("start", ctrID)
+	domain := domainOf(ctrID)
+
+	if out := virsh(t, "list", "--name"); !strings.Contains(out, domain) {
+		t.Fatalf("domain %s not running in virsh list:\n%s", domain, out)
+	}
+	pid := qemuPID(t, domain)
+	checkThreadsUnder(t, pid, parent)
+	checkLimits(t, parent+"/"+domain)
+
+	eventually(t, 10*time.Second-time.Since(start), "console marker in crictl logs", func() error {
+		if out, _ := c.crictlErr("logs", ctrID); !strings.Contains(out, vmMarker) {
+			return fmt.Errorf("logs so far: %q", out)
+		}
+		return nil
+	})
+	eventually(t, 10*time.Second, "non-zero CPU in crictl stats", func() error {
+		var st struct {
+			Stats []struct {
+				CPU struct {
+					UsageCoreNanoSeconds struct{ Value string } `json:"usageCoreNanoSeconds"`
+				} `json:"cpu"`
+			} `json:"stats"`
+		}
+		mustJSON(t, c.crictl("stats", "-o", "json", "--id", ctrID), &st)
+		if len(st.Stats) != 1 || st.Stats[0].CPU.UsageCoreNanoSeconds.Value == "" || st.Stats[0].CPU.UsageCoreNanoSeconds.Value == "0" {
+			return fmt.Errorf("stats: %+v", st.Stats)
+		}
+		return nil
+	})
+	var insp struct {
+		Status struct{ State string } `json:"status"`
+		Info   struct {
+			Domain string `json:"domain"`
+			Accel  string `json:"accel"`
+		} `json:"info"`
+	}
+	mustJSON(t, c.crictl("inspect", "-o", "json", ctrID), &insp)
+	if insp.Status.State != "CONTAINER_RUNNING" || insp.Info.Domain != domain || insp.Info.Accel != "tcg" {
+		t.Fatalf("inspect: %+v, want running, domain %s, accel tcg", insp, domain)
+	}
+
+	c.crictl("stop", ctrID)
+	c.crictl("rm", ctrID)
+	c.crictl("stopp", podID)
+	c.crictl("rmp", podID)
+	if out := virsh(t, "list", "--all", "--name"); strings.Contains(out, domain) {
+		t.Fatalf("domain %s still defined after rm:\n%s", domain, out)
+	}
+	assertNoVMFiles(t, c)
+	for _, dir := range cgroupDirs(parent + "/" + domain) {
+		if _, err := os.Stat(dir); err == nil {
+			t.Fatalf("cgroup %s still exists after rm", dir)
+		}
+	}
+}
+
+// TestContainerAndVMSideBySide: one socket lists a container pod and a VM
+// pod, each with its right state.
+func TestContainerAndVMSideBySide(t *testing.T) {
+	requireVM(t)
+	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
+	c.crictl("pull", busyboxImage)
+	c.crictl("pull", vmImage)
+	parent := fmt.Sprintf("/crimux-e2e/pod%d", time.Now().UnixNano())
+	t.Cleanup(func() { removeCgroupTree(parent) })
+
+	cpod := podJSON(t, "side-ctr", "")
+	cpodID := c.crictl("runp", cpod)
+	t.Cleanup(func() { c.crictlErr("rmp", "-f", cpodID) })
+	cID := c.crictl("create", cpodID, containerJSON(t, "sleeper", busyboxImage, []string{"sleep", "3600"}), cpod)
+	c.crictl("start", cID)
+
+	vpod := vmPodJSON(t, "side-vm", parent, "")
+	vpodID := c.crictl("runp", "--runtime", "vm", vpod)
+	t.Cleanup(func() { c.crictlErr("rmp", "-f", vpodID) })
+	vID := c.crictl("create", vpodID, vmContainerJSON(t, vmImage, vmMemory, ""), vpod)
+
+	ps := c.crictl("ps", "-a", "-o", "json")
+	states := map[string]string{}
+	var list struct {
+		Containers []struct {
+			ID    string `json:"id"`
+			State string `json:"state"`
+		} `json:"containers"`
+	}
+	mustJSON(t, ps, &list)
+	for _, x := range list.Containers {
+		states[x.ID] = x.State
+	}
+	if states[cID] != "CONTAINER_RUNNING" || states[vID] != "CONTAINER_CREATED" {
+		t.Fatalf("crictl ps states: %v; want %s running and %s created", states, cID, vID)
+	}
+	c.crictl("start", vID)
+	pods := c.crictl("pods", "-q", "--state", "ready")
+	if !strings.Contains(pods, cpodID) || !strings.Contains(pods, vpodID) {
+		t.Fatalf("crictl pods lists neither or one of %s, %s:\n%s", cpodID, vpodID, pods)
+	}
+	if out := c.crictl("ps", "-q", "--state", "running"); !strings.Contains(out, cID) || !strings.Contains(out, vID) {
+		t.Fatalf("crictl ps does not list both running:\n%s", out)
+	}
+	c.crictl("rmp", "-f", vpodID)
+	c.crictl("rmp", "-f", cpodID)
+	assertNoVMFiles(t, c)
+}
+
+// qemuPID reads the pid libvirt records for a running domain.
+func qemuPID(t *testing.T, domain string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/run/libvirt/qemu", domain+".pid"))
+	if err != nil {
+		t.Fatalf("qemu pid of %s: %v", domain, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// checkThreadsUnder asserts that every line of every thread's cgroup file
+// (every hierarchy, the unified one included) is under parent.
+func checkThreadsUnder(t *testing.T, pid int, parent string) {
+	t.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/cgroup", pid))
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("no threads of qemu %d: %v", pid, err)
+	}
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			parts := strings.SplitN(line, ":", 3)
+			if len(parts) != 3 || parts[1] == "name=systemd" && parts[2] == "/" {
+				continue
+			}
+			if parts[1] == "" && parts[0] == "0" && !unifiedMounted() {
+				continue
+			}
+			if !strings.HasPrefix(parts[2], parent+"/") {
+				t.Fatalf("%s: %q is not under the pod's cgroup %s", f, line, parent)
+			}
+		}
+	}
+	t.Logf("all %d qemu threads are under %s", len(tasks), parent)
+}
+
+func unifiedMounted() bool {
+	_, err := os.Stat("/sys/fs/cgroup/unified/cgroup.controllers")
+	_, err2 := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	return err == nil || err2 == nil
+}
+
+// checkLimits asserts the VM cgroup's memory limit and CPU quota.
+func checkLimits(t *testing.T, path string) {
+	t.Helper()
+	wantMem := int64(vmMemory + vmOverhead)
+	if b, err := os.ReadFile("/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes"); err == nil {
+		if got, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); got != wantMem {
+			t.Fatalf("memory.limit_in_bytes of %s is %d, want %d", path, got, wantMem)
+		}
+	} else if b, err := os.ReadFile("/sys/fs/cgroup" + path + "/memory.max"); err == nil {
+		if got, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); got != wantMem {
+			t.Fatalf("memory.max of %s is %d, want %d", path, got, wantMem)
+		}
+	} else {
+		t.Fatalf("no memory limit file for %s", path)
+	}
+	if b, err := os.ReadFile("/sys/fs/cgroup/cpu,cpuacct" + path + "/cpu.cfs_quota_us"); err == nil {
+		if got := strings.TrimSpace(string(b)); got != strconv.Itoa(vmCPUQuota) {
+			t.Fatalf("cpu.cfs_quota_us of %s is %s, want %d", path, got, vmCPUQuota)
+		}
+	} else if b, err := os.ReadFile("/sys/fs/cgroup" + path + "/cpu.max"); err == nil {
+		if got := strings.Fields(string(b)); len(got) == 0 || got[0] != strconv.Itoa(vmCPUQuota) {
+			t.Fatalf("cpu.max of %s is %q, want quota %d", path, b, vmCPUQuota)
+		}
+	} else {
+		t.Fatalf("no CPU quota file for %s", path)
+	}
+}
+
+// cgroupDirs lists path in every mounted cgroup hierarchy.
+func cgroupDirs(path string) []string {
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*")
+	var out []string
+	for _, r := range roots {
+		if fi, err := os.Stat(r); err == nil && fi.IsDir() {
+			out = append(out, r+path)
+		}
+	}
+	return append(out, "/sys/fs/cgroup"+path)
+}
+
+// removeCgroupTree removes a test's pod cgroup parent (deepest first).
+func removeCgroupTree(path string) {
+	for _, d := range cgroupDirs(path) {
+		_ = filepath.Walk(d, func(string, os.FileInfo, error) error { return nil })
+		entries, _ := os.ReadDir(d)
+		for _, e := range entries {
+			if e.IsDir() {
+				_ = os.Remove(filepath.Join(d, e.Name()))
+			}
+		}
+		_ = os.Remove(d)
+		_ = os.Remove(filepath.Dir(d)) // the test's /crimux-e2e, if empty
+	}
+}
+
+// assertNoVMFiles asserts crimux's state dir holds no VM directory.
+func assertNoVMFiles(t *testing.T, c *crimux) {
+	t.Helper()
+	entries, _ := os.ReadDir(filepath.Join(c.stateDir, "vms"))
+	if len(entries) != 0 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("VM files left behind in %s: %v", c.stateDir, names)
+	}
+}
