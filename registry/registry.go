@@ -51,6 +51,8 @@ type Runtime struct {
 	// Prefix is the ID prefix of this runtime's backend; "" for the primary's.
 	Prefix  string
 	Backend Backend
+	// key identifies the backend's connection (type and factory key).
+	key string
 }
 
 // Registry answers routing questions. Safe for concurrent use.
@@ -66,11 +68,33 @@ type Registry struct {
 // New builds the registry of cfg's runtimes with the factories of each
 // workload type. cfg must have passed Validate. On error every backend
 // already made is closed.
-func New(ctx context.Context, cfg config.Config, factories map[string]Factory) (_ *Registry, retErr error) {
+func New(ctx context.Context, cfg config.Config, factories map[string]Factory) (*Registry, error) {
+	r, _, err := Rebuild(ctx, cfg, factories, nil)
+	return r, err
+}
+
+// Rebuild builds the registry of cfg (a config reload), taking over the
+// backends of old whose key and ID prefix are unchanged, so running pods
+// are not disturbed and a runtime that holds files (the VM store) is not
+// opened twice. It returns the new registry and a function closing the old
+// backends not taken over, to call once calls in flight on old are done.
+// On error the new backends are closed and old is untouched.
+func Rebuild(ctx context.Context, cfg config.Config, factories map[string]Factory, old *Registry) (_ *Registry, closeOld func(), retErr error) {
 	r := &Registry{byHandler: map[string]*Runtime{}, byPrefix: map[string]*Runtime{}, byType: map[string]*Runtime{}}
+	reusable := map[string]*Runtime{}
+	if old != nil {
+		for _, b := range old.backends {
+			reusable[b.key+"|"+b.Prefix] = b
+		}
+	}
+	taken := map[*Runtime]bool{}
 	defer func() {
 		if retErr != nil {
-			r.Close()
+			for _, b := range r.backends {
+				if !taken[b] {
+					b.Backend.Close()
+				}
+			}
 		}
 	}()
 	// The primary's backend is made first so runtimes sharing it share its
@@ -81,36 +105,51 @@ func New(ctx context.Context, cfg config.Config, factories map[string]Factory) (
 	for _, rc := range ordered {
 		f, ok := factories[rc.Type]
 		if !ok {
-			return nil, fmt.Errorf("runtime %q: type %q is not available in this build: %w", rc.Name, rc.Type, errdefs.ErrInvalidArgument)
+			return nil, nil, fmt.Errorf("runtime %q: type %q is not available in this build: %w", rc.Name, rc.Type, errdefs.ErrInvalidArgument)
 		}
-		rt := &Runtime{Name: rc.Name, Type: rc.Type, Handlers: rc.Handlers, Primary: rc.Primary}
-		key := rc.Type + "|" + f.Key(rc)
-		if owner, ok := shared[key]; ok {
+		rt := &Runtime{Name: rc.Name, Type: rc.Type, Handlers: rc.Handlers, Primary: rc.Primary, key: rc.Type + "|" + f.Key(rc)}
+		if owner, ok := shared[rt.key]; ok {
 			rt.Prefix, rt.Backend = owner.Prefix, owner.Backend
+			r.add(rt)
+			continue
+		}
+		if !rc.Primary {
+			rt.Prefix = rc.Name
+		}
+		if prev, ok := reusable[rt.key+"|"+rt.Prefix]; ok {
+			rt.Backend = prev.Backend
+			taken[rt] = true
+			delete(reusable, rt.key+"|"+rt.Prefix)
 		} else {
-			var codec *idcodec.Codec
-			if !rc.Primary {
-				rt.Prefix = rc.Name
-				c := idcodec.New(rc.Name)
-				codec = &c
-			}
-			b, err := f.New(ctx, rc, codec)
+			b, err := f.New(ctx, rc, codecFor(rt.Prefix))
 			if err != nil {
-				return nil, fmt.Errorf("runtime %q: %w", rc.Name, err)
+				return nil, nil, fmt.Errorf("runtime %q: %w", rc.Name, err)
 			}
 			rt.Backend = b
-			shared[key] = rt
-			r.backends = append(r.backends, rt)
-			if rt.Prefix != "" {
-				r.byPrefix[rt.Prefix] = rt
-			}
+		}
+		shared[rt.key] = rt
+		r.backends = append(r.backends, rt)
+		if rt.Prefix != "" {
+			r.byPrefix[rt.Prefix] = rt
 		}
 		r.add(rt)
 	}
 	if r.primary == nil {
-		return nil, fmt.Errorf("runtime: no primary runtime: %w", errdefs.ErrInvalidArgument)
+		return nil, nil, fmt.Errorf("runtime: no primary runtime: %w", errdefs.ErrInvalidArgument)
 	}
-	return r, nil
+	return r, func() {
+		for _, b := range reusable {
+			b.Backend.Close()
+		}
+	}, nil
+}
+
+func codecFor(prefix string) *idcodec.Codec {
+	if prefix == "" {
+		return nil
+	}
+	c := idcodec.New(prefix)
+	return &c
 }
 
 func (r *Registry) add(rt *Runtime) {
