@@ -82,6 +82,11 @@ func (r *Runtime) stopVM(ctx context.Context, id string, grace time.Duration) er
 		return err
 	}
 	defer unlock()
+	return r.stopVMLocked(ctx, c, grace)
+}
+
+// stopVMLocked stops a VM; the caller holds its pod's lock.
+func (r *Runtime) stopVMLocked(ctx context.Context, c *containerRecord, grace time.Duration) error {
 	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return nil
 	}

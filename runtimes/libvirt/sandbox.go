@@ -43,7 +43,11 @@ func (r *Runtime) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 		return nil, err
 	}
 	if sb.ContainerID != "" {
-		if err := r.stopVM(ctx, sb.ContainerID, 0); err != nil && !errdefs.IsNotFound(err) {
+		c, err := r.store.container(sb.ContainerID)
+		if err == nil {
+			err = r.stopVMLocked(ctx, c, 0)
+		}
+		if err != nil && !errdefs.IsNotFound(err) {
 			return nil, err
 		}
 	}
