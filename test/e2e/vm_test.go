@@ -125,6 +125,16 @@ func TestVMPodLifecycle(t *testing.T) {
 		t.Fatalf("inspect: %+v, want running, domain %s, accel tcg", insp, domain)
 	}
 
+	// UpdateContainerResources reaches the VM's cgroup.
+	c.crictl("update", "--cpu-period", "100000", "--cpu-quota", "30000", "--memory", strconv.Itoa(vmMemory), ctrID)
+	quota, _ := filepath.Glob("/sys/fs/cgroup/cpu*" + parent + "/" + domain + "/cpu.cfs_quota_us")
+	if len(quota) == 0 {
+		quota = []string{"/sys/fs/cgroup" + parent + "/" + domain + "/cpu.max"}
+	}
+	if b, err := os.ReadFile(quota[0]); err != nil || strings.Fields(string(b))[0] != "30000" {
+		t.Fatalf("after crictl update, %s is %q (%v), want 30000", quota[0], b, err)
+	}
+
 	c.crictl("stop", ctrID)
 	c.crictl("rm", ctrID)
 	c.crictl("stopp", podID)
