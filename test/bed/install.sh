@@ -16,8 +16,11 @@ mkdir -p "$BIN" "$CACHE"
 # --- Debian packages ---------------------------------------------------------
 # runc, CNI plugins (bridge, host-local, portmap, loopback in /usr/lib/cni),
 # iptables for portmap, iproute2 (ip, ss), util-linux (unshare, nsenter,
-# ipcmk for critest), dpkg (dpkg-deb, for the busybox package).
-packages=(runc containernetworking-plugins iptables iproute2 util-linux dpkg)
+# ipcmk for critest), dpkg (dpkg-deb, for the busybox package); for the VM
+# images: Debian's cloud kernel and its modules, e2fsprogs (mkfs.ext4,
+# debugfs), qemu-utils (qemu-img), xz-utils (xz-compressed modules).
+packages=(runc containernetworking-plugins iptables iproute2 util-linux dpkg
+	linux-image-cloud-amd64 e2fsprogs qemu-utils xz-utils)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed || missing+=("$p")
@@ -43,17 +46,36 @@ for f in "$CNI_BIN_DIR"/{bridge,host-local,portmap,loopback}; do
 	[ -x "$f" ] || die "$f is missing (containernetworking-plugins)"
 done
 
-# The dynamically linked busybox (see TESTBED.md: busybox-static runs its
-# applets inside the shell, which breaks the MaskedPaths spec).
-busybox_deb=$(compgen -G "$CACHE/busybox_*.deb" | sort | tail -n 1 || true)
-if [ -z "$busybox_deb" ]; then
-	if ! (cd "$CACHE" && apt-get download -q -o APT::Sandbox::User=root busybox) >/tmp/crimux-testbed-apt.log 2>&1; then
-		apt_update
-		(cd "$CACHE" && quiet apt-download apt-get download -q -o APT::Sandbox::User=root busybox)
+# cached_deb VAR PACKAGE: sets VAR to the path of PACKAGE's .deb in
+# $CACHE, downloading it (not installing it) first if needed.
+cached_deb() {
+	local deb
+	deb=$(compgen -G "$CACHE/${2}_*.deb" | sort -V | tail -n 1 || true)
+	if [ -z "$deb" ]; then
+		if ! (cd "$CACHE" && apt-get download -q -o APT::Sandbox::User=root "$2") >/tmp/crimux-testbed-apt.log 2>&1; then
+			apt_update
+			(cd "$CACHE" && quiet apt-download apt-get download -q -o APT::Sandbox::User=root "$2")
+		fi
+		deb=$(compgen -G "$CACHE/${2}_*.deb" | sort -V | tail -n 1) || die "$2 download failed"
+		did+=("$2 package")
 	fi
-	busybox_deb=$(compgen -G "$CACHE/busybox_*.deb" | sort | tail -n 1) || die "busybox download failed"
-	did+=("busybox package")
-fi
+	printf -v "$1" '%s' "$deb"
+}
+
+# The dynamically linked busybox (see TESTBED.md: busybox-static runs its
+# applets inside the shell, which breaks the MaskedPaths spec) for the
+# container images; busybox-static for the VM images' initramfs. Only
+# downloaded: the two packages conflict, and the host needs neither.
+busybox_deb='' busybox_static_deb=''
+cached_deb busybox_deb busybox
+cached_deb busybox_static_deb busybox-static
+
+# The VM images' kernel: the newest installed Debian cloud kernel, with its
+# modules (virtio, ACPI button, evdev) for the initramfs.
+vm_kernel=$(compgen -G '/boot/vmlinuz-*-cloud-amd64' | sort -V | tail -n 1 || true)
+[ -n "$vm_kernel" ] || die "no /boot/vmlinuz-*-cloud-amd64 (linux-image-cloud-amd64)"
+vm_release=${vm_kernel#/boot/vmlinuz-}
+[ -s "/lib/modules/$vm_release/modules.dep" ] || die "/lib/modules/$vm_release/modules.dep is missing"
 
 # --- Go-built binaries -------------------------------------------------------
 # built_ok BINARY MODULE VERSION: BINARY was built from MODULE@VERSION, statically
@@ -101,16 +123,23 @@ if [ ! -x "$BIN/critest" ] || [ "$(cat "$BIN/critest.version" 2>/dev/null)" != "
 fi
 
 # --- Images ------------------------------------------------------------------
-# Rebuilt when their inputs change: test/images sources, Go, busybox, libc.
+# Rebuilt when their inputs change: test/images sources, Go, busybox, libc;
+# for the VM images the kernel and its modules, busybox-static, e2fsprogs
+# and qemu-utils. The VM images' kernel, initramfs and disk layers are
+# also cached by their inputs in $CACHE/vm-layers (the test/images builder
+# keeps them), so a rebuild for another reason reuses them as they are.
 stamp=$( (
 	cd "$REPO_ROOT"
 	find test/images -type f -name '*.go' | LC_ALL=C sort | xargs sha256sum
 	go version
-	sha256sum "$busybox_deb" | cut -d' ' -f1
-	dpkg-query -W -f='${Version}\n' libc6
+	sha256sum "$busybox_deb" "$busybox_static_deb" "$vm_kernel" "/lib/modules/$vm_release/modules.dep" | cut -d' ' -f1
+	echo "$vm_kernel"
+	dpkg-query -W -f='${Package} ${Version}\n' libc6 e2fsprogs qemu-utils "linux-image-$vm_release" 2>/dev/null || true
 ) | sha256sum | cut -d' ' -f1)
 if [ ! -s "$IMAGES/images.txt" ] || [ "$(cat "$TESTBED/images.stamp" 2>/dev/null)" != "$stamp" ]; then
-	(cd "$REPO_ROOT" && quiet build-images go run ./test/images -out "$IMAGES" -busybox-deb "$busybox_deb")
+	(cd "$REPO_ROOT" && quiet build-images go run ./test/images -out "$IMAGES" -busybox-deb "$busybox_deb" \
+		-busybox-static-deb "$busybox_static_deb" -vm-kernel "$vm_kernel" -vm-modules "/lib/modules/$vm_release" \
+		-vm-cache "$CACHE/vm-layers")
 	echo "$stamp" >"$TESTBED/images.stamp"
 	did+=("images")
 fi

@@ -15,6 +15,11 @@
 // Usage (from the repository root):
 //
 //	go run ./test/images -out /opt/crimux-testbed/images -busybox-deb busybox_*.deb
+//
+// The VM images (vm.go) also need Debian's cloud kernel and its modules
+// (-vm-kernel, default the newest /boot/vmlinuz-*-cloud-amd64), the
+// busybox-static package (-busybox-static-deb, default next to
+// -busybox-deb), mke2fs, debugfs and qemu-img; -vm=false skips them.
 package main
 
 import (
@@ -57,12 +62,25 @@ func main() {
 	out := flag.String("out", "", "output directory (replaced as a whole)")
 	busyboxDeb := flag.String("busybox-deb", "", "Debian busybox .deb (dynamically linked busybox)")
 	sysroot := flag.String("sysroot", "/", "where to take busybox's shared libraries from")
+	withVM := flag.Bool("vm", true, "build the VM images too")
+	vmKernel := flag.String("vm-kernel", "", "kernel of the VM images, /boot/vmlinuz-<release> (default: the newest /boot/vmlinuz-*-cloud-amd64)")
+	vmModules := flag.String("vm-modules", "", "the kernel's module directory (default: /lib/modules/<release>)")
+	busyboxStaticDeb := flag.String("busybox-static-deb", "", "Debian busybox-static .deb, for the VM initramfs (default: busybox-static_*.deb next to -busybox-deb)")
+	vmCache := flag.String("vm-cache", "", "cache of the VM images' kernel, initramfs and disk layers (default: vm-layers next to -busybox-deb; \"none\" for no cache)")
 	flag.Parse()
 	if *out == "" || *busyboxDeb == "" {
-		fmt.Fprintln(os.Stderr, "usage: images -out DIR -busybox-deb FILE [-sysroot DIR]")
+		fmt.Fprintln(os.Stderr, "usage: images -out DIR -busybox-deb FILE [-sysroot DIR] [-vm=false | -vm-kernel FILE -vm-modules DIR -busybox-static-deb FILE -vm-cache DIR]")
 		os.Exit(2)
 	}
-	n, err := run(*out, *busyboxDeb, *sysroot)
+	var vm *vmInputs
+	if *withVM {
+		var err error
+		if vm, err = vmDefaults(*busyboxDeb, vmInputs{kernel: *vmKernel, modules: *vmModules, busyboxStaticDeb: *busyboxStaticDeb, cache: *vmCache}); err != nil {
+			fmt.Fprintln(os.Stderr, "images:", err)
+			os.Exit(1)
+		}
+	}
+	n, err := run(*out, *busyboxDeb, *sysroot, vm)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "images:", err)
 		os.Exit(1)
@@ -70,7 +88,7 @@ func main() {
 	fmt.Printf("images: %d images written to %s\n", n, *out)
 }
 
-func run(out, busyboxDeb, sysroot string) (int, error) {
+func run(out, busyboxDeb, sysroot string, vm *vmInputs) (int, error) {
 	tmp, err := os.MkdirTemp("", "crimux-images-")
 	if err != nil {
 		return 0, err
@@ -91,6 +109,13 @@ func run(out, busyboxDeb, sysroot string) (int, error) {
 	specs, err := imageSpecs(base, bins)
 	if err != nil {
 		return 0, err
+	}
+	if vm != nil {
+		vmSpecs, err := vmImageSpecs(tmp, *vm)
+		if err != nil {
+			return 0, fmt.Errorf("VM images: %w", err)
+		}
+		specs = append(specs, vmSpecs...)
 	}
 
 	staging := out + ".new"
