@@ -17,6 +17,8 @@ type invalidError struct {
 
 func (e *invalidError) Error() string {
 	switch {
+	case e.Image == "" && e.Path == "":
+		return e.Reason
 	case e.Image == "":
 		return e.Path + ": " + e.Reason
 	case e.Path == "":

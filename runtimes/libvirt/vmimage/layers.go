@@ -168,13 +168,16 @@ func (t *tree) whiteout(dir, base string, layer int) error {
 	}
 	switch {
 	case base == whiteoutOpaque:
-		pruneLower(parent, layer)
+		t.pruneLower(parent, layer)
 	case strings.HasPrefix(base, whiteoutMeta):
 	default:
 		victim := strings.TrimPrefix(base, whiteoutPrefix)
-		if c := parent.children[victim]; c != nil && pruneLower(c, layer) {
+		if c := parent.children[victim]; c != nil && t.pruneLower(c, layer) {
 			delete(parent.children, victim)
 		}
+	}
+	if t.steps > t.budget {
+		return t.tooMuchWork(layerName(layer))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -204,6 +205,10 @@ func TestExtractLayout(t *testing.T) {
 		want:   map[string][]byte{"disk.raw": raw},
 		format: FormatRaw,
 	}, {
+		name:    "entry under a regular file",
+		layers:  [][]byte{layer(t, file("disk", raw), file("disk/a.raw", raw))},
+		wantErr: `layer 0: entry "disk/a.raw": parent /disk is a regular file`,
+	}, {
 		name:    "truncated tar",
 		layers:  [][]byte{layer(t, file("disk/a.raw", raw))[:520]},
 		wantErr: "layer 0: ",
@@ -294,5 +299,32 @@ func TestCopySparse(t *testing.T) {
 	}
 	if err := writeFile(dest+"short", bytes.NewReader(body[:10]), 11, true); err == nil {
 		t.Fatal("a short copy succeeded")
+	}
+}
+
+// TestCraftedLayersCostBoundedWork: opaque markers that each revisit a
+// large directory, or symlinks that each expand to long paths, would take
+// quadratic time without the step budget.
+func TestCraftedLayersCostBoundedWork(t *testing.T) {
+	const n = 1000
+	var opaques, deep []entry
+	for i := range n {
+		opaques = append(opaques, text(fmt.Sprintf("d/%d", i), ""), opaque("d"))
+		deep = append(deep, text(fmt.Sprintf("s/%d", i), ""))
+	}
+	long := strings.Repeat("x/", 1000)
+	tests := map[string][]entry{
+		"opaque markers": opaques,
+		"deep symlink":   append([]entry{dir(long), symlink("s", long)}, deep...),
+	}
+	for name, es := range tests {
+		t.Run(name, func(t *testing.T) {
+			tr := newTree()
+			tr.budget = n * n / 4
+			err := tr.apply(bytes.NewReader(layer(t, es...)), 0)
+			if err == nil || !strings.Contains(err.Error(), "steps") || !errors.Is(err, errdefs.ErrInvalidArgument) {
+				t.Fatalf("err = %v, want the step budget's", err)
+			}
+		})
 	}
 }

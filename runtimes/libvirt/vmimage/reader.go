@@ -82,8 +82,12 @@ func WithNamespace(ns string) Option { return func(r *Reader) { r.namespace = ns
 
 // NewReader returns a Reader of the images in imgs and blobs (for a
 // containerd client: client.ImageService(), client.ContentStore()) that
-// caches under cacheDir, created on first use.
+// caches under cacheDir, created on first use. Host paths in a Layout are
+// absolute even if cacheDir is not.
 func NewReader(imgs Images, blobs content.Provider, cacheDir string, opts ...Option) *Reader {
+	if abs, err := filepath.Abs(cacheDir); err == nil {
+		cacheDir = abs
+	}
 	r := &Reader{images: imgs, blobs: blobs, dir: cacheDir, namespace: Namespace, maxDisk: DefaultMaxDiskSize}
 	for _, o := range opts {
 		o(r)
@@ -225,6 +229,7 @@ func (r *Reader) Remove(manifestDigest string) error {
 		return err
 	}
 	defer r.locks.unlock(key)
+	r.cleanOnce.Do(r.removeStale)
 	return r.discard(key)
 }
 

@@ -58,14 +58,26 @@ func newDir(layer int) *node {
 	return &node{kind: kindDir, layer: layer, children: map[string]*node{}}
 }
 
+// maxSteps bounds the work of indexing one image (path components walked,
+// nodes visited by whiteouts): a few hundred thousand entries take a few
+// million; a crafted image (deep symlink chains, repeated opaque markers
+// over a large directory) would otherwise take quadratic time.
+const maxSteps = 1 << 26
+
 // tree is the merged filesystem of an image's layers: an index of names,
 // types and sizes, no contents.
 type tree struct {
 	root    *node
 	entries int // tar headers applied, bounded by maxEntries
+	steps   int // work done, bounded by budget
+	budget  int // maxSteps, less in tests
 }
 
-func newTree() *tree { return &tree{root: newDir(-1)} }
+func (t *tree) tooMuchWork(p string) error {
+	return invalid(p, "indexing the image takes more than %d steps", t.budget)
+}
+
+func newTree() *tree { return &tree{root: newDir(-1), budget: maxSteps} }
 
 // walk resolves p from the image root, following symlinks in every
 // component and, if followLast, in the last one. Absolute symlink targets
@@ -79,6 +91,9 @@ func (t *tree) walk(p string, followLast bool, mkdir int) (*node, string, error)
 	hops := 0
 	link := "" // the last symlink followed, for messages
 	for len(todo) > 0 {
+		if t.steps++; t.steps > t.budget {
+			return nil, "", t.tooMuchWork(p)
+		}
 		name := todo[0]
 		todo = todo[1:]
 		switch name {
@@ -146,9 +161,13 @@ func splitPath(p string) []string {
 // layer itself wrote (a whiteout hides only lower layers' files, whatever
 // the order of entries within its own layer). It reports whether n itself
 // is now empty and from a lower layer, so its parent should drop it too.
-func pruneLower(n *node, layer int) bool {
+// It stops early once the tree's step budget is spent; the caller checks.
+func (t *tree) pruneLower(n *node, layer int) bool {
 	for name, c := range n.children {
-		if pruneLower(c, layer) {
+		if t.steps++; t.steps > t.budget {
+			return false
+		}
+		if t.pruneLower(c, layer) {
 			delete(n.children, name)
 		}
 	}
