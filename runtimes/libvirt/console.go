@@ -98,7 +98,7 @@ func (cs *consoles) stopAll() {
 
 // resumeConsoles restarts the copiers of running VMs after a crimux start.
 func (r *Runtime) resumeConsoles() {
-	recs, err := r.store.containers()
+	recs, err := r.store.liveContainers()
 	if err != nil {
 		return
 	}

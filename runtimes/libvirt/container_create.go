@@ -39,16 +39,22 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 			undo.run(r.log)
 		}
 	}()
+	// Intent first: the record names every resource before one exists.
+	plan.rec.Creating = true
+	if err := r.store.putContainer(plan.rec); err != nil {
+		return nil, err
+	}
+	undo.add("container record", func() error { return r.store.deleteContainer(plan.rec.ID) })
 	if err := r.makeVMFiles(plan, &undo); err != nil {
 		return nil, err
 	}
 	if err := r.defineDomain(plan, &undo); err != nil {
 		return nil, err
 	}
+	plan.rec.Creating = false
 	if err := r.store.putContainer(plan.rec); err != nil {
 		return nil, err
 	}
-	undo.add("container record", func() error { return r.store.deleteContainer(plan.rec.ID) })
 	sb.ContainerID = plan.rec.ID
 	if err := r.store.putSandbox(sb); err != nil {
 		return nil, err
@@ -103,6 +109,7 @@ func (r *Runtime) planVM(ctx context.Context, sb *sandboxRecord, cfg *runtimeapi
 		ID: id, SandboxID: sb.ID, Config: cfg, ImageRef: cfg.GetImage().GetImage(),
 		Domain: vm.DomainName(id), Dir: r.vmDir(id), VCPUs: res.VCPUs, MemoryMiB: res.MemoryMiB, Accel: r.accel,
 		CreatedAt: time.Now().UnixNano(), State: runtimeapi.ContainerState_CONTAINER_CREATED,
+		CgroupParent: sb.Config.GetLinux().GetCgroupParent(),
 	}
 	if cfg.GetLogPath() != "" {
 		rec.LogPath = filepath.Join(sb.Config.GetLogDirectory(), cfg.GetLogPath())

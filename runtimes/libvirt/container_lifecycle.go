@@ -36,15 +36,11 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	if c.State != runtimeapi.ContainerState_CONTAINER_CREATED {
 		return nil, fmt.Errorf("container %q is %s, not created: %w", c.ID, c.State, errdefs.ErrFailedPrecondition)
 	}
-	sb, err := r.store.sandbox(c.SandboxID)
-	if err != nil {
-		return nil, err
-	}
 	l, err := r.conn.get()
 	if err != nil {
 		return nil, err
 	}
-	cg := r.cgroupOf(sb, c)
+	cg := r.cgroupOf(c)
 	if err := r.cgroups.Create(cg); err != nil {
 		return nil, fmt.Errorf("cgroup of %s: %w", c.Domain, err)
 	}
@@ -168,16 +164,39 @@ func (r *Runtime) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCon
 	return &runtimeapi.RemoveContainerResponse{}, nil
 }
 
-// removeVM tears a VM down; the caller holds the pod's lock.
+// removeVM tears a VM down; the caller holds the pod's lock. Teardown
+// converges: the record is marked Removing first (from then on the VM is
+// gone for CRI), every step is idempotent, and the record is deleted only
+// when every resource is confirmed gone. A step that fails (libvirtd
+// down) leaves the record for the collector, which retries with backoff,
+// across restarts, until it succeeds.
 func (r *Runtime) removeVM(ctx context.Context, id string) error {
 	c, err := r.store.container(id)
 	if err != nil {
 		return err
 	}
-	sb, err := r.store.sandbox(c.SandboxID)
-	if err != nil && !errdefs.IsNotFound(err) {
+	c.Removing = true
+	if err := r.store.putContainer(c); err != nil {
 		return err
 	}
+	r.console.stop(c.ID)
+	if sb, err := r.store.sandbox(c.SandboxID); err == nil && sb.ContainerID == c.ID {
+		sb.ContainerID = ""
+		if err := r.store.putSandbox(sb); err != nil {
+			return err
+		}
+	}
+	r.events.publish(r.event(c, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT))
+	if err := r.teardown(c); err != nil {
+		r.log.Warn("VM teardown incomplete; the collector will retry", "container", c.ID, "domain", c.Domain, "err", err)
+		return nil
+	}
+	r.log.Info("VM removed", "container", c.ID, "domain", c.Domain)
+	return nil
+}
+
+// teardown deletes a VM's domain, cgroup and files, then its record.
+func (r *Runtime) teardown(c *containerRecord) error {
 	l, err := r.conn.get()
 	if err != nil {
 		return err
@@ -185,27 +204,15 @@ func (r *Runtime) removeVM(ctx context.Context, id string) error {
 	if err := destroyAndUndefine(l, c.Domain); err != nil {
 		return fmt.Errorf("remove domain %s: %w", c.Domain, err)
 	}
-	r.console.stop(c.ID)
-	if sb != nil {
-		if err := r.cgroups.Remove(r.cgroupOf(sb, c)); err != nil {
+	if c.CgroupParent != "" { // "": adopted without a placed qemu
+		if err := r.cgroups.Remove(r.cgroupOf(c)); err != nil {
 			return fmt.Errorf("remove cgroup of %s: %w", c.Domain, err)
 		}
 	}
 	if err := os.RemoveAll(c.Dir); err != nil {
 		return fmt.Errorf("remove VM files %s: %w", c.Dir, err)
 	}
-	if err := r.store.deleteContainer(c.ID); err != nil {
-		return err
-	}
-	if sb != nil && sb.ContainerID == c.ID {
-		sb.ContainerID = ""
-		if err := r.store.putSandbox(sb); err != nil {
-			return err
-		}
-	}
-	r.events.publish(r.event(c, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT))
-	r.log.Info("VM removed", "container", c.ID, "domain", c.Domain)
-	return nil
+	return r.store.deleteContainer(c.ID)
 }
 
 // destroyAndUndefine removes a domain whatever its state; a missing

@@ -45,7 +45,7 @@ func (r *Runtime) containerStatus(ctx context.Context, id string) (*runtimeapi.C
 
 // ListContainers lists VMs from the store (kept while libvirtd is down).
 func (r *Runtime) ListContainers(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
-	recs, err := r.store.containers()
+	recs, err := r.store.liveContainers()
 	if err != nil {
 		return nil, err
 	}

@@ -71,6 +71,7 @@ func (r *Runtime) onConnect(ctx context.Context, l *golibvirt.Libvirt) {
 		r.log.Error("subscribe to libvirt lifecycle events", "err", err)
 	}
 	r.resync(l)
+	r.CollectGarbage(ctx, r.firstConnect.CompareAndSwap(false, true))
 	for ev := range events {
 		if golibvirt.DomainEventType(ev.Event) != golibvirt.DomainEventStopped || !strings.HasPrefix(ev.Dom.Name, vm.DomainName("")) {
 			continue
@@ -114,7 +115,7 @@ func (r *Runtime) domainStopped(domain string, code int32, reason string) {
 // resync marks VMs the store thinks are running but libvirt has stopped
 // (or lost) as exited.
 func (r *Runtime) resync(l *golibvirt.Libvirt) {
-	recs, err := r.store.containers()
+	recs, err := r.store.liveContainers()
 	if err != nil {
 		return
 	}

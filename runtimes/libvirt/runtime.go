@@ -25,15 +25,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/cri-streaming/pkg/streaming"
 
 	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/internal/identity"
 )
 
 // Options configure the VM runtime.
@@ -106,6 +109,10 @@ type Runtime struct {
 	// streaming serves Attach to the serial console.
 	streaming streaming.Server
 	closers   []func() error
+	// onGC, when set, sees every collector pass's report (metrics).
+	onGC func(GCReport)
+	// firstConnect is set once the first collector pass after start ran.
+	firstConnect atomic.Bool
 }
 
 // New opens the store and starts the libvirtd connection; Close undoes it.
@@ -113,6 +120,11 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 	socket, err := socketOf(opts.URI)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Instance == "" {
+		if opts.Instance, err = identity.Load(opts.StateDir); err != nil {
+			return nil, fmt.Errorf("instance identity: %w", err)
+		}
 	}
 	if err := os.MkdirAll(filepath.Join(opts.StateDir, "vms"), 0o711); err != nil {
 		return nil, err
@@ -134,6 +146,7 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 		st.close()
 		return nil, err
 	}
+	go r.runCollector(runCtx)
 	if opts.PlacementSocket != "" {
 		r.servePlacement(runCtx, opts.PlacementSocket)
 	}

@@ -15,6 +15,11 @@ import (
 // a pod is only its identity, its cgroup parent and its log directory until
 // then. (Pod networking for VMs is not done yet: the pod has no IP.)
 func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
+	// New VM work fails fast while libvirtd is away (running VMs and their
+	// records are untouched, and still listed).
+	if _, err := r.conn.get(); err != nil {
+		return nil, err
+	}
 	cfg := req.GetConfig()
 	if cfg.GetMetadata().GetName() == "" || cfg.GetMetadata().GetUid() == "" {
 		return nil, errdefs.Invalid("config.metadata", "name and uid must be set")

@@ -20,10 +20,10 @@ const defaultCPUPeriod = 100000
 // cgroupOf is the cgroup a VM's qemu runs in: a child of the pod's
 // cgroup_parent named after the VM, limited to the container's CPU and
 // memory, the memory limit raised by qemu's own overhead.
-func (r *Runtime) cgroupOf(sb *sandboxRecord, c *containerRecord) VMCgroup {
+func (r *Runtime) cgroupOf(c *containerRecord) VMCgroup {
 	res := c.Config.GetLinux().GetResources()
 	cg := VMCgroup{
-		Parent: sb.Config.GetLinux().GetCgroupParent(), Name: c.Domain,
+		Parent: c.CgroupParent, Name: c.Domain,
 		CPUQuota: res.GetCpuQuota(), CPUPeriod: res.GetCpuPeriod(), CPUShares: uint64(res.GetCpuShares()),
 		MemoryLimit: max(res.GetMemoryLimitInBytes(), int64(c.MemoryMiB<<20)) + r.opts.MemoryOverheadMiB<<20,
 	}
@@ -49,7 +49,7 @@ func (r *Runtime) ContainerStats(ctx context.Context, req *runtimeapi.ContainerS
 
 // ListContainerStats reports every VM that matches the filter.
 func (r *Runtime) ListContainerStats(ctx context.Context, req *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error) {
-	recs, err := r.store.containers()
+	recs, err := r.store.liveContainers()
 	if err != nil {
 		return nil, err
 	}
@@ -85,11 +85,7 @@ func (r *Runtime) stats(c *containerRecord) (*runtimeapi.ContainerStats, error) 
 	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return st, nil
 	}
-	sb, err := r.store.sandbox(c.SandboxID)
-	if err != nil {
-		return nil, err
-	}
-	cpu, mem, err := r.cgroups.Stats(r.cgroupOf(sb, c))
+	cpu, mem, err := r.cgroups.Stats(r.cgroupOf(c))
 	if err != nil {
 		return nil, fmt.Errorf("stats of %s: %w", c.Domain, err)
 	}
@@ -113,16 +109,12 @@ func (r *Runtime) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 	if res.GetMemoryLimitInBytes() > 0 && res.GetMemoryLimitInBytes() < int64(c.MemoryMiB<<20) {
 		return nil, errdefs.Invalid("linux.memory_limit_in_bytes", "%d is below the VM's RAM (%d MiB)", res.GetMemoryLimitInBytes(), c.MemoryMiB)
 	}
-	sb, err := r.store.sandbox(c.SandboxID)
-	if err != nil {
-		return nil, err
-	}
 	if c.Config.Linux == nil {
 		c.Config.Linux = &runtimeapi.LinuxContainerConfig{}
 	}
 	c.Config.Linux.Resources = res
 	if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-		if err := r.cgroups.Update(r.cgroupOf(sb, c)); err != nil {
+		if err := r.cgroups.Update(r.cgroupOf(c)); err != nil {
 			return nil, err
 		}
 	}
@@ -144,9 +136,5 @@ func (r *Runtime) CgroupForDomain(domain string) (VMCgroup, bool) {
 	if err != nil {
 		return VMCgroup{}, false
 	}
-	sb, err := r.store.sandbox(c.SandboxID)
-	if err != nil {
-		return VMCgroup{}, false
-	}
-	return r.cgroupOf(sb, c), true
+	return r.cgroupOf(c), true
 }

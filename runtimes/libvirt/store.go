@@ -50,9 +50,22 @@ type containerRecord struct {
 	StartedAt  int64                       `json:"started_at,omitempty"`
 	FinishedAt int64                       `json:"finished_at,omitempty"`
 	ExitCode   int32                       `json:"exit_code"`
-	Reason     string                      `json:"reason,omitempty"`
-	Message    string                      `json:"message,omitempty"`
-	State      runtimeapi.ContainerState   `json:"state"`
+	// CgroupParent is the pod's cgroup parent, kept so teardown needs no
+	// sandbox record.
+	CgroupParent string `json:"cgroup_parent,omitempty"`
+	// Creating is set before any of the VM's resources exist and cleared
+	// when all do (intent): a record still Creating after a crash is torn
+	// down by the collector.
+	Creating bool `json:"creating,omitempty"`
+	// Removing is set before teardown starts and the record deleted when
+	// every resource is confirmed gone; until then the collector retries.
+	Removing bool `json:"removing,omitempty"`
+	// Adopted marks a VM found running with crimux's identity but no
+	// record (a wiped state dir) and taken back into the store.
+	Adopted bool                      `json:"adopted,omitempty"`
+	Reason  string                    `json:"reason,omitempty"`
+	Message string                    `json:"message,omitempty"`
+	State   runtimeapi.ContainerState `json:"state"`
 }
 
 type store struct{ db *bolt.DB }
@@ -159,8 +172,12 @@ func (s *store) putContainer(r *containerRecord) error {
 	return put(s, bucketContainers, r.ID, r)
 }
 
+// container returns a live container; one being removed is gone for CRI.
 func (s *store) container(id string) (*containerRecord, error) {
 	r, err := get[containerRecord](s, bucketContainers, id)
+	if err == nil && r.Removing {
+		err = errdefs.ErrNotFound
+	}
 	if err != nil {
 		return nil, wrapNotFound("container", id, err)
 	}
@@ -168,6 +185,19 @@ func (s *store) container(id string) (*containerRecord, error) {
 	return r, unmarshalPB(r.ConfigPB, r.Config)
 }
 
+// liveContainers returns the containers CRI sees (not being removed).
+func (s *store) liveContainers() ([]*containerRecord, error) {
+	all, err := s.containers()
+	out := all[:0]
+	for _, c := range all {
+		if !c.Removing {
+			out = append(out, c)
+		}
+	}
+	return out, err
+}
+
+// containers returns every record, those being removed included.
 func (s *store) containers() ([]*containerRecord, error) {
 	rs, err := list[containerRecord](s, bucketContainers)
 	for _, r := range rs {
