@@ -79,6 +79,7 @@ type crimux struct {
 	socket   string
 	endpoint string
 	stateDir string
+	args     []string
 	logs     *bytes.Buffer
 }
 
@@ -105,15 +106,37 @@ func startCrimux(t *testing.T, containerdEndpoint string, extraArgs ...string) *
 	if err := os.WriteFile(filepath.Join(dir, "absent.toml"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := &crimux{t: t, socket: sock, endpoint: "unix://" + sock, stateDir: filepath.Join(dir, "state"), logs: &bytes.Buffer{}}
-	c.cmd = exec.Command(bed.crimuxBin, args...)
+	c := &crimux{t: t, socket: sock, endpoint: "unix://" + sock, stateDir: filepath.Join(dir, "state"), logs: &bytes.Buffer{}, args: args}
+	c.start()
+	t.Cleanup(c.stop)
+	return c
+}
+
+// start runs the crimux binary and waits until it listens.
+func (c *crimux) start() {
+	c.t.Helper()
+	_ = os.Remove(c.socket)
+	c.cmd = exec.Command(bed.crimuxBin, c.args...)
 	c.cmd.Stdout, c.cmd.Stderr = c.logs, c.logs
 	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("start crimux: %v", err)
+		c.t.Fatalf("start crimux: %v", err)
 	}
-	t.Cleanup(c.stop)
 	c.waitReady()
-	return c
+}
+
+// kill SIGKILLs crimux, as a crash or the OOM killer would.
+func (c *crimux) kill() {
+	c.t.Helper()
+	_ = c.cmd.Process.Kill()
+	_ = c.cmd.Wait()
+}
+
+// restart kills crimux and starts it again on the same state dir and socket.
+func (c *crimux) restart() {
+	c.t.Helper()
+	c.kill()
+	fmt.Fprintf(c.logs, "---- restart ----\n")
+	c.start()
 }
 
 func (c *crimux) waitReady() {
@@ -129,7 +152,7 @@ func (c *crimux) waitReady() {
 }
 
 func (c *crimux) stop() {
-	if c.cmd.Process == nil || c.cmd.ProcessState != nil {
+	if c.cmd == nil || c.cmd.Process == nil || c.cmd.ProcessState != nil {
 		return
 	}
 	_ = c.cmd.Process.Signal(os.Interrupt)
