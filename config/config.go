@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"regexp"
 	"strings"
@@ -33,10 +34,13 @@ type Config struct {
 	// StateDir holds crimux's persistent state.
 	StateDir string `toml:"state_dir"`
 	// LogLevel is debug, info, warn or error.
-	LogLevel   string     `toml:"log_level"`
-	Containerd Containerd `toml:"containerd"`
-	Libvirt    Libvirt    `toml:"libvirt"`
-	Runtimes   []Runtime  `toml:"runtime"`
+	LogLevel string `toml:"log_level"`
+	// MetricsAddress is where Prometheus metrics are served over HTTP
+	// (host:port, e.g. 127.0.0.1:9117); "" serves none.
+	MetricsAddress string     `toml:"metrics_address"`
+	Containerd     Containerd `toml:"containerd"`
+	Libvirt        Libvirt    `toml:"libvirt"`
+	Runtimes       []Runtime  `toml:"runtime"`
 }
 
 // Containerd says how to reach containerd's CRI service.
@@ -174,6 +178,11 @@ func (c Config) Validate() error {
 	}
 	if !strings.HasPrefix(c.Libvirt.Emulator, "/") || !strings.HasPrefix(c.Libvirt.PlacementSocket, "/") {
 		errs = append(errs, fmt.Errorf("libvirt.emulator and libvirt.placement_socket: must be absolute paths"))
+	}
+	if c.MetricsAddress != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddress); err != nil {
+			errs = append(errs, fmt.Errorf("metrics_address: %q must be host:port or empty: %v", c.MetricsAddress, err))
+		}
 	}
 	if c.Libvirt.MemoryOverheadMiB < 0 {
 		errs = append(errs, fmt.Errorf("libvirt.memory_overhead_mib: %d must not be negative", c.Libvirt.MemoryOverheadMiB))

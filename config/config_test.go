@@ -176,6 +176,8 @@ func TestValidate(t *testing.T) {
 		{name: "relative listen", edit: func(c *Config) { c.Listen = "crimux.sock" }, wantErr: []string{"listen", `"crimux.sock"`}},
 		{name: "relative state_dir", edit: func(c *Config) { c.StateDir = "state" }, wantErr: []string{"state_dir", `"state"`}},
 		{name: "log level", edit: func(c *Config) { c.LogLevel = "trace" }, wantErr: []string{"log_level", `"trace"`}},
+		{name: "metrics address", edit: func(c *Config) { c.MetricsAddress = "127.0.0.1:9117" }},
+		{name: "bad metrics address", edit: func(c *Config) { c.MetricsAddress = "9117" }, wantErr: []string{"metrics_address", `"9117"`}},
 		{name: "accel", edit: func(c *Config) { c.Libvirt.Accel = "hvf" }, wantErr: []string{"libvirt.accel", `"hvf"`}},
 		{name: "zero call timeout", edit: func(c *Config) { c.Containerd.CallTimeout = Duration{} }, wantErr: []string{"containerd.call_timeout"}},
 		{

@@ -4,8 +4,10 @@ package config
 // Default(), commented for an operator. config_test.go checks that it parses
 // to exactly Default().
 const DefaultTOML = `# crimux configuration (/etc/crimux/config.toml).
-# Flags --listen, --state-dir, --containerd-endpoint, --libvirt-uri and
-# --vm-accel override the matching keys.
+# Flags --listen, --state-dir, --containerd-endpoint, --libvirt-uri,
+# --vm-accel, --log-level and --metrics-address override the matching keys.
+# SIGHUP (systemctl reload crimux) re-reads this file: runtimes can be added
+# and removed live; listen, state_dir and metrics_address need a restart.
 
 # Unix socket kubelet and crimuxctl connect to (created 0660):
 #   kubelet --container-runtime-endpoint=unix:///run/crimux/crimux.sock
@@ -16,6 +18,10 @@ state_dir = "/var/lib/crimux"
 
 # debug, info, warn or error.
 log_level = "info"
+
+# Prometheus metrics over HTTP at host:port (e.g. "127.0.0.1:9117"; keep it
+# on loopback or a trusted network); "" serves none. Flag --metrics-address.
+metrics_address = ""
 
 [containerd]
 # containerd's CRI socket.

@@ -5,6 +5,12 @@
 //	crimux [flags]            run the daemon
 //	crimux config default     print the commented default config
 //	crimux version            print the version
+//
+// As a systemd service (systemd/crimux.service, Type=notify) it says
+// READY=1 once its socket listens, pings the watchdog while the primary
+// runtime answers, and reloads its config on SIGHUP. The files: main.go
+// (flags, config), run.go (wiring, the serve loop), health.go (health loop,
+// watchdog), reload.go (SIGHUP), notify.go (sd_notify).
 package main
 
 import (
@@ -40,7 +46,7 @@ func configCmd(args []string) int {
 
 // flags are the settings people change most; each overrides its config key.
 type flags struct {
-	configPath, listen, stateDir, containerd, libvirtURI, vmAccel, logLevel string
+	configPath, listen, stateDir, containerd, libvirtURI, vmAccel, logLevel, metricsAddress string
 }
 
 func parseFlags(args []string) (flags, *flag.FlagSet, error) {
@@ -53,6 +59,7 @@ func parseFlags(args []string) (flags, *flag.FlagSet, error) {
 	fs.StringVar(&f.libvirtURI, "libvirt-uri", "", "libvirtd URI of the VM runtime (default qemu:///system)")
 	fs.StringVar(&f.vmAccel, "vm-accel", "", "VM accelerator: auto, kvm or tcg (default auto)")
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
+	fs.StringVar(&f.metricsAddress, "metrics-address", "", "serve Prometheus metrics over HTTP on host:port, e.g. 127.0.0.1:9117 (default: off)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: crimux [flags] | crimux config default | crimux version\n\nFlags override the config file:\n")
 		fs.PrintDefaults()
@@ -61,7 +68,8 @@ func parseFlags(args []string) (flags, *flag.FlagSet, error) {
 	return f, fs, err
 }
 
-// loadConfig reads the config file and applies the flags over it.
+// loadConfig reads the config file and applies the flags over it; a reload
+// (SIGHUP) calls it again, so flags keep overriding the file.
 func loadConfig(f flags, fs *flag.FlagSet) (config.Config, error) {
 	explicit := false
 	fs.Visit(func(fl *flag.Flag) { explicit = explicit || fl.Name == "config" })
@@ -75,6 +83,7 @@ func loadConfig(f flags, fs *flag.FlagSet) (config.Config, error) {
 	override(&cfg.Libvirt.URI, f.libvirtURI)
 	override(&cfg.Libvirt.Accel, f.vmAccel)
 	override(&cfg.LogLevel, f.logLevel)
+	override(&cfg.MetricsAddress, f.metricsAddress)
 	return cfg, cfg.Validate()
 }
 

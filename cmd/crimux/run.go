@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -18,9 +19,11 @@ import (
 	"github.com/crimux/crimux/config"
 	"github.com/crimux/crimux/cri"
 	"github.com/crimux/crimux/internal/version"
+	"github.com/crimux/crimux/metrics"
 	"github.com/crimux/crimux/registry"
 	"github.com/crimux/crimux/runtimes/containerd"
 	"github.com/crimux/crimux/runtimes/libvirt"
+	"github.com/crimux/crimux/vmapi"
 )
 
 // maxMsgSize matches kubelet's client limit.
@@ -41,18 +44,59 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "crimux: invalid config: %v\n", err)
 		return 2
 	}
-	log := newLogger(cfg.LogLevel)
-	if err := serve(cfg, log); err != nil {
-		log.Error("crimux stopped", "err", err)
+	d := newDaemon(cfg, f, fs, os.Stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	// Caught from the start: SIGHUP's default action would kill crimux.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	if err := d.serve(ctx, hup); err != nil {
+		d.log.Error("crimux stopped", "err", err)
 		return 1
 	}
 	return 0
 }
 
-func newLogger(level string) *slog.Logger {
+// daemon is one running crimux: its config, the parts it wires together,
+// and what a reload swaps.
+type daemon struct {
+	// flags and fs are kept so a reload applies the same flags over the
+	// re-read config file.
+	flags flags
+	fs    *flag.FlagSet
+	log   *slog.Logger
+	level *slog.LevelVar
+	// newFactories makes the runtime factories of a config (tests replace it).
+	newFactories func(config.Config, *slog.Logger) map[string]registry.Factory
+
+	// cfg is the config in force; only the serve loop (reloads included)
+	// reads or writes it.
+	cfg config.Config
+
+	cri     *cri.Server
+	metrics *metrics.Metrics
+	calls   *callTracker
+	notify  notifier
+	health  *healthState
+}
+
+func newDaemon(cfg config.Config, f flags, fs *flag.FlagSet, logTo io.Writer) *daemon {
+	level := new(slog.LevelVar)
+	level.Set(parseLevel(cfg.LogLevel))
+	log := slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: level}))
+	d := &daemon{
+		flags: f, fs: fs, log: log, level: level, newFactories: factories, cfg: cfg,
+		calls: newCallTracker(), notify: notifier{log: log}, health: &healthState{},
+	}
+	d.metrics = metrics.New(metrics.Options{Version: version.Version, VMPowerStates: d.vmPowerStates})
+	return d
+}
+
+func parseLevel(level string) slog.Level {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+	return l
 }
 
 // factories are the runtime implementations of this build, by workload type.
@@ -78,41 +122,122 @@ func instanceID(cfg config.Config) string {
 	return host + ":" + cfg.StateDir
 }
 
-// serve wires the registry and the CRI server, listens, and blocks until
-// SIGTERM or SIGINT.
-func serve(cfg config.Config, log *slog.Logger) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := os.MkdirAll(cfg.StateDir, 0o711); err != nil {
+// services are the gRPC services served on crimux's socket, each
+// registering itself on the one grpc.Server (so every one gets the same
+// interceptors: request IDs, logging, error codes, metrics). A new API
+// adds its line here.
+func (d *daemon) services() []func(*grpc.Server) {
+	return []func(*grpc.Server){
+		d.cri.Register, // CRI v1: RuntimeService, ImageService
+		vmapi.New(d.cri.Registry, vmRuntimeOf, d.log).Register, // crimux.vm.v1.VMService
+	}
+}
+
+// vmRuntimeOf finds the VM runtime behind a registry backend, for the VM
+// API.
+func vmRuntimeOf(b registry.Backend) (vmapi.VMRuntime, bool) {
+	rt, ok := libvirt.RuntimeOf(b)
+	return rt, ok
+}
+
+// recoverRuntimes runs once the runtimes are built and before crimux
+// listens and tells systemd it is ready: start-up recovery (adopting what a
+// previous crimux left, GC) plugs in here.
+func (d *daemon) recoverRuntimes(ctx context.Context, reg *registry.Registry) error {
+	return nil
+}
+
+// serve builds the runtimes, listens, tells systemd it is ready and serves
+// until ctx ends (SIGTERM, SIGINT), reloading the config on every hup
+// (SIGHUP).
+func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
+	if err := os.MkdirAll(d.cfg.StateDir, 0o711); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	reg, err := registry.New(ctx, cfg, factories(cfg, log))
+	reg, err := registry.New(ctx, d.cfg, d.newFactories(d.cfg, d.log))
 	if err != nil {
 		return err
 	}
-	defer reg.Close()
-	lis, err := listen(cfg.Listen)
+	d.cri = cri.New(reg, d.log)
+	defer func() { d.cri.Registry().Close() }()
+	if err := d.recoverRuntimes(ctx, reg); err != nil {
+		return fmt.Errorf("recovery: %w", err)
+	}
+	lis, err := listen(d.cfg.Listen)
 	if err != nil {
 		return err
 	}
-	criServer := cri.New(reg, log)
-	g := grpc.NewServer(
-		grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize),
-		grpc.ChainUnaryInterceptor(cri.UnaryInterceptor(log, nil)),
-		grpc.ChainStreamInterceptor(cri.StreamInterceptor(log, nil)),
-	)
-	criServer.Register(g)
+	g := d.grpcServer()
+	for _, register := range d.services() {
+		register(g)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(lis) }()
-	log.Info("crimux serving", "version", version.Version, "listen", cfg.Listen, "runtimes", runtimeNames(reg))
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
+	d.serveMetrics(ctx)
+	d.log.Info("crimux serving", "version", version.Version, "listen", d.cfg.Listen, "runtimes", runtimeNames(reg))
+	d.notify.send("READY=1\nSTATUS=serving on " + d.cfg.Listen)
+	go d.healthLoop(ctx, d.cfg.Listen)
+
+	for {
+		select {
+		case err := <-errc:
+			return err
+		case <-hup:
+			d.reload(ctx)
+		case <-ctx.Done():
+			d.log.Info("shutting down")
+			d.notify.send("STOPPING=1")
+			gracefulStop(g)
+			return nil
+		}
 	}
-	log.Info("shutting down")
-	gracefulStop(g)
-	return nil
+}
+
+// grpcServer is the server of every service on the socket. Interceptors,
+// outermost first: drain tracking for reloads, metrics (outside the error
+// translation, so they see the codes clients see), then cri's request IDs,
+// logging and error translation.
+func (d *daemon) grpcServer() *grpc.Server {
+	runtimeOf := metrics.RegistryResolver(d.cri.Registry)
+	return grpc.NewServer(
+		grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize),
+		grpc.ChainUnaryInterceptor(d.calls.unary, d.metrics.UnaryServerInterceptor(runtimeOf), cri.UnaryInterceptor(d.log, nil)),
+		grpc.ChainStreamInterceptor(d.metrics.StreamServerInterceptor(runtimeOf), cri.StreamInterceptor(d.log, nil)),
+	)
+}
+
+// serveMetrics starts the metrics endpoint if one is configured. A port
+// that cannot be had is logged, not fatal: CRI matters more than metrics.
+func (d *daemon) serveMetrics(ctx context.Context) {
+	if d.cfg.MetricsAddress == "" {
+		return
+	}
+	addr, err := d.metrics.Serve(ctx, d.cfg.MetricsAddress, d.log)
+	if err != nil {
+		d.log.Error("metrics not served", "metrics_address", d.cfg.MetricsAddress, "err", err)
+		return
+	}
+	d.log.Info("metrics serving", "address", addr.String(), "path", "/metrics")
+}
+
+// vmPowerStates counts the VMs of the VM runtime in force, for metrics.
+func (d *daemon) vmPowerStates() (map[string]int, error) {
+	if d.cri == nil {
+		return nil, nil
+	}
+	counts := map[string]int{}
+	for _, rt := range d.cri.Registry().Backends() {
+		if vm, ok := libvirt.RuntimeOf(rt.Backend); ok {
+			c, err := vm.PowerStateCounts()
+			if err != nil {
+				return nil, err
+			}
+			for state, n := range c {
+				counts[state] += n
+			}
+		}
+	}
+	return counts, nil
 }
 
 // listen creates the unix socket 0660, replacing a stale one.

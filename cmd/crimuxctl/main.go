@@ -1,84 +1,186 @@
 // Command crimuxctl is the command-line client of crimux: runtime status
-// now, the VM API (reboot, snapshots, power state) as it lands.
+// and the VM API (crimux.vm.v1.VMService: VMs, reboot, snapshots, power
+// state), over crimux's socket.
 //
-//	crimuxctl [--endpoint unix:///run/crimux/crimux.sock] [-o table|json] version | runtimes
+//	crimuxctl [--endpoint unix:///run/crimux/crimux.sock] [-o table|json] [--timeout 30s] COMMAND
 //
-// Exit codes: 0 success, 1 the call failed, 2 bad usage.
+// Commands: version, runtimes, vm list|get|reboot|power|snapshot (see
+// "crimuxctl vm --help"). A VM is named by its pod sandbox ID or container
+// ID as crictl shows them, or by namespace/name.
+//
+// Exit codes: 0 success, 1 the call failed (the gRPC code and message are
+// printed), 2 bad usage.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"text/tabwriter"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-const usage = `Usage: crimuxctl [flags] COMMAND
+// Exit codes scripts can rely on.
+const (
+	exitOK    = 0
+	exitCall  = 1
+	exitUsage = 2
+)
+
+const usage = `Usage: crimuxctl [flags] COMMAND [ARGS]
 
 Commands:
   version    crimux's name, version and CRI API version
   runtimes   the runtime registry: each runtime, its type, handlers, primary, readiness
+  vm         VMs: list, get, reboot, power, snapshot (crimuxctl vm --help)
 
-Flags:
+A VM is named by its pod sandbox ID or container ID as crictl shows them
+(vm--...), or by its pod's namespace/name.
+
+Exit codes: 0 success, 1 the call failed (gRPC code and message printed
+on stderr), 2 bad usage.
+
+Flags (-endpoint and -o are also accepted after the command):
 `
 
+// cli is one invocation: its global options and where it writes.
+type cli struct {
+	endpoint string
+	output   string
+	// timeout is the call's deadline; timeoutSet says the user chose it.
+	timeout    time.Duration
+	timeoutSet bool
+	stdout     io.Writer
+	stderr     io.Writer
+}
+
+// usageError is bad usage: exit 2, with the command's help.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
 func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	c := &cli{stdout: stdout, stderr: stderr}
 	fs := flag.NewFlagSet("crimuxctl", flag.ContinueOnError)
-	endpoint := fs.String("endpoint", "unix:///run/crimux/crimux.sock", "crimux socket")
-	output := fs.String("o", "table", "output format: table or json")
-	timeout := fs.Duration("timeout", 30*time.Second, "deadline of the call")
+	fs.SetOutput(stderr)
+	c.globalFlags(fs, "unix:///run/crimux/crimux.sock", "table")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "deadline of the call (vm commands that wait on a guest extend it to their own --timeout plus a minute)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		os.Exit(2)
+	if len(args) > 0 && asksHelp(args[:1]) {
+		fs.SetOutput(stdout)
 	}
-	if fs.NArg() != 1 || (*output != "table" && *output != "json") {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	fs.Visit(func(f *flag.Flag) { c.timeoutSet = c.timeoutSet || f.Name == "timeout" })
+	if fs.NArg() == 0 {
 		fs.Usage()
-		os.Exit(2)
+		return exitUsage
 	}
-	conn, err := grpc.NewClient(*endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	rs := runtimeapi.NewRuntimeServiceClient(conn)
-	switch fs.Arg(0) {
-	case "version":
-		err = version(ctx, rs, *output)
-	case "runtimes":
-		err = runtimes(ctx, rs, *output)
+	var err error
+	switch cmd, rest := fs.Arg(0), fs.Args()[1:]; cmd {
+	case "version", "runtimes":
+		err = c.runtimeCommand(cmd, rest)
+	case "vm":
+		err = c.vm(rest)
 	default:
-		fmt.Fprintf(os.Stderr, "crimuxctl: unknown command %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "crimuxctl: unknown command %q\n", cmd)
 		fs.Usage()
-		os.Exit(2)
+		return exitUsage
 	}
+	return c.exit(err)
+}
+
+// exit maps an error to the exit code, printing it.
+func (c *cli) exit(err error) int {
+	var ue usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.Is(err, errUsagePrinted):
+		return exitUsage
+	case errors.As(err, &ue):
+		fmt.Fprintln(c.stderr, "crimuxctl:", ue.msg)
+		return exitUsage
+	}
+	if st, ok := status.FromError(err); ok {
+		fmt.Fprintf(c.stderr, "crimuxctl: %s: %s\n", st.Code(), st.Message())
+	} else {
+		fmt.Fprintln(c.stderr, "crimuxctl:", err)
+	}
+	return exitCall
+}
+
+// globalFlags defines the flags every command accepts, before or after it.
+func (c *cli) globalFlags(fs *flag.FlagSet, endpoint, output string) {
+	fs.StringVar(&c.endpoint, "endpoint", endpoint, "crimux socket")
+	fs.StringVar(&c.output, "o", output, "output format: table or json")
+}
+
+// dial connects to crimux and returns a context with the call's deadline
+// (at least minTimeout when the user did not choose one).
+func (c *cli) dial(minTimeout time.Duration) (*grpc.ClientConn, context.Context, context.CancelFunc, error) {
+	if c.output != "table" && c.output != "json" {
+		return nil, nil, nil, usagef("-o %q: want table or json", c.output)
+	}
+	conn, err := grpc.NewClient(c.endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		fatal(err)
+		return nil, nil, nil, err
 	}
+	timeout := c.timeout
+	if !c.timeoutSet && minTimeout > timeout {
+		timeout = minTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	return conn, ctx, func() { cancel(); conn.Close() }, nil
 }
 
-func fatal(err error) {
-	fmt.Fprintln(os.Stderr, "crimuxctl:", err)
-	os.Exit(1)
+func (c *cli) runtimeCommand(cmd string, args []string) error {
+	fs := newFlagSet(c, cmd, "", "")
+	if _, err := c.parse(fs, args, 0); err != nil {
+		return err
+	}
+	conn, ctx, done, err := c.dial(0)
+	if err != nil {
+		return err
+	}
+	defer done()
+	rs := runtimeapi.NewRuntimeServiceClient(conn)
+	if cmd == "version" {
+		return c.version(ctx, rs)
+	}
+	return c.runtimes(ctx, rs)
 }
 
-func version(ctx context.Context, rs runtimeapi.RuntimeServiceClient, output string) error {
+func (c *cli) version(ctx context.Context, rs runtimeapi.RuntimeServiceClient) error {
 	v, err := rs.Version(ctx, &runtimeapi.VersionRequest{})
 	if err != nil {
 		return err
 	}
-	if output == "json" {
-		return printJSON(v)
+	if c.output == "json" {
+		return c.printJSON(v)
 	}
-	fmt.Printf("%s %s (CRI %s)\n", v.RuntimeName, v.RuntimeVersion, v.RuntimeApiVersion)
+	fmt.Fprintf(c.stdout, "%s %s (CRI %s)\n", v.RuntimeName, v.RuntimeVersion, v.RuntimeApiVersion)
 	return nil
 }
 
@@ -92,7 +194,7 @@ type runtimeRow struct {
 	Message  string   `json:"message,omitempty"`
 }
 
-func runtimes(ctx context.Context, rs runtimeapi.RuntimeServiceClient, output string) error {
+func (c *cli) runtimes(ctx context.Context, rs runtimeapi.RuntimeServiceClient) error {
 	st, err := rs.Status(ctx, &runtimeapi.StatusRequest{Verbose: true})
 	if err != nil {
 		return err
@@ -103,10 +205,10 @@ func runtimes(ctx context.Context, rs runtimeapi.RuntimeServiceClient, output st
 	if err := json.Unmarshal([]byte(st.Info["crimux"]), &info); err != nil {
 		return fmt.Errorf("status info has no crimux runtimes: %w", err)
 	}
-	if output == "json" {
-		return printJSON(info.Runtimes)
+	if c.output == "json" {
+		return c.printJSON(info.Runtimes)
 	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NAME\tTYPE\tHANDLERS\tPRIMARY\tREADY\tREASON")
 	for _, r := range info.Runtimes {
 		fmt.Fprintf(w, "%s\t%s\t%v\t%v\t%v\t%s\n", r.Name, r.Type, r.Handlers, r.Primary, r.Ready, r.Reason)
@@ -114,8 +216,8 @@ func runtimes(ctx context.Context, rs runtimeapi.RuntimeServiceClient, output st
 	return w.Flush()
 }
 
-func printJSON(v any) error {
-	enc := json.NewEncoder(os.Stdout)
+func (c *cli) printJSON(v any) error {
+	enc := json.NewEncoder(c.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }

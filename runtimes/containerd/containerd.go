@@ -18,6 +18,7 @@ import (
 
 	"github.com/crimux/crimux/config"
 	"github.com/crimux/crimux/internal/idcodec"
+	"github.com/crimux/crimux/metrics"
 	"github.com/crimux/crimux/registry"
 )
 
@@ -89,6 +90,7 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", endpoint, err)
 	}
+	go metrics.WatchReconnects(conn, endpoint)
 	return &Backend{
 		conn:    conn,
 		runtime: runtimeapi.NewRuntimeServiceClient(conn),

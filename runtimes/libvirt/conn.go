@@ -13,6 +13,7 @@ import (
 	"github.com/digitalocean/go-libvirt/socket/dialers"
 
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/metrics"
 )
 
 // defaultSocket is libvirtd's socket for qemu:///system.
@@ -59,6 +60,7 @@ func socketOf(uri string) (string, error) {
 // run keeps the connection up until ctx ends.
 func (c *conn) run(ctx context.Context) {
 	delay := reconnectMin
+	connected := false
 	for ctx.Err() == nil {
 		l := golibvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(c.socket), dialers.WithLocalTimeout(2*time.Second)))
 		err := l.ConnectToURI(golibvirt.QEMUSystem)
@@ -74,6 +76,10 @@ func (c *conn) run(ctx context.Context) {
 		}
 		delay = reconnectMin
 		c.log.Info("connected to libvirtd", "socket", c.socket)
+		if connected {
+			metrics.Reconnects.WithLabelValues(c.uri).Inc()
+		}
+		connected = true
 		c.mu.Lock()
 		c.l, c.lastErr = l, nil
 		c.mu.Unlock()

@@ -26,6 +26,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if err != nil {
 		return nil, err
 	}
+	if others, err := r.store.containersOf(sb.ID); err == nil && len(others) > 0 && sb.ContainerID == "" {
+		sb.ContainerID = others[0].ID // a crash cut CreateContainer short of naming it
+	}
 	if err := checkCanCreate(sb, req.GetConfig()); err != nil {
 		return nil, err
 	}

@@ -47,7 +47,11 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	r.console.start(c)
 	dom, err := l.DomainLookupByName(c.Domain)
 	if err == nil {
-		err = l.DomainCreate(dom)
+		// Running already: a crimux killed after DomainCreate and before
+		// recording it. Starting again would fail; recording it converges.
+		if off, serr := isShutoff(l, dom); serr != nil || off {
+			err = l.DomainCreate(dom)
+		}
 	}
 	if err != nil {
 		r.console.stop(c.ID)
@@ -90,6 +94,7 @@ func (r *Runtime) stopVMLocked(ctx context.Context, c *containerRecord, grace ti
 	if err != nil {
 		return err
 	}
+	r.resumeIfPaused(l, c)
 	code, reason, err := shutdownDomain(ctx, l, c.Domain, grace)
 	if err != nil {
 		return fmt.Errorf("stop domain %s: %w", c.Domain, err)

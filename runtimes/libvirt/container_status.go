@@ -23,8 +23,8 @@ func (r *Runtime) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 		if err != nil {
 			return nil, err
 		}
-		resp.Info = map[string]string{"info": fmt.Sprintf(`{"domain":%q,"accel":%q,"vcpus":%d,"memoryMiB":%d,"dir":%q}`,
-			c.Domain, c.Accel, c.VCPUs, c.MemoryMiB, c.Dir)}
+		resp.Info = map[string]string{"info": fmt.Sprintf(`{"domain":%q,"accel":%q,"vcpus":%d,"memoryMiB":%d,"dir":%q,"powerState":%q}`,
+			c.Domain, c.Accel, c.VCPUs, c.MemoryMiB, c.Dir, c.powerState())}
 	}
 	return resp, nil
 }
@@ -34,10 +34,14 @@ func (r *Runtime) containerStatus(ctx context.Context, id string) (*runtimeapi.C
 	if err != nil {
 		return nil, err
 	}
+	reason, message := c.Reason, c.Message
+	if pr, pm, ok := powerStatus(c); ok {
+		reason, message = pr, pm
+	}
 	return &runtimeapi.ContainerStatus{
 		Id: c.ID, Metadata: c.Config.GetMetadata(), State: c.State,
 		CreatedAt: c.CreatedAt, StartedAt: c.StartedAt, FinishedAt: c.FinishedAt, ExitCode: c.ExitCode,
-		Image: c.Config.GetImage(), ImageRef: c.ImageRef, Reason: c.Reason, Message: c.Message,
+		Image: c.Config.GetImage(), ImageRef: c.ImageRef, Reason: reason, Message: message,
 		Labels: c.Config.GetLabels(), Annotations: c.Config.GetAnnotations(), LogPath: c.LogPath,
 		Resources: &runtimeapi.ContainerResources{Linux: c.Config.GetLinux().GetResources()},
 	}, nil

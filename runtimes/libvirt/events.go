@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -94,7 +95,8 @@ func exitOf(detail golibvirt.DomainEventStoppedDetailType) (int32, string) {
 }
 
 // domainStopped records the exit of a running VM that stopped on its own
-// (guest power-off, crash, qemu killed).
+// (guest power-off, crash, qemu killed), not of one the user powered off
+// through the VM API (see stopIsNoExit).
 func (r *Runtime) domainStopped(domain string, code int32, reason string) {
 	id := strings.TrimPrefix(domain, vm.DomainName(""))
 	c, unlock, err := r.lockContainer(id)
@@ -102,7 +104,7 @@ func (r *Runtime) domainStopped(domain string, code int32, reason string) {
 		return
 	}
 	defer unlock()
-	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING || r.stopIsNoExit(c, reason) {
 		return
 	}
 	r.markExited(c, code, reason, "domain "+domain+" stopped")
@@ -120,6 +122,10 @@ func (r *Runtime) resync(l *golibvirt.Libvirt) {
 		return
 	}
 	for _, c := range recs {
+		if c.State == runtimeapi.ContainerState_CONTAINER_CREATED {
+			r.startedUnrecorded(l, c)
+			continue
+		}
 		if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 			continue
 		}
@@ -131,5 +137,28 @@ func (r *Runtime) resync(l *golibvirt.Libvirt) {
 		if off, err := isShutoff(l, dom); err == nil && off {
 			r.domainStopped(c.Domain, exitClean, "Completed")
 		}
+	}
+}
+
+// startedUnrecorded records as running a VM whose domain runs although
+// its record says created: crimux was killed between DomainCreate and
+// writing the record.
+func (r *Runtime) startedUnrecorded(l *golibvirt.Libvirt, c *containerRecord) {
+	dom, err := l.DomainLookupByName(c.Domain)
+	if err != nil {
+		return
+	}
+	if off, err := isShutoff(l, dom); err != nil || off {
+		return
+	}
+	defer r.locks.lock(c.SandboxID)()
+	c, err = r.store.container(c.ID)
+	if err != nil || c.State != runtimeapi.ContainerState_CONTAINER_CREATED {
+		return
+	}
+	c.State, c.StartedAt = runtimeapi.ContainerState_CONTAINER_RUNNING, time.Now().UnixNano()
+	if err := r.store.putContainer(c); err == nil {
+		r.console.start(c)
+		r.log.Info("VM found running with its start unrecorded; recorded", "container", c.ID)
 	}
 }

@@ -47,12 +47,12 @@ func (r *Runtime) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 	if err != nil {
 		return nil, err
 	}
-	if sb.ContainerID != "" {
-		c, err := r.store.container(sb.ContainerID)
-		if err == nil {
-			err = r.stopVMLocked(ctx, c, 0)
-		}
-		if err != nil && !errdefs.IsNotFound(err) {
+	ctrs, err := r.store.containersOf(sb.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range ctrs {
+		if err := r.stopVMLocked(ctx, c, 0); err != nil && !errdefs.IsNotFound(err) {
 			return nil, err
 		}
 	}
@@ -67,8 +67,12 @@ func (r *Runtime) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	if err != nil {
 		return nil, err
 	}
-	if sb.ContainerID != "" {
-		if err := r.removeVM(ctx, sb.ContainerID); err != nil && !errdefs.IsNotFound(err) {
+	ctrs, err := r.store.containersOf(sb.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range ctrs {
+		if err := r.removeVM(ctx, c.ID); err != nil && !errdefs.IsNotFound(err) {
 			return nil, err
 		}
 	}

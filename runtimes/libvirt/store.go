@@ -66,6 +66,9 @@ type containerRecord struct {
 	Reason  string                    `json:"reason,omitempty"`
 	Message string                    `json:"message,omitempty"`
 	State   runtimeapi.ContainerState `json:"state"`
+	// PowerState is the power state the user chose through the VM API
+	// (vmops_power.go); "" is Running.
+	PowerState PowerState `json:"power_state,omitempty"`
 }
 
 type store struct{ db *bolt.DB }
@@ -175,7 +178,7 @@ func (s *store) putContainer(r *containerRecord) error {
 // container returns a live container; one being removed is gone for CRI.
 func (s *store) container(id string) (*containerRecord, error) {
 	r, err := get[containerRecord](s, bucketContainers, id)
-	if err == nil && r.Removing {
+	if err == nil && (r.Removing || r.Creating) {
 		err = errdefs.ErrNotFound
 	}
 	if err != nil {
@@ -185,12 +188,27 @@ func (s *store) container(id string) (*containerRecord, error) {
 	return r, unmarshalPB(r.ConfigPB, r.Config)
 }
 
-// liveContainers returns the containers CRI sees (not being removed).
+// liveContainers returns the containers CRI sees: not still being
+// created, not being removed.
 func (s *store) liveContainers() ([]*containerRecord, error) {
 	all, err := s.containers()
 	out := all[:0]
 	for _, c := range all {
-		if !c.Removing {
+		if !c.Removing && !c.Creating {
+			out = append(out, c)
+		}
+	}
+	return out, err
+}
+
+// containersOf returns the live containers of one pod. A pod has one, but
+// a crash between a container's record and its pod's can leave the pod
+// not naming it: teardown of a pod goes by this, not by the pod's field.
+func (s *store) containersOf(sandboxID string) ([]*containerRecord, error) {
+	all, err := s.liveContainers()
+	out := all[:0]
+	for _, c := range all {
+		if c.SandboxID == sandboxID {
 			out = append(out, c)
 		}
 	}

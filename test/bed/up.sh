@@ -106,6 +106,14 @@ disabled_plugins = [
         BinaryName = "$RUNC"
         Root = "$RUNC_ROOT"
         SystemdCgroup = false
+    # runc again under a second handler name: the e2e test that adds a
+    # runtime to crimux by a config reload runs its pod with it.
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc2]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc2.options]
+        BinaryName = "$RUNC"
+        Root = "$RUNC_ROOT"
+        SystemdCgroup = false
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ["$CNI_BIN_DIR"]
     conf_dir = "$CNI_CONF_DIR"

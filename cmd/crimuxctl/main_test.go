@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	vmv1 "github.com/crimux/crimux/proto/vm/v1"
+)
+
+// fakeVMService answers the VM API and keeps the last request.
+type fakeVMService struct {
+	vmv1.UnimplementedVMServiceServer
+	mu   sync.Mutex
+	last proto.Message
+}
+
+func (f *fakeVMService) got(m proto.Message) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.last = m
+}
+
+func (f *fakeVMService) lastRequest() proto.Message {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last
+}
+
+var testVM = &vmv1.VM{PodSandboxId: "vm--sb1", ContainerId: "vm--c1", Namespace: "default", Name: "db",
+	PodState: "SANDBOX_READY", ContainerState: "CONTAINER_RUNNING", PowerState: vmv1.PowerState_POWER_STATE_PAUSED,
+	Domain: "crimux-c1", DomainState: "paused", Accelerator: "tcg", Resources: &vmv1.Resources{Vcpus: 1, MemoryMib: 256},
+	Snapshots: []*vmv1.Snapshot{{Name: "s1", VmState: "running", HasMemory: true, CreatedAt: 1796000000}}}
+
+func (f *fakeVMService) ListVMs(_ context.Context, r *vmv1.ListVMsRequest) (*vmv1.ListVMsResponse, error) {
+	f.got(r)
+	return &vmv1.ListVMsResponse{Vms: []*vmv1.VM{testVM}}, nil
+}
+
+func (f *fakeVMService) GetVM(_ context.Context, r *vmv1.GetVMRequest) (*vmv1.GetVMResponse, error) {
+	f.got(r)
+	if r.GetVm().GetId() == "vm--nope" {
+		return nil, status.Error(codes.NotFound, `vm "vm--nope": no VM pod or VM container has ID "nope": not found`)
+	}
+	return &vmv1.GetVMResponse{Vm: testVM}, nil
+}
+
+func (f *fakeVMService) RebootVM(_ context.Context, r *vmv1.RebootVMRequest) (*vmv1.RebootVMResponse, error) {
+	f.got(r)
+	return &vmv1.RebootVMResponse{Method: vmv1.RebootMethod_REBOOT_METHOD_SOFT}, nil
+}
+
+func (f *fakeVMService) SetPowerState(_ context.Context, r *vmv1.SetPowerStateRequest) (*vmv1.SetPowerStateResponse, error) {
+	f.got(r)
+	return &vmv1.SetPowerStateResponse{Previous: vmv1.PowerState_POWER_STATE_RUNNING, State: r.State}, nil
+}
+
+func (f *fakeVMService) CreateSnapshot(_ context.Context, r *vmv1.CreateSnapshotRequest) (*vmv1.CreateSnapshotResponse, error) {
+	f.got(r)
+	return &vmv1.CreateSnapshotResponse{Snapshot: &vmv1.Snapshot{Name: r.SnapshotName, VmState: "running", HasMemory: true}}, nil
+}
+
+func (f *fakeVMService) ListSnapshots(_ context.Context, r *vmv1.ListSnapshotsRequest) (*vmv1.ListSnapshotsResponse, error) {
+	f.got(r)
+	return &vmv1.ListSnapshotsResponse{Snapshots: testVM.Snapshots}, nil
+}
+
+func (f *fakeVMService) RestoreSnapshot(_ context.Context, r *vmv1.RestoreSnapshotRequest) (*vmv1.RestoreSnapshotResponse, error) {
+	f.got(r)
+	return &vmv1.RestoreSnapshotResponse{State: vmv1.PowerState_POWER_STATE_RUNNING}, nil
+}
+
+func (f *fakeVMService) DeleteSnapshot(_ context.Context, r *vmv1.DeleteSnapshotRequest) (*vmv1.DeleteSnapshotResponse, error) {
+	f.got(r)
+	return &vmv1.DeleteSnapshotResponse{}, nil
+}
+
+func serveFake(t *testing.T) (*fakeVMService, string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "crimuxctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "c.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeVMService{}
+	g := grpc.NewServer()
+	vmv1.RegisterVMServiceServer(g, f)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	return f, "unix://" + sock
+}
+
+func runCLI(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// TestRequests: each command sends the request its arguments say, flags
+// before or after the positional arguments.
+func TestRequests(t *testing.T) {
+	f, ep := serveFake(t)
+	for _, tc := range []struct {
+		args []string
+		want proto.Message
+	}{
+		{[]string{"vm", "get", "vm--c1"}, &vmv1.GetVMRequest{Vm: &vmv1.VMRef{Ref: &vmv1.VMRef_Id{Id: "vm--c1"}}}},
+		{[]string{"vm", "get", "default/db"}, &vmv1.GetVMRequest{Vm: &vmv1.VMRef{Ref: &vmv1.VMRef_Pod{Pod: &vmv1.PodName{Namespace: "default", Name: "db"}}}}},
+		{[]string{"vm", "reboot", "vm--c1", "--hard", "--timeout", "5s"}, &vmv1.RebootVMRequest{Vm: &vmv1.VMRef{Ref: &vmv1.VMRef_Id{Id: "vm--c1"}}, Hard: true, TimeoutSeconds: 5}},
+		{[]string{"vm", "reboot", "--timeout=7s", "vm--c1"}, &vmv1.RebootVMRequest{Vm: &vmv1.VMRef{Ref: &vmv1.VMRef_Id{Id: "vm--c1"}}, TimeoutSeconds: 7}},
+		{[]string{"vm", "power", "vm--c1", "Hibernate"}, &vmv1.SetPowerStateRequest{Vm: &vmv1.VMRef{Ref: &vmv1.VMRef_Id{Id: "vm--c1"}}, State: vmv1.PowerState_POWER_STATE_HIBERNATE, TimeoutSeconds: 30}},
+		{[]string{"vm", "snapshot", "create", "vm--c1", "s2", "--description", "before"}, &vmv1.CreateSnapshotRequest{Vm: &vmv1.VMRef{Ref: &vmv1.VMRef_Id{Id: "vm--c1"}}, SnapshotName: "s2", Description: "before"}},
+		{[]string{"vm", "snapshot", "restore", "vm--c1", "s2"}, &vmv1.RestoreSnapshotRequest{Vm: &vmv1.VMRef{Ref: &vmv1.VMRef_Id{Id: "vm--c1"}}, SnapshotName: "s2"}},
+		{[]string{"vm", "snapshot", "delete", "vm--c1", "--", "s2"}, &vmv1.DeleteSnapshotRequest{Vm: &vmv1.VMRef{Ref: &vmv1.VMRef_Id{Id: "vm--c1"}}, SnapshotName: "s2"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errOut := runCLI(append([]string{"--endpoint", ep}, tc.args...)...)
+			if code != exitOK {
+				t.Fatalf("exit %d, stderr %s", code, errOut)
+			}
+			if !proto.Equal(f.lastRequest(), tc.want) {
+				t.Fatalf("request %v, want %v", f.lastRequest(), tc.want)
+			}
+			if out == "" {
+				t.Fatal("no output")
+			}
+		})
+	}
+}
+
+// TestJSONOutput: -o json (before or after the command) is JSON with the
+// .proto's field names.
+func TestJSONOutput(t *testing.T) {
+	_, ep := serveFake(t)
+	for _, args := range [][]string{
+		{"-o", "json", "vm", "list"},
+		{"vm", "list", "-o", "json"},
+		{"vm", "get", "vm--c1", "-o", "json"},
+		{"vm", "snapshot", "list", "vm--c1", "-o", "json"},
+		{"vm", "power", "vm--c1", "paused", "-o", "json"},
+		{"vm", "reboot", "vm--c1", "-o", "json"},
+		{"vm", "snapshot", "delete", "vm--c1", "s1", "-o", "json"},
+	} {
+		code, out, errOut := runCLI(append([]string{"--endpoint", ep}, args...)...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("%v: output is not JSON: %v\n%s", args, err, out)
+		}
+	}
+	_, out, _ := runCLI("--endpoint", ep, "-o", "json", "vm", "list")
+	var list struct {
+		VMs []struct {
+			ContainerID string `json:"container_id"`
+			PowerState  string `json:"power_state"`
+		} `json:"vms"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.VMs) != 1 ||
+		list.VMs[0].ContainerID != "vm--c1" || list.VMs[0].PowerState != "POWER_STATE_PAUSED" {
+		t.Fatalf("vm list JSON %s (%v)", out, err)
+	}
+}
+
+// TestTableOutput: tables name what matters.
+func TestTableOutput(t *testing.T) {
+	_, ep := serveFake(t)
+	_, out, _ := runCLI("--endpoint", ep, "vm", "list")
+	for _, w := range []string{"POD", "POWER", "default/db", "vm--c1", "Paused", "256 MiB"} {
+		if !strings.Contains(out, w) {
+			t.Fatalf("vm list lacks %q:\n%s", w, out)
+		}
+	}
+	_, out, _ = runCLI("--endpoint", ep, "vm", "get", "default/db")
+	for _, w := range []string{"Power state:", "Paused", "crimux-c1 (paused)", "tcg", "s1"} {
+		if !strings.Contains(out, w) {
+			t.Fatalf("vm get lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+// TestExitCodes: 0 done, 1 the call failed (code and message printed),
+// 2 bad usage.
+func TestExitCodes(t *testing.T) {
+	_, ep := serveFake(t)
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"vm", "get", "vm--nope"}, exitCall, `NotFound: vm "vm--nope"`},
+		{[]string{"vm"}, exitUsage, "Usage: crimuxctl vm"},
+		{[]string{"vm", "frobnicate"}, exitUsage, `unknown command "frobnicate"`},
+		{[]string{"vm", "get"}, exitUsage, "want 1 argument"},
+		{[]string{"vm", "get", "a", "b"}, exitUsage, "want 1 argument"},
+		{[]string{"vm", "get", "/db"}, exitUsage, "namespace/name"},
+		{[]string{"vm", "power", "vm--c1", "asleep"}, exitUsage, `"asleep"`},
+		{[]string{"vm", "power", "vm--c1", "unspecified"}, exitUsage, "want running"},
+		{[]string{"vm", "reboot", "vm--c1", "--timeout", "1500ms"}, exitUsage, "whole seconds"},
+		{[]string{"vm", "reboot", "vm--c1", "--bogus"}, exitUsage, "flag provided but not defined"},
+		{[]string{"vm", "list", "-o", "yaml"}, exitUsage, "table or json"},
+		{[]string{"vm", "snapshot"}, exitUsage, "Usage: crimuxctl vm snapshot"},
+		{[]string{"frob"}, exitUsage, "unknown command"},
+		{[]string{}, exitUsage, "Usage: crimuxctl"},
+	} {
+		code, _, errOut := runCLI(append([]string{"--endpoint", ep}, tc.args...)...)
+		if code != tc.code || !strings.Contains(errOut, tc.stderr) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.stderr)
+		}
+	}
+}
+
+// TestHelp: every command's --help exits 0 on stdout and describes its
+// real flags.
+func TestHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		words []string
+	}{
+		{[]string{"--help"}, []string{"-endpoint", "-o", "-timeout", "vm", "Exit codes"}},
+		{[]string{"vm", "--help"}, []string{"list", "get", "reboot", "power", "snapshot create", "namespace/name"}},
+		{[]string{"vm", "list", "--help"}, []string{"-o", "-endpoint"}},
+		{[]string{"vm", "get", "-h"}, []string{"VM", "-o"}},
+		{[]string{"vm", "reboot", "--help"}, []string{"-hard", "-timeout"}},
+		{[]string{"vm", "power", "--help"}, []string{"running|paused|shutdown|hibernate", "-timeout"}},
+		{[]string{"vm", "snapshot", "--help"}, []string{"create", "restore", "64 characters"}},
+		{[]string{"vm", "snapshot", "create", "--help"}, []string{"-description"}},
+		{[]string{"vm", "snapshot", "list", "--help"}, []string{"VM"}},
+		{[]string{"vm", "snapshot", "restore", "--help"}, []string{"VM NAME"}},
+		{[]string{"vm", "snapshot", "delete", "--help"}, []string{"VM NAME"}},
+		{[]string{"version", "--help"}, []string{"-o"}},
+	} {
+		code, out, _ := runCLI(tc.args...)
+		if code != exitOK {
+			t.Errorf("%v: exit %d", tc.args, code)
+		}
+		for _, w := range tc.words {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: help lacks %q:\n%s", tc.args, w, out)
+			}
+		}
+	}
+}

@@ -1,0 +1,192 @@
+// Package metrics owns crimux's Prometheus metrics and the HTTP endpoint
+// that serves them (config metrics_address, off by default):
+//
+//	crimux_rpc_duration_seconds{api,rpc,runtime}     latency of every CRI and VM API call (histogram)
+//	crimux_rpc_errors_total{api,rpc,runtime,code}    failed calls by gRPC code
+//	crimux_vms{power_state}                          VMs by power state, read from the VM runtime at scrape time
+//	crimux_runtime_ready{runtime,type}               1 when the runtime's last health check found it ready
+//	crimux_reconnects_total{target}                  connections to libvirtd or containerd re-made after a loss
+//	crimux_gc_removals_total{kind}                   what garbage collection removed
+//	crimux_config_reloads_total{result}              SIGHUP reloads, "success" or "failure"
+//	crimux_build_info{version}                       always 1
+//
+// plus Go's and the process's own. api is "cri" or "vm" (crimux's VM API);
+// runtime is the registry entry a call was routed to, "all" for calls that
+// fan out (lists, Status, Version) and "none" when routing failed.
+//
+// Reconnects and GCRemovals are package variables: the runtimes that see a
+// reconnect or collect garbage count into them without being handed a
+// *Metrics; every Metrics registry exports them.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+const namespace = "crimux"
+
+var (
+	// Reconnects counts connections re-made after one was lost, by target
+	// (libvirtd's URI, containerd's endpoint). The first connection does
+	// not count.
+	Reconnects = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "reconnects_total",
+		Help: "Connections to a runtime daemon (libvirtd, containerd) re-made after one was lost.",
+	}, []string{"target"})
+	// GCRemovals counts what garbage collection removed, by kind of object:
+	// GCRemovals.WithLabelValues("domain").Inc().
+	GCRemovals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "gc_removals_total",
+		Help: "Objects garbage collection removed because no pod owned them, by kind.",
+	}, []string{"kind"})
+)
+
+// GCKinds are the kinds of objects GC removes (exported at 0 from the
+// start); others may be counted too.
+var GCKinds = []string{"domain", "disk", "netns", "cni", "cgroup", "dir"}
+
+// latencyBuckets span a cached Status (sub-millisecond) to a slow image
+// pull or VM start (minutes).
+var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// Options are what the metrics read from the rest of crimux.
+type Options struct {
+	// Version is crimux's version, for crimux_build_info.
+	Version string
+	// VMPowerStates counts the VMs by power state; nil when no VM runtime
+	// is configured. Called at every scrape.
+	VMPowerStates func() (map[string]int, error)
+}
+
+// Metrics is one registry of crimux's metrics.
+type Metrics struct {
+	reg          *prometheus.Registry
+	rpcDuration  *prometheus.HistogramVec
+	rpcErrors    *prometheus.CounterVec
+	runtimeReady *prometheus.GaugeVec
+	reloads      *prometheus.CounterVec
+
+	mu         sync.Mutex
+	readyNames map[[2]string]bool // label sets of runtimeReady in use
+}
+
+// New registers every metric in a registry of its own.
+func New(opts Options) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		rpcDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "rpc_duration_seconds",
+			Help:    "Latency of CRI and VM API calls served by crimux, by API, RPC and the runtime the call was routed to.",
+			Buckets: latencyBuckets,
+		}, []string{"api", "rpc", "runtime"}),
+		rpcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "rpc_errors_total",
+			Help: "CRI and VM API calls that failed, by API, RPC, runtime and gRPC code.",
+		}, []string{"api", "rpc", "runtime", "code"}),
+		runtimeReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "runtime_ready",
+			Help: "1 if the runtime answered its last health check ready, else 0.",
+		}, []string{"runtime", "type"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "config_reloads_total",
+			Help: "Config reloads (SIGHUP) by result: success, or failure (the old config stays).",
+		}, []string{"result"}),
+		readyNames: map[[2]string]bool{},
+	}
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "build_info", Help: "crimux's version; always 1.",
+		ConstLabels: prometheus.Labels{"version": opts.Version},
+	})
+	buildInfo.Set(1)
+	m.reg.MustRegister(m.rpcDuration, m.rpcErrors, m.runtimeReady, m.reloads, buildInfo,
+		Reconnects, GCRemovals, newVMCollector(opts.VMPowerStates),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, r := range []string{"success", "failure"} {
+		m.reloads.WithLabelValues(r)
+	}
+	for _, k := range GCKinds {
+		GCRemovals.WithLabelValues(k)
+	}
+	return m
+}
+
+// Registry is the Prometheus registry (tests gather from it).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the metrics in the Prometheus text format. A collector
+// that fails (the VM runtime unreachable) leaves the others served.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// RuntimeReadiness is one runtime's health as the health loop found it.
+type RuntimeReadiness struct {
+	Runtime, Type string
+	Ready         bool
+}
+
+// SetRuntimeReady records one round of health checks; runtimes no longer
+// configured (a reload removed them) stop being exported.
+func (m *Metrics) SetRuntimeReady(all []RuntimeReadiness) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := map[[2]string]bool{}
+	for _, r := range all {
+		key := [2]string{r.Runtime, r.Type}
+		seen[key] = true
+		v := 0.0
+		if r.Ready {
+			v = 1
+		}
+		m.runtimeReady.WithLabelValues(r.Runtime, r.Type).Set(v)
+	}
+	for key := range m.readyNames {
+		if !seen[key] {
+			m.runtimeReady.DeleteLabelValues(key[0], key[1])
+		}
+	}
+	m.readyNames = seen
+}
+
+// ObserveReload counts one config reload.
+func (m *Metrics) ObserveReload(err error) {
+	if err != nil {
+		m.reloads.WithLabelValues("failure").Inc()
+		return
+	}
+	m.reloads.WithLabelValues("success").Inc()
+}
+
+// Serve serves /metrics on addr until ctx ends. It returns once the
+// listener is open, with the address it listens on (addr may name port 0).
+func (m *Metrics) Serve(ctx context.Context, addr string, log *slog.Logger) (net.Addr, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	return lis.Addr(), nil
+}

@@ -1,0 +1,115 @@
+package libvirt
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	golibvirt "github.com/digitalocean/go-libvirt"
+
+	"github.com/crimux/crimux/internal/errdefs"
+)
+
+// DefaultRebootTimeout is how long a soft reboot waits for the guest.
+const DefaultRebootTimeout = 30 * time.Second
+
+// RebootResult says how a VM was rebooted.
+type RebootResult struct {
+	// Hard: the VM was reset, not rebooted by its guest.
+	Hard bool
+	// SoftTimedOut: a soft reboot was asked for and the guest did not
+	// restart within the deadline (or libvirt refused it), so the VM was
+	// reset.
+	SoftTimedOut bool
+}
+
+// RebootVM reboots a running VM. Soft: libvirt presses the ACPI power
+// button and, when the guest powers off, resets it instead of stopping it
+// (qemu's "fake reboot"); libvirt's reboot event says it happened. Without
+// that event within timeout (0: the default), or with hard, the VM is
+// reset. The CRI container stays as it is: same ID, running.
+func (r *Runtime) RebootVM(ctx context.Context, id string, hard bool, timeout time.Duration) (RebootResult, error) {
+	if timeout <= 0 {
+		timeout = DefaultRebootTimeout
+	}
+	c, unlock, err := r.lockVM(id)
+	if err != nil {
+		return RebootResult{}, err
+	}
+	defer unlock()
+	if err := requireRunning(c); err != nil {
+		return RebootResult{}, err
+	}
+	l, dom, err := r.domainOf(c)
+	if err != nil {
+		return RebootResult{}, err
+	}
+	v, err := observe(l, dom)
+	if err != nil {
+		return RebootResult{}, err
+	}
+	if p := powerStateOf(v); p != PowerRunning || c.powerState() != PowerRunning {
+		return RebootResult{}, fmt.Errorf("VM container %q is %s (domain %s): a reboot needs a running VM; power it Running first: %w",
+			c.ID, c.powerState(), domainStateName(v.state), errdefs.ErrFailedPrecondition)
+	}
+	if hard {
+		return RebootResult{Hard: true}, r.resetVM(l, dom, c)
+	}
+	rebooted, err := r.softReboot(ctx, l, dom, c, timeout)
+	if err != nil {
+		return RebootResult{}, err
+	}
+	if rebooted {
+		r.log.Info("VM rebooted by its guest", "container", c.ID, "domain", c.Domain)
+		return RebootResult{}, nil
+	}
+	r.log.Warn("VM did not reboot softly in time; resetting it", "container", c.ID, "domain", c.Domain, "timeout", timeout)
+	return RebootResult{Hard: true, SoftTimedOut: true}, r.resetVM(l, dom, c)
+}
+
+// softReboot asks the guest to reboot and waits for libvirt's reboot event
+// of the domain; false when it did not come in time (or libvirt refused
+// the request). The subscription is made first, so the event cannot be
+// missed.
+func (r *Runtime) softReboot(ctx context.Context, l *golibvirt.Libvirt, dom golibvirt.Domain, c *containerRecord, timeout time.Duration) (bool, error) {
+	subCtx, cancel := context.WithCancel(ctx)
+	events, err := l.SubscribeEvents(subCtx, golibvirt.DomainEventIDReboot, golibvirt.OptDomain{})
+	if err != nil {
+		cancel()
+		return false, fmt.Errorf("subscribe to reboot events: %w", classify(err))
+	}
+	defer func() {
+		cancel()
+		for range events { // the subscription ends when it is drained
+		}
+	}()
+	if err := l.DomainReboot(dom, golibvirt.DomainRebootAcpiPowerBtn); err != nil {
+		r.log.Warn("soft reboot refused; resetting", "container", c.ID, "err", err)
+		return false, nil
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return false, fmt.Errorf("libvirtd connection lost while waiting for VM %s to reboot: %w", c.Domain, errdefs.ErrUnavailable)
+			}
+			if msg, isReboot := ev.(*golibvirt.DomainEventCallbackRebootMsg); isReboot && msg.Msg.Dom.Name == c.Domain {
+				return true, nil
+			}
+		case <-timer.C:
+			return false, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+}
+
+func (r *Runtime) resetVM(l *golibvirt.Libvirt, dom golibvirt.Domain, c *containerRecord) error {
+	if err := l.DomainReset(dom, 0); err != nil {
+		return fmt.Errorf("reset domain %s: %w", c.Domain, classify(err))
+	}
+	r.log.Info("VM reset", "container", c.ID, "domain", c.Domain)
+	return nil
+}

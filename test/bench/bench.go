@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// bench is one run: its crimux, the two paths and what it made.
+type bench struct {
+	opts    options
+	runID   string
+	dir     string // /var/lib/crimux-bench-<run>: crimux's state, logs, the direct VMs
+	socket  string
+	started time.Time
+	crimux  *daemon
+	cri     *endpoint // crimux
+	ctd     *endpoint // containerd, directly
+	direct  *directLibvirt
+	res     *results
+	host    hostFacts
+	samples strings.Builder
+
+	mu       sync.Mutex
+	vmSeq    int
+	vms      []*vmPod // every VM pod made through crimux and not yet removed
+	burstVMs []*vmPod
+	pods     []containerPodIDs // container pods kept running
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench %6.1fs: %s\n", time.Since(b.started).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// samplesOf records every sample of a measurement, in the Go benchmark
+// format with the path as a name key (benchstat -col /path).
+func (b *bench) samplesOf(name string, d, c samples) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, side := range []struct {
+		p path
+		s samples
+	}{{direct, d}, {viaCrimux, c}} {
+		for _, t := range side.s {
+			fmt.Fprintf(&b.samples, "Benchmark%s/path=%s 1 %d ns/op\n", name, side.p, t.Nanoseconds())
+		}
+	}
+}
+
+// setUp checks the bed, starts crimux and pulls the images. On error the
+// returned bench (if any) still needs cleanup.
+func setUp(ctx context.Context, o options) (*bench, error) {
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	b := &bench{opts: o, runID: hex.EncodeToString(id[:]), started: time.Now(), res: newResults()}
+	b.host = gatherHost(o)
+	if err := checkBed(o); err != nil {
+		return nil, err
+	}
+	wrapper := ""
+	if o.wrapper != "" {
+		if err := installWrapper(o.wrapper); err != nil {
+			return nil, err
+		}
+		wrapper = benchWrapper
+	}
+	dir, err := os.MkdirTemp("/var/lib", "crimux-bench-")
+	if err != nil {
+		return nil, err
+	}
+	b.dir = dir
+	// qemu runs as libvirt-qemu and must traverse it to the VMs' files.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return b, err
+	}
+	b.socket = filepath.Join("/run/crimux-testbed", "bench-"+b.runID+".sock")
+	if b.crimux, err = newDaemon(o.crimuxBin, dir, b.socket, o.containerd, wrapper); err != nil {
+		return b, err
+	}
+	if b.ctd, err = dial("containerd", o.containerd); err != nil {
+		return b, err
+	}
+	b.logf("run %s: crimux %s, state %s, socket %s", b.runID, o.crimuxBin, dir, b.socket)
+	if err := b.crimux.start(); err != nil {
+		return b, err
+	}
+	if err := b.crimux.waitSocket(30 * time.Second); err != nil {
+		return b, err
+	}
+	if b.cri, err = dial("crimux", "unix://"+b.socket); err != nil {
+		return b, err
+	}
+	if err := b.waitVMRuntime(ctx); err != nil {
+		return b, err
+	}
+	b.host.versions(ctx, b)
+	time.Sleep(time.Second) // idle: nothing asked of it but readiness
+	if rss, err := b.crimux.rssMiB(); err == nil {
+		b.res.set("rss_idle_mib", rss, "", "")
+		b.res.note("rss_idle_mib", "started, both runtimes ready, no pods, before any pull")
+		b.logf("crimux RSS idle: %.1f MiB", rss)
+	}
+	for _, img := range []string{busyboxImage, vmImage} {
+		if err := pull(ctx, b.cri, img); err != nil {
+			return b, err
+		}
+	}
+	if b.direct, err = newDirectLibvirt(ctx, o.containerd, filepath.Join(dir, "direct"), b.runID); err != nil {
+		return b, err
+	}
+	return b, nil
+}
+
+// waitVMRuntime waits until crimux reports its VM runtime ready (it
+// connects to libvirtd after it listens).
+func (b *bench) waitVMRuntime(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return waitUntil(ctx, 50*time.Millisecond, func() error {
+		st, err := b.cri.rt.Status(ctx, &runtimeapi.StatusRequest{})
+		if err != nil {
+			return err
+		}
+		for _, c := range st.GetStatus().GetConditions() {
+			if c.GetType() == "VMRuntimeReady" {
+				if c.GetStatus() {
+					return nil
+				}
+				return fmt.Errorf("VMRuntimeReady is false: %s %s", c.GetReason(), c.GetMessage())
+			}
+		}
+		return errors.New("no VMRuntimeReady condition")
+	})
+}
+
+// cleanup removes everything the run made; it logs what it cannot.
+func (b *bench) cleanup() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	warn := func(what string, err error) {
+		if err != nil {
+			b.logf("cleanup: %s: %v", what, err)
+		}
+	}
+	if b.crimux != nil && b.cri != nil {
+		b.mu.Lock()
+		vms := append([]*vmPod(nil), b.vms...)
+		b.mu.Unlock()
+		warn("VM pods", parallel(len(vms), b.opts.workers, func(i int) error { return b.removeVM(ctx, vms[i]) }))
+	}
+	if b.ctd != nil {
+		warn("container pods", b.removeLabelledPods(ctx))
+	}
+	if b.direct != nil {
+		warn("direct VMs", b.direct.removeAll())
+	}
+	if b.crimux != nil {
+		b.crimux.stop()
+		_ = os.Remove(filepath.Dir(benchPlacementSocket)) // if no other run uses it
+		warn("leftover domains", removeDomainsOf(instanceOf(b.dir)))
+		b.keepLog()
+	}
+	warn("cgroups", removeCgroupsOf(b.runID))
+	if b.direct != nil {
+		b.direct.close()
+	}
+	if b.dir != "" {
+		warn("state dir", os.RemoveAll(b.dir))
+	}
+	for _, e := range []*endpoint{b.cri, b.ctd} {
+		if e != nil {
+			e.close()
+		}
+	}
+	if b.socket != "" {
+		_ = os.Remove(b.socket)
+	}
+	b.logf("cleanup took %s", time.Since(start).Round(100*time.Millisecond))
+}
+
+// removeLabelledPods removes every pod of this run containerd still has
+// (the container pods; crimux's IDs for them are containerd's).
+func (b *bench) removeLabelledPods(ctx context.Context) error {
+	resp, err := b.ctd.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{
+		Filter: &runtimeapi.PodSandboxFilter{LabelSelector: b.labels()},
+	})
+	if err != nil {
+		return err
+	}
+	items := resp.GetItems()
+	return parallel(len(items), b.opts.workers, func(i int) error { return removePod(ctx, b.ctd, items[i].GetId()) })
+}
+
+// keepLog copies crimux's log of the run out of the state dir.
+func (b *bench) keepLog() {
+	if b.opts.logDir == "" {
+		return
+	}
+	data, err := os.ReadFile(b.crimux.logPath)
+	if err != nil {
+		return
+	}
+	if os.MkdirAll(b.opts.logDir, 0o755) == nil {
+		_ = os.WriteFile(filepath.Join(b.opts.logDir, "crimux.log"), data, 0o644)
+	}
+}
+
+// finish writes the samples and the Markdown table.
+func (b *bench) finish() {
+	b.host.loadEnd = readLoad()
+	b.host.took = time.Since(b.started)
+	if b.opts.samples != "" {
+		if err := os.MkdirAll(filepath.Dir(b.opts.samples), 0o755); err == nil {
+			if err := os.WriteFile(b.opts.samples, []byte(b.samples.String()), 0o644); err != nil {
+				b.logf("samples: %v", err)
+			}
+		}
+	}
+	if b.opts.out != "" {
+		if err := writeDoc(b.opts.out, b.res, b.host, b.opts); err != nil {
+			b.logf("%s: %v", b.opts.out, err)
+		} else {
+			b.logf("wrote %s", b.opts.out)
+		}
+	}
+	b.logf("done in %s", b.host.took.Round(time.Second))
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// daemon is the crimux process under test: started, SIGKILLed and
+// restarted by the bench, on one state dir and socket.
+type daemon struct {
+	bin, socket, logPath string
+	args                 []string
+	cmd                  *exec.Cmd
+	logFile              *os.File
+	exited               chan struct{}
+}
+
+// newDaemon prepares crimux with its config, state dir and socket; the
+// config points the VM runtime at the bench's own qemu wrapper and
+// placement socket when wrapper is set (see installWrapper).
+func newDaemon(bin, dir, socket, containerd, wrapper string) (*daemon, error) {
+	var conf bytes.Buffer
+	if wrapper != "" {
+		fmt.Fprintf(&conf, "[libvirt]\nemulator = %q\nplacement_socket = %q\n", wrapper, benchPlacementSocket)
+	}
+	confPath := filepath.Join(dir, "crimux.toml")
+	if err := os.WriteFile(confPath, conf.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	return &daemon{
+		bin: bin, socket: socket, logPath: filepath.Join(dir, "crimux.log"),
+		args: []string{
+			"--config", confPath, "--listen", socket, "--state-dir", filepath.Join(dir, "state"),
+			"--containerd-endpoint", containerd, "--vm-accel", "tcg",
+		},
+	}, nil
+}
+
+// start runs crimux and returns once its socket exists; the caller waits
+// for the answers it needs.
+func (d *daemon) start() error {
+	if d.logFile == nil {
+		f, err := os.OpenFile(d.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		d.logFile = f
+	}
+	_ = os.Remove(d.socket)
+	cmd := exec.Command(d.bin, d.args...)
+	cmd.Stdout, cmd.Stderr = d.logFile, d.logFile
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start crimux: %w", err)
+	}
+	d.cmd, d.exited = cmd, make(chan struct{})
+	go func(exited chan struct{}) { _ = cmd.Wait(); close(exited) }(d.exited)
+	return nil
+}
+
+// waitSocket waits until crimux's socket exists (it listens then).
+func (d *daemon) waitSocket(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(d.socket); err == nil {
+			return nil
+		}
+		select {
+		case <-d.exited:
+			return fmt.Errorf("crimux exited at start (%s); last log lines:\n%s", d.cmd.ProcessState, d.tail(20))
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("crimux did not listen on %s within %s; last log lines:\n%s", d.socket, timeout, d.tail(20))
+}
+
+// kill SIGKILLs crimux, as a crash or the OOM killer would.
+func (d *daemon) kill() {
+	if d.cmd == nil {
+		return
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.exited
+}
+
+// stop ends crimux with SIGTERM (SIGKILL after 20 s).
+func (d *daemon) stop() {
+	if d.cmd == nil {
+		return
+	}
+	select {
+	case <-d.exited:
+	default:
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-d.exited:
+		case <-time.After(20 * time.Second):
+			d.kill()
+		}
+	}
+	if d.logFile != nil {
+		_ = d.logFile.Close()
+		d.logFile = nil
+	}
+}
+
+func (d *daemon) pid() int { return d.cmd.Process.Pid }
+
+// rssMiB is crimux's resident memory (VmRSS) in MiB.
+func (d *daemon) rssMiB() (float64, error) {
+	return rssOf(d.pid())
+}
+
+func rssOf(pid int) (float64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "VmRSS:" {
+			kb, err := strconv.ParseFloat(fields[1], 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, errors.New("no VmRSS in /proc/<pid>/status")
+}
+
+// tail is the end of crimux's log, for error messages.
+func (d *daemon) tail(lines int) string {
+	b, _ := os.ReadFile(d.logPath)
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(all[max(0, len(all)-lines):], "\n")
+}
+
+// waitUntil polls f every interval until it returns nil or ctx ends.
+func waitUntil(ctx context.Context, interval time.Duration, f func() error) error {
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-time.After(interval):
+		}
+	}
+}

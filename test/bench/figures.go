@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"sync"
+)
+
+// figure is one number the bench reports, under a name that stays the
+// same from run to run so runs can be compared.
+type figure struct {
+	name, unit string
+	// goal is the figure's target (lower is better); 0 is none.
+	goal float64
+	what string
+}
+
+// catalogue lists every figure in the order they are printed (issue 8).
+var catalogue = []figure{
+	{"rpc_version_p50_overhead_us", "us", 50, "Version, crimux p50 minus direct p50"},
+	{"rpc_version_p99_overhead_us", "us", 200, "Version, crimux p99 minus direct p99"},
+	{"rpc_containerstatus_p50_overhead_us", "us", 50, "ContainerStatus of a running container, p50 difference"},
+	{"rpc_containerstatus_p99_overhead_us", "us", 200, "ContainerStatus of a running container, p99 difference"},
+	{"list_containers_200_ratio", "ratio", 1.15, "ListContainers with 200 pods running, median crimux/direct"},
+	{"list_sandboxes_200_ratio", "ratio", 1.15, "ListPodSandbox with 200 pods running, median crimux/direct"},
+	{"pod_lifecycle_ratio", "ratio", 1.03, "runp→create→start→stop→rm→rmp of a busybox pod, median crimux/direct"},
+	{"vm_start_overhead_ms", "ms", 100, "RunPodSandbox+CreateContainer+StartContainer minus overlay+define+start through libvirt, median of pairs"},
+	{"vm_first_console_line_ms", "ms", 0, "RunPodSandbox to the initramfs marker in the CRI log, median"},
+	{"vm_burst_50_p50_s", "s", 0, "50 VM pods created at once, time to CONTAINER_RUNNING, p50"},
+	{"vm_burst_50_p95_s", "s", 0, "50 VM pods created at once, time to CONTAINER_RUNNING, p95"},
+	{"recovery_100_ms", "ms", 1000, "SIGKILL + restart with 50 VMs and 50 containers until ListContainers lists all 100, median"},
+	{"rss_idle_mib", "MiB", 0, "crimux VmRSS, idle"},
+	{"rss_100pods_mib", "MiB", 60, "crimux VmRSS with the 100 pods"},
+	{"snapshot_create_ratio", "ratio", 0, "VM API CreateSnapshot vs libvirt snapshot-create directly, 128 MiB running VM, median ratio"},
+	{"snapshot_restore_ratio", "ratio", 0, "VM API RestoreSnapshot vs libvirt snapshot-revert directly, median ratio"},
+}
+
+// result is a measured figure with what it was computed from.
+type result struct {
+	value float64
+	// crimux and direct describe the two sides (medians, quantiles).
+	crimux, direct string
+	note           string
+}
+
+// results collects figures as the phases measure them; a figure never
+// measured stays NaN.
+type results struct {
+	mu     sync.Mutex
+	byName map[string]*result
+}
+
+func newResults() *results {
+	r := &results{byName: map[string]*result{}}
+	for _, f := range catalogue {
+		r.byName[f.name] = &result{value: math.NaN()}
+	}
+	return r
+}
+
+// set records a figure.
+func (r *results) set(name string, value float64, crimux, direct string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := r.entry(name)
+	res.value, res.crimux, res.direct = value, crimux, direct
+}
+
+// note adds a remark to a figure (why it is NaN, what it includes).
+func (r *results) note(name, format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := r.entry(name)
+	if res.note != "" {
+		res.note += "; "
+	}
+	res.note += fmt.Sprintf(format, args...)
+}
+
+func (r *results) entry(name string) *result {
+	res, ok := r.byName[name]
+	if !ok {
+		panic("bench: figure not in the catalogue: " + name)
+	}
+	return res
+}
+
+func (r *results) get(name string) result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return *r.entry(name)
+}
+
+// print writes one `BENCH <name> <value> <unit>` line per figure.
+func (r *results) print(w io.Writer) {
+	for _, f := range catalogue {
+		fmt.Fprintf(w, "BENCH %s %s %s\n", f.name, formatValue(r.get(f.name).value), f.unit)
+	}
+}
+
+// formatValue prints a figure with up to three decimals, NaN as NaN.
+func formatValue(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "NaN"
+	case math.Abs(v) >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case math.Abs(v) >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+// worst is the figure furthest over its goal (value/goal), or the
+// closest to it when all are within.
+func (r *results) worst() (figure, float64, bool) {
+	var best figure
+	bestScore, found := math.Inf(-1), false
+	for _, f := range catalogue {
+		v := r.get(f.name).value
+		if f.goal == 0 || math.IsNaN(v) {
+			continue
+		}
+		if score := v / f.goal; score > bestScore {
+			best, bestScore, found = f, score, true
+		}
+	}
+	return best, bestScore, found
+}

@@ -1,0 +1,156 @@
+// Command bench measures what crimux costs over the direct path, on this
+// machine, in one run: each figure through crimux and against containerd's
+// socket or libvirt directly, alternating so that drift in the host's load
+// lands on both sides alike. It prints one `BENCH <name> <value> <unit>`
+// line per figure (NaN for one it could not measure: figures never fail
+// the run), writes them as a table into docs/benchmarks.md between the
+// bench markers, and writes every sample in the Go benchmark format, for
+// benchstat (`benchstat -col /path samples.txt`).
+//
+// `make bench` builds crimux, brings the test bed up and runs this with
+// the issue's counts. Smaller counts for development:
+//
+//	bench -rpc-calls 200 -list-pods 20 -lifecycle-rounds 4 -vm-rounds 2 -burst 5 ...
+//
+// It starts its own crimux (state dir under /var/lib, mode 0711, so that
+// qemu, running as libvirt-qemu, can reach the VMs' files) and removes
+// everything it made: pods, domains, cgroups, state and log directories.
+// The files: main.go (flags, phases), bench.go (set-up, cleanup),
+// containers.go, vms.go, vmpods.go, direct.go, recovery.go (the figures),
+// host.go (machine facts, wrapper, cgroups), report.go (the Markdown).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options are the flags; the defaults are issue 8's counts.
+type options struct {
+	crimuxBin, wrapper, containerd, out, samples, logDir, phases string
+
+	rpcCalls, listPods, listCalls, lifecycleRounds, vmRounds, vmMiB     int
+	snapshotRounds, burst, burstMiB, recoveryContainers, recoveryRounds int
+	workers                                                             int
+}
+
+func parseFlags() options {
+	var o options
+	flag.StringVar(&o.crimuxBin, "crimux", "bin/crimux", "crimux binary to measure")
+	flag.StringVar(&o.wrapper, "wrapper", "", "crimux-qemu-wrapper built for the bench's placement socket "+benchPlacementSocket+
+		"; installed as "+benchWrapper+" so that other crimux daemons on the host cannot take the VMs' placement (\"\": the bed's wrapper and socket)")
+	flag.StringVar(&o.containerd, "containerd", "unix:///run/crimux-testbed/containerd/containerd.sock", "containerd CRI endpoint (the direct path)")
+	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "Markdown file whose bench section is rewritten (\"\": none)")
+	flag.StringVar(&o.samples, "samples", "/run/crimux-testbed/bench/samples.txt", "every sample, in the Go benchmark format (\"\": none)")
+	flag.StringVar(&o.logDir, "log-dir", "/run/crimux-testbed/bench", "where crimux's log of the run is kept")
+	flag.StringVar(&o.phases, "phases", "all", "comma-separated phases to run: "+strings.Join(phaseNames(), ","))
+	flag.IntVar(&o.rpcCalls, "rpc-calls", 2000, "calls per path for the small RPC figures")
+	flag.IntVar(&o.listPods, "list-pods", 200, "pods running for the list figures")
+	flag.IntVar(&o.listCalls, "list-calls", 100, "list calls per path")
+	flag.IntVar(&o.lifecycleRounds, "lifecycle-rounds", 20, "pod lifecycle rounds per path")
+	flag.IntVar(&o.vmRounds, "vm-rounds", 10, "VM start rounds per path")
+	flag.IntVar(&o.vmMiB, "vm-mib", 128, "memory of the VMs that boot (start, console, snapshots)")
+	flag.IntVar(&o.snapshotRounds, "snapshot-rounds", 5, "snapshot create+restore rounds per path")
+	flag.IntVar(&o.burst, "burst", 50, "VM pods created at once")
+	flag.IntVar(&o.burstMiB, "burst-mib", 64, "memory of each burst VM")
+	flag.IntVar(&o.recoveryContainers, "recovery-containers", 50, "container pods kept running for the recovery and RSS figures")
+	flag.IntVar(&o.recoveryRounds, "recovery-rounds", 3, "SIGKILL+restart rounds")
+	flag.IntVar(&o.workers, "workers", 6, "parallel CRI calls when making or removing many pods")
+	flag.Parse()
+	return o
+}
+
+// phase is one part of the run and the figures it owns.
+type phase struct {
+	name    string
+	run     func(*bench, context.Context) error
+	figures []string
+}
+
+var phases = []phase{
+	{"rpc", (*bench).phaseRPC, []string{"rpc_version_p50_overhead_us", "rpc_version_p99_overhead_us",
+		"rpc_containerstatus_p50_overhead_us", "rpc_containerstatus_p99_overhead_us"}},
+	{"lifecycle", (*bench).phaseLifecycle, []string{"pod_lifecycle_ratio"}},
+	{"lists", (*bench).phaseLists, []string{"list_containers_200_ratio", "list_sandboxes_200_ratio"}},
+	{"vmstart", (*bench).phaseVMStart, []string{"vm_start_overhead_ms", "vm_first_console_line_ms"}},
+	{"snapshots", (*bench).phaseSnapshots, []string{"snapshot_create_ratio", "snapshot_restore_ratio"}},
+	{"burst", (*bench).phaseBurst, []string{"vm_burst_50_p50_s", "vm_burst_50_p95_s"}},
+	{"recovery", (*bench).phaseRecovery, []string{"recovery_100_ms", "rss_100pods_mib"}},
+}
+
+func phaseNames() []string {
+	var names []string
+	for _, p := range phases {
+		names = append(names, p.name)
+	}
+	return names
+}
+
+func main() {
+	os.Exit(run(parseFlags()))
+}
+
+// run returns non-zero only when the bench could not run at all (no test
+// bed, no crimux); a figure that fails is NaN with a note.
+func run(o options) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	selected, err := selectPhases(o.phases)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+	b, err := setUp(ctx, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		if b != nil {
+			b.cleanup()
+		}
+		return 1
+	}
+	for _, p := range selected {
+		if ctx.Err() != nil {
+			break
+		}
+		b.logf("phase %s", p.name)
+		start := time.Now()
+		if err := p.run(b, ctx); err != nil {
+			b.logf("phase %s: %v", p.name, err)
+			for _, f := range p.figures {
+				if v := b.res.get(f).value; v != v { // NaN: not measured
+					b.res.note(f, "not measured: %v", err)
+				}
+			}
+		}
+		b.logf("phase %s took %s", p.name, time.Since(start).Round(100*time.Millisecond))
+	}
+	b.cleanup()
+	b.finish()
+	b.res.print(os.Stdout)
+	return 0
+}
+
+func selectPhases(list string) ([]phase, error) {
+	if list == "all" {
+		return phases, nil
+	}
+	var out []phase
+	for _, name := range strings.Split(list, ",") {
+		found := false
+		for _, p := range phases {
+			if p.name == name {
+				out, found = append(out, p), true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("-phases: unknown phase %q (have %s)", name, strings.Join(phaseNames(), ","))
+		}
+	}
+	return out, nil
+}

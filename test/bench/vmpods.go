@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// vmPod is a VM pod made through crimux.
+type vmPod struct {
+	name, pod, container  string
+	cgroupParent, logPath string
+}
+
+// domain is the VM's libvirt domain (crimux-<id>, the container ID without
+// the runtime's prefix).
+func (v *vmPod) domain() string { return "crimux-" + strings.TrimPrefix(v.container, "vm--") }
+
+// vmPodConfig is a VM pod as kubelet sends it: RuntimeClass "vm", a log
+// directory and a cgroup parent of the bench's own.
+func (b *bench) vmPodConfig(v *vmPod) *runtimeapi.PodSandboxConfig {
+	return &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: v.name, Namespace: namespace, Uid: b.runID + "-" + v.name},
+		Labels:       b.labels(),
+		LogDirectory: filepath.Dir(v.logPath),
+		Linux:        &runtimeapi.LinuxPodSandboxConfig{CgroupParent: v.cgroupParent},
+	}
+}
+
+func (b *bench) vmContainerConfig(mib int) *runtimeapi.ContainerConfig {
+	return &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "vm"},
+		Image:    &runtimeapi.ImageSpec{Image: vmImage},
+		LogPath:  "vm.log",
+		Labels:   b.labels(),
+		Linux: &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{
+			MemoryLimitInBytes: int64(mib) << 20,
+		}},
+	}
+}
+
+// newVMPod names a VM pod and makes its log directory (kubelet's job).
+func (b *bench) newVMPod(name string) (*vmPod, error) {
+	b.mu.Lock()
+	b.vmSeq++
+	n := b.vmSeq
+	b.mu.Unlock()
+	logDir := filepath.Join(b.dir, "logs", name)
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, err
+	}
+	return &vmPod{
+		name: name, logPath: filepath.Join(logDir, "vm.log"),
+		cgroupParent: fmt.Sprintf("%s/%s-pod%d", cgroupRoot, b.runID, n),
+	}, nil
+}
+
+// startVM is RunPodSandbox + CreateContainer + StartContainer of a VM pod
+// through crimux; the pod is remembered for cleanup even when a step fails.
+func (b *bench) startVM(ctx context.Context, name string, mib int) (*vmPod, error) {
+	v, err := b.newVMPod(name)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := callCtx(ctx)
+	defer cancel()
+	cfg := b.vmPodConfig(v)
+	pod, err := b.cri.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: "vm"})
+	if err != nil {
+		return v, fmt.Errorf("runp VM %s: %w", name, err)
+	}
+	v.pod = pod.PodSandboxId
+	b.trackVM(v)
+	ctr, err := b.cri.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
+		PodSandboxId: v.pod, Config: b.vmContainerConfig(mib), SandboxConfig: cfg,
+	})
+	if err != nil {
+		return v, fmt.Errorf("create VM %s: %w", name, err)
+	}
+	v.container = ctr.ContainerId
+	if _, err := b.cri.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: v.container}); err != nil {
+		return v, fmt.Errorf("start VM %s: %w", name, err)
+	}
+	return v, nil
+}
+
+func (b *bench) trackVM(v *vmPod) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.vms = append(b.vms, v)
+}
+
+// removeVM stops and removes a VM pod through crimux (the VM is
+// destroyed at once: StopContainer with no grace) and its cgroup parent.
+func (b *bench) removeVM(ctx context.Context, v *vmPod) error {
+	if v.pod == "" {
+		return nil
+	}
+	cctx, cancel := callCtx(ctx)
+	defer cancel()
+	if v.container != "" {
+		_, _ = b.cri.rt.StopContainer(cctx, &runtimeapi.StopContainerRequest{ContainerId: v.container, Timeout: 0})
+	}
+	if err := removePod(ctx, b.cri, v.pod); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	for i, w := range b.vms {
+		if w == v {
+			b.vms = append(b.vms[:i], b.vms[i+1:]...)
+			break
+		}
+	}
+	b.mu.Unlock()
+	removeCgroup(v.cgroupParent)
+	return nil
+}
+
+// waitRunning waits until ContainerStatus reports the VM running.
+func (b *bench) waitRunning(ctx context.Context, v *vmPod) error {
+	return waitUntil(ctx, 10*time.Millisecond, func() error {
+		cctx, cancel := callCtx(ctx)
+		defer cancel()
+		st, err := b.cri.rt.ContainerStatus(cctx, &runtimeapi.ContainerStatusRequest{ContainerId: v.container})
+		if err != nil {
+			return err
+		}
+		if s := st.GetStatus().GetState(); s != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			return fmt.Errorf("VM %s is %s", v.name, s)
+		}
+		return nil
+	})
+}
+
+// waitMarker waits until file holds the guest's boot marker.
+func waitMarker(ctx context.Context, file string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return waitUntil(ctx, 5*time.Millisecond, func() error {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		if !bytes.Contains(b, []byte(vmMarker)) {
+			return fmt.Errorf("no %s in %s yet (%d bytes)", vmMarker, file, len(b))
+		}
+		return nil
+	})
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	vmv1 "github.com/crimux/crimux/proto/vm/v1"
+)
+
+// The VM figures: start overhead and first console line (one set of
+// rounds serves both), snapshots, and the burst of 50.
+
+const bootTimeout = 90 * time.Second
+
+// vmRound is one VM started, booted and removed on one path.
+type vmRound struct {
+	start, console time.Duration
+}
+
+func (b *bench) crimuxVMRound(ctx context.Context, name string) (vmRound, error) {
+	t0 := time.Now()
+	v, err := b.startVM(ctx, name, b.opts.vmMiB)
+	r := vmRound{start: time.Since(t0)}
+	defer func() { _ = b.removeVM(context.WithoutCancel(ctx), v) }()
+	if err != nil {
+		return r, err
+	}
+	if err := waitMarker(ctx, v.logPath, bootTimeout); err != nil {
+		return r, fmt.Errorf("VM %s: boot marker in the CRI log: %w", v.domain(), err)
+	}
+	r.console = time.Since(t0)
+	return r, nil
+}
+
+func (b *bench) directVMRound(ctx context.Context) (vmRound, error) {
+	t0 := time.Now()
+	v, took, err := b.direct.start(b.opts.vmMiB)
+	r := vmRound{start: took}
+	defer func() { _ = b.direct.remove(v) }()
+	if err != nil {
+		return r, err
+	}
+	if err := waitMarker(ctx, v.consoleLog(), bootTimeout); err != nil {
+		return r, fmt.Errorf("direct VM %s: boot marker: %w", v.name, err)
+	}
+	r.console = time.Since(t0)
+	return r, nil
+}
+
+// phaseVMStart runs vmRounds pairs of VM rounds, alternating which path
+// goes first; a failed pair is skipped and noted.
+func (b *bench) phaseVMStart(ctx context.Context) error {
+	// Warm-up, unrecorded: crimux extracts the image once, libvirt probes
+	// an emulator it has not seen.
+	if _, err := b.crimuxVMRound(ctx, "vm-warmup"); err != nil {
+		return err
+	}
+	if _, err := b.directVMRound(ctx); err != nil {
+		return err
+	}
+	var cStart, dStart, cConsole, dConsole samples
+	var failed []error
+	for i := range b.opts.vmRounds {
+		var c, d vmRound
+		var cErr, dErr error
+		if i%2 == 0 {
+			d, dErr = b.directVMRound(ctx)
+			c, cErr = b.crimuxVMRound(ctx, fmt.Sprintf("vm-start-%d", i))
+		} else {
+			c, cErr = b.crimuxVMRound(ctx, fmt.Sprintf("vm-start-%d", i))
+			d, dErr = b.directVMRound(ctx)
+		}
+		if err := errors.Join(cErr, dErr); err != nil {
+			failed = append(failed, err)
+			b.logf("VM round %d failed: %v", i, err)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			continue
+		}
+		cStart, dStart = append(cStart, c.start), append(dStart, d.start)
+		cConsole, dConsole = append(cConsole, c.console), append(dConsole, d.console)
+	}
+	b.samplesOf("VMStart", dStart, cStart)
+	b.samplesOf("VMFirstConsoleLine", dConsole, cConsole)
+	if len(cStart) > 0 {
+		b.res.set("vm_start_overhead_ms", ms(medianDiff(cStart, dStart)), cStart.summary(0.5, 0.9), dStart.summary(0.5, 0.9))
+		b.res.set("vm_first_console_line_ms", ms(cConsole.median()), cConsole.summary(0.5, 0.9), dConsole.summary(0.5, 0.9))
+	}
+	b.res.note("vm_start_overhead_ms", "direct = qemu-img overlay + define + start with qemu as emulator; crimux adds runp, image resolve, store writes, cgroup creation and the qemu wrapper's placement")
+	b.res.note("vm_first_console_line_ms", "direct column: from define to the marker in libvirt's console log (no CRI log copier)")
+	if len(failed) > 0 {
+		for _, name := range []string{"vm_start_overhead_ms", "vm_first_console_line_ms"} {
+			b.res.note(name, "%d of %d rounds failed, first: %v", len(failed), b.opts.vmRounds, failed[0])
+		}
+	}
+	b.logf("VM start: crimux %s; direct %s", cStart.summary(0.5, 0.9), dStart.summary(0.5, 0.9))
+	b.logf("VM first console line: crimux %s; direct %s", cConsole.summary(0.5, 0.9), dConsole.summary(0.5, 0.9))
+	return nil
+}
+
+// phaseSnapshots times snapshot create and restore of a running 128 MiB
+// VM through the VM API and the same libvirt calls directly.
+func (b *bench) phaseSnapshots(ctx context.Context) error {
+	vmapi := vmv1.NewVMServiceClient(b.cri.conn)
+	v, err := b.startVM(ctx, "snapshots", b.opts.vmMiB)
+	defer func() { _ = b.removeVM(context.WithoutCancel(ctx), v) }()
+	if err != nil {
+		return err
+	}
+	dv, _, err := b.direct.start(b.opts.vmMiB)
+	defer func() { _ = b.direct.remove(dv) }()
+	if err != nil {
+		return err
+	}
+	if err := waitMarker(ctx, v.logPath, bootTimeout); err != nil {
+		return err
+	}
+	if err := waitMarker(ctx, dv.consoleLog(), bootTimeout); err != nil {
+		return err
+	}
+	ref := &vmv1.VMRef{Ref: &vmv1.VMRef_Id{Id: v.container}}
+	var cCreate, dCreate, cRestore, dRestore samples
+	for i := range b.opts.snapshotRounds {
+		name := fmt.Sprintf("bench-%d", i)
+		create := map[path]func() error{
+			viaCrimux: func() error {
+				_, err := vmapi.CreateSnapshot(ctx, &vmv1.CreateSnapshotRequest{Vm: ref, SnapshotName: name})
+				return err
+			},
+			direct: func() error { return b.direct.snapshot(dv, name) },
+		}
+		restore := map[path]func() error{
+			viaCrimux: func() error {
+				_, err := vmapi.RestoreSnapshot(ctx, &vmv1.RestoreSnapshotRequest{Vm: ref, SnapshotName: name})
+				return err
+			},
+			direct: func() error { return b.direct.revert(dv, name) },
+		}
+		order := []path{direct, viaCrimux}
+		if i%2 == 1 {
+			order = []path{viaCrimux, direct}
+		}
+		for _, step := range []struct {
+			calls map[path]func() error
+			into  [2]*samples
+			what  string
+		}{
+			{calls: create, into: [2]*samples{&dCreate, &cCreate}, what: "create"},
+			{calls: restore, into: [2]*samples{&dRestore, &cRestore}, what: "restore"},
+		} {
+			for _, p := range order {
+				t, err := timed(step.calls[p])
+				if status.Code(err) == codes.Unimplemented {
+					return errVMAPIMissing
+				}
+				if err != nil {
+					return fmt.Errorf("snapshot %s %s (%s): %w", step.what, name, p, err)
+				}
+				*step.into[p] = append(*step.into[p], t)
+			}
+		}
+	}
+	b.samplesOf("SnapshotCreate", dCreate, cCreate)
+	b.samplesOf("SnapshotRestore", dRestore, cRestore)
+	b.res.set("snapshot_create_ratio", ratio(cCreate.median(), dCreate.median()), cCreate.summary(0.5), dCreate.summary(0.5))
+	b.res.set("snapshot_restore_ratio", ratio(cRestore.median(), dRestore.median()), cRestore.summary(0.5), dRestore.summary(0.5))
+	b.logf("snapshot create: crimux %s; direct %s", cCreate.summary(0.5), dCreate.summary(0.5))
+	b.logf("snapshot restore: crimux %s; direct %s", cRestore.summary(0.5), dRestore.summary(0.5))
+	return nil
+}
+
+// errVMAPIMissing: this crimux does not serve crimux.vm.v1.VMService.
+var errVMAPIMissing = errors.New("crimux does not serve the VM API (crimux.vm.v1.VMService is Unimplemented)")
+
+// phaseBurst creates burst VM pods at once through crimux and times each
+// until CRI reports its container RUNNING; the VMs stay for the recovery
+// figure.
+func (b *bench) phaseBurst(ctx context.Context) error {
+	n := b.opts.burst
+	took := make([]time.Duration, n)
+	t0 := time.Now()
+	err := parallel(n, n, func(i int) error {
+		v, err := b.startVM(ctx, fmt.Sprintf("burst-%d", i), b.opts.burstMiB)
+		if err == nil {
+			err = b.waitRunning(ctx, v)
+		}
+		if err == nil {
+			took[i] = time.Since(t0)
+			b.mu.Lock()
+			b.burstVMs = append(b.burstVMs, v)
+			b.mu.Unlock()
+		}
+		return err
+	})
+	var ok samples
+	for _, t := range took {
+		if t > 0 {
+			ok = append(ok, t)
+		}
+	}
+	b.samplesOf("VMBurst", nil, ok)
+	if len(b.burstVMs) < n {
+		for _, name := range []string{"vm_burst_50_p50_s", "vm_burst_50_p95_s"} {
+			b.res.note(name, "%d of %d VMs did not reach RUNNING: %v", n-len(b.burstVMs), n, err)
+		}
+	}
+	if len(b.burstVMs) > 0 {
+		b.res.set("vm_burst_50_p50_s", ok.quantile(0.5).Seconds(), ok.summary(0.5, 0.95, 1), "")
+		b.res.set("vm_burst_50_p95_s", ok.quantile(0.95).Seconds(), ok.summary(0.5, 0.95, 1), "")
+	}
+	for _, name := range []string{"vm_burst_50_p50_s", "vm_burst_50_p95_s"} {
+		b.res.note(name, "%d VMs of %d MiB at once", n, b.opts.burstMiB)
+		if b.opts.burstMiB < 128 {
+			b.res.note(name, "%d MiB is too little for the test kernel to boot; running is the CRI state, which does not wait for the guest", b.opts.burstMiB)
+		}
+	}
+	b.logf("burst of %d VMs: %s", n, ok.summary(0.5, 0.95, 1))
+	return nil
+}

@@ -1,0 +1,296 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Host places the chaos test counts leaks in (test/bed/lib.sh).
+const (
+	ipamDir  = "/var/lib/crimux-testbed/cni/networks/crimux-testbed"
+	netnsDir = "/run/crimux-testbed/containerd/io.containerd.grpc.v1.cri/netns"
+)
+
+// chaosCycles and chaosMinKills are the numbers.
+const (
+	chaosCycles   = 200
+	chaosMinKills = 30
+)
+
+// TestChaos runs 200 cycles of mixed container and VM pods through
+// crimux (create, start, stop, remove) while crimux is SIGKILLed at random
+// moments and restarted, as kubelet would see it: every call retried until
+// it succeeds. At the end, with every pod removed and one collector pass
+// done, it counts from the host — virsh, the state dir, the netns dir,
+// cgroupfs, the IPAM directory — what was leaked, and whether any VM was
+// recreated (its qemu process replaced).
+func TestChaos(t *testing.T) {
+	requireVM(t)
+	if os.Getenv("CRIMUX_CHAOS") != "1" {
+		t.Skip("CRIMUX_CHAOS is not 1 (run make chaos)")
+	}
+	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg", "--log-level", "info")
+	c.crictl("pull", busyboxImage)
+	c.crictl("pull", vmImage)
+	parent := fmt.Sprintf("/crimux-chaos/run%d", time.Now().UnixNano())
+	t.Cleanup(func() { removeCgroupTree(parent) })
+	before := hostCounts(t, c, parent)
+
+	ch := &chaos{t: t, c: c, parent: parent, qemu: map[string]map[int]bool{}}
+	rs, _ := c.client()
+	ch.rs = rs
+	// One VM cycle before the chaos: the first VM of an image extracts the
+	// image's files (seconds), which a kill every second would never let
+	// finish. Later VMs reuse them.
+	ch.cycle(-1, true)
+	stopKiller := ch.killer()
+	for i := 0; i < chaosCycles; i++ {
+		ch.cycle(i, i%3 == 0)
+	}
+	kills := stopKiller()
+	ch.removeAll()
+	c.restart() // the start-up collector pass
+	time.Sleep(3 * time.Second)
+	ch.removeAll()
+
+	after := hostCounts(t, c, parent)
+	recreated := 0
+	for id, pids := range ch.qemu {
+		if len(pids) > 1 {
+			recreated++
+			t.Errorf("VM %s ran as qemu pids %v: recreated", id, pids)
+		}
+	}
+	leak := func(k string) int { return after[k] - before[k] }
+	line := fmt.Sprintf("chaos: %d kills, %d leaked domains, %d leaked disks, %d leaked netns, %d leaked cgroups, %d leaked IPs, %d VMs recreated",
+		kills, leak("domains"), leak("disks"), leak("netns"), leak("cgroups"), leak("ips"), recreated)
+	fmt.Println(line)
+	t.Log(line)
+	if kills < chaosMinKills {
+		t.Errorf("only %d kills, want at least %d", kills, chaosMinKills)
+	}
+	for _, k := range []string{"domains", "disks", "netns", "cgroups", "ips"} {
+		if leak(k) != 0 {
+			t.Errorf("leaked %s: before %d, after %d", k, before[k], after[k])
+		}
+	}
+}
+
+type chaos struct {
+	t      *testing.T
+	c      *crimux
+	rs     runtimeapi.RuntimeServiceClient
+	parent string
+	mu     sync.Mutex // held while crimux is being restarted
+	qemu   map[string]map[int]bool
+}
+
+// killer SIGKILLs and restarts crimux every 0.5–3 s until stopped; it
+// returns the number of kills.
+func (ch *chaos) killer() func() int {
+	done := make(chan struct{})
+	result := make(chan int)
+	go func() {
+		kills := 0
+		for {
+			select {
+			case <-done:
+				result <- kills
+				return
+			case <-time.After(time.Duration(500+rand.Intn(2500)) * time.Millisecond):
+			}
+			ch.mu.Lock()
+			ch.c.restart()
+			ch.mu.Unlock()
+			kills++
+		}
+	}()
+	return func() int { close(done); return <-result }
+}
+
+// retry calls f until it succeeds, as kubelet does; crimux may be dead or
+// restarting meanwhile.
+func (ch *chaos) retry(what string, f func(ctx context.Context) error) {
+	ch.t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		err := f(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			ch.t.Fatalf("%s: still failing after 3 minutes: %v", what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// cycle runs one pod through create, start, stop and remove.
+func (ch *chaos) cycle(i int, isVM bool) {
+	name := fmt.Sprintf("chaos-%d", i)
+	podCfg := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "crimux-chaos", Uid: name + "-uid"},
+		Labels:       map[string]string{"crimux-chaos": name},
+		LogDirectory: ch.t.TempDir(),
+		Linux:        &runtimeapi.LinuxPodSandboxConfig{CgroupParent: fmt.Sprintf("%s/pod%d", ch.parent, i)},
+	}
+	handler := ""
+	ctrCfg := &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "c"}, Image: &runtimeapi.ImageSpec{Image: busyboxImage},
+		Command: []string{"sleep", "3600"}, LogPath: "c.log", Labels: map[string]string{"crimux-chaos": name},
+		Linux: &runtimeapi.LinuxContainerConfig{},
+	}
+	if isVM {
+		handler = "vm"
+		ctrCfg.Image.Image, ctrCfg.Command = vmImage, nil
+		ctrCfg.Linux.Resources = &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 128 << 20}
+	}
+	var podID, ctrID string
+	ch.retry(name+" runp", func(ctx context.Context) error {
+		if id := ch.find(ctx, name); id != "" { // made by an attempt whose answer was lost
+			podID = id
+			return nil
+		}
+		resp, err := ch.rs.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podCfg, RuntimeHandler: handler})
+		podID = resp.GetPodSandboxId()
+		return err
+	})
+	ch.retry(name+" create", func(ctx context.Context) error {
+		l, err := ch.rs.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: podID}})
+		if err != nil {
+			return err
+		}
+		if len(l.Containers) > 0 {
+			ctrID = l.Containers[0].Id
+			return nil
+		}
+		resp, err := ch.rs.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: ctrCfg, SandboxConfig: podCfg})
+		ctrID = resp.GetContainerId()
+		return err
+	})
+	ch.retry(name+" start", func(ctx context.Context) error {
+		st, err := ch.rs.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: ctrID})
+		if err == nil && st.Status.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			return nil
+		}
+		_, err = ch.rs.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: ctrID})
+		return err
+	})
+	if isVM {
+		ch.noteQemu(ctrID)
+		time.Sleep(time.Duration(rand.Intn(500)) * time.Millisecond)
+		ch.noteQemu(ctrID)
+	}
+	ch.retry(name+" stop", func(ctx context.Context) error {
+		_, err := ch.rs.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: ctrID, Timeout: 0})
+		return err
+	})
+	ch.retry(name+" rm", func(ctx context.Context) error {
+		_, err := ch.rs.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: ctrID})
+		return err
+	})
+	ch.retry(name+" stopp", func(ctx context.Context) error {
+		_, err := ch.rs.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: podID})
+		return err
+	})
+	ch.retry(name+" rmp", func(ctx context.Context) error {
+		_, err := ch.rs.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: podID})
+		return err
+	})
+}
+
+// find returns the ID of the live pod named name, if one exists.
+func (ch *chaos) find(ctx context.Context, name string) string {
+	l, err := ch.rs.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{"crimux-chaos": name}}})
+	if err != nil || len(l.Items) == 0 {
+		return ""
+	}
+	return l.Items[0].Id
+}
+
+// noteQemu records the qemu pid a VM container runs as.
+func (ch *chaos) noteQemu(ctrID string) {
+	b, err := os.ReadFile(filepath.Join("/run/libvirt/qemu", domainOf(ctrID)+".pid"))
+	if err != nil {
+		return
+	}
+	var pid int
+	fmt.Sscan(strings.TrimSpace(string(b)), &pid)
+	if ch.qemu[ctrID] == nil {
+		ch.qemu[ctrID] = map[int]bool{}
+	}
+	ch.qemu[ctrID][pid] = true
+}
+
+// removeAll removes every chaos pod still listed (a pod whose
+// RunPodSandbox answer was lost to a kill, say), as kubelet's cleanup of
+// unknown pods would.
+func (ch *chaos) removeAll() {
+	ch.retry("remove leftover pods", func(ctx context.Context) error {
+		l, err := ch.rs.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+		if err != nil {
+			return err
+		}
+		for _, p := range l.Items {
+			if p.Metadata.GetNamespace() != "crimux-chaos" {
+				continue
+			}
+			if _, err := ch.rs.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.Id}); err != nil {
+				return err
+			}
+			if _, err := ch.rs.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Id}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// hostCounts counts, from the host and not from crimux, what pods leave
+// behind.
+func hostCounts(t *testing.T, c *crimux, parent string) map[string]int {
+	t.Helper()
+	counts := map[string]int{}
+	for _, d := range strings.Fields(virsh(t, "list", "--all", "--name")) {
+		if strings.HasPrefix(d, "crimux-") {
+			counts["domains"]++
+		}
+	}
+	vms, _ := os.ReadDir(filepath.Join(c.stateDir, "vms"))
+	counts["disks"] = len(vms)
+	nss, _ := os.ReadDir(netnsDir)
+	counts["netns"] = len(nss)
+	ips, _ := os.ReadDir(ipamDir)
+	for _, e := range ips {
+		if strings.Count(e.Name(), ".") == 3 {
+			counts["ips"]++
+		}
+	}
+	// Cgroups the pods' workloads had: VM leaves and container leaves below
+	// each pod's parent, in every hierarchy (pod parents themselves are
+	// kubelet's to remove).
+	for _, root := range cgroupDirs(parent) {
+		pods, _ := os.ReadDir(root)
+		for _, p := range pods {
+			leaves, _ := os.ReadDir(filepath.Join(root, p.Name()))
+			for _, l := range leaves {
+				if l.IsDir() {
+					counts["cgroups"]++
+				}
+			}
+		}
+	}
+	return counts
+}

@@ -1,0 +1,287 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Helpers of the VM API's e2e tests: crimuxctl, a running test VM, and its
+// serial console (typing into the guest's shell, reading what it printed).
+
+// ctlBin is the crimuxctl binary: $CRIMUX_CTL (make sets it to
+// bin/crimuxctl), else built for the test.
+func ctlBin(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CRIMUX_CTL"); p != "" {
+		return p
+	}
+	p := filepath.Join(t.TempDir(), "crimuxctl")
+	if out, err := exec.Command("go", "build", "-o", p, "github.com/crimux/crimux/cmd/crimuxctl").CombinedOutput(); err != nil {
+		t.Fatalf("build crimuxctl: %v\n%s", err, out)
+	}
+	return p
+}
+
+// ctlResult is one crimuxctl run.
+type ctlResult struct {
+	code           int
+	stdout, stderr string
+}
+
+// ctl runs crimuxctl against c.
+func (c *crimux) ctl(bin string, args ...string) ctlResult {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--endpoint", c.endpoint}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		code = -1
+	}
+	return ctlResult{code: code, stdout: strings.TrimSpace(stdout.String()), stderr: strings.TrimSpace(stderr.String())}
+}
+
+// ctlOK runs crimuxctl and fails the test unless it exits 0.
+func (c *crimux) ctlOK(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	r := c.ctl(bin, args...)
+	if r.code != 0 {
+		t.Fatalf("crimuxctl %s: exit %d\n%s\n%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// ctlFails runs crimuxctl, wanting exit 1 with the gRPC code and every
+// word in its error.
+func (c *crimux) ctlFails(t *testing.T, bin, code string, words []string, args ...string) {
+	t.Helper()
+	r := c.ctl(bin, args...)
+	if r.code != 1 {
+		t.Fatalf("crimuxctl %s: exit %d, want 1 (%s)\n%s\n%s", strings.Join(args, " "), r.code, code, r.stdout, r.stderr)
+	}
+	for _, w := range append([]string{"crimuxctl: " + code + ": "}, words...) {
+		if !strings.Contains(r.stderr, w) {
+			t.Fatalf("crimuxctl %s: error does not say %q:\n%s", strings.Join(args, " "), w, r.stderr)
+		}
+	}
+	t.Logf("crimuxctl %s -> %s", strings.Join(args, " "), r.stderr)
+}
+
+// testVM is a running VM pod of a test.
+type testVM struct {
+	c            *crimux
+	podID, ctrID string
+	domain       string
+}
+
+// startTestVM runs the test VM image in a VM pod and waits until its
+// guest has booted and mounted its disk. The pod is removed at cleanup.
+func startTestVM(t *testing.T, c *crimux, name string) *testVM {
+	t.Helper()
+	c.crictl("pull", vmImage)
+	parent := fmt.Sprintf("/crimux-e2e/pod%d", time.Now().UnixNano())
+	t.Cleanup(func() { removeCgroupTree(parent) })
+	pod := vmPodJSON(t, name, parent, "")
+	podID := c.crictl("runp", "--runtime", "vm", pod)
+	t.Cleanup(func() { c.crictlErr("rmp", "-f", podID) })
+	ctrID := c.crictl("create", podID, vmContainerJSON(t, vmImage, vmMemory, ""), pod)
+	c.crictl("start", ctrID)
+	v := &testVM{c: c, podID: podID, ctrID: ctrID, domain: domainOf(ctrID)}
+	v.waitConsole(t, 0, 60*time.Second, regexp.MustCompile(`(?m)^CRIMUX-DISK: `))
+	return v
+}
+
+// consoleLog is the VM's whole serial console, as virtlogd wrote it.
+func (v *testVM) consoleLog() string {
+	b, _ := os.ReadFile(filepath.Join(v.c.stateDir, "vms", strings.TrimPrefix(v.ctrID, "vm--"), "console.log"))
+	return string(b)
+}
+
+// consoleSize is where the console log ends now.
+func (v *testVM) consoleSize() int { return len(v.consoleLog()) }
+
+// waitConsole waits for re in the console after offset from and returns
+// its first submatch (or the match).
+func (v *testVM) waitConsole(t *testing.T, from int, timeout time.Duration, re *regexp.Regexp) string {
+	t.Helper()
+	var got string
+	eventually(t, timeout, fmt.Sprintf("console shows %s", re), func() error {
+		log := v.consoleLog()
+		if from > len(log) {
+			from = 0 // replaced
+		}
+		m := re.FindStringSubmatch(log[from:])
+		if m == nil {
+			tail := log[max(0, len(log)-300):]
+			return fmt.Errorf("console so far ends with %q", tail)
+		}
+		got = m[len(m)-1]
+		return nil
+	})
+	return got
+}
+
+// count is how many console lines start with marker.
+func (v *testVM) count(marker string) int {
+	return len(regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(marker)).FindAllStringIndex(v.consoleLog(), -1))
+}
+
+// typeLine types one line into the guest's shell through the console
+// socket (qemu serves one client at a time; each line connects anew, so a
+// new qemu process after a restore is reached too).
+func (v *testVM) typeLine(t *testing.T, line string) {
+	t.Helper()
+	sock := filepath.Join(v.c.stateDir, "vms", strings.TrimPrefix(v.ctrID, "vm--"), "console.sock")
+	var conn net.Conn
+	eventually(t, 10*time.Second, "connect to the console socket", func() error {
+		var err error
+		conn, err = net.DialTimeout("unix", sock, time.Second)
+		return err
+	})
+	defer conn.Close()
+	if _, err := conn.Write([]byte(line + "\n")); err != nil {
+		t.Fatalf("type into the console: %v", err)
+	}
+	time.Sleep(200 * time.Millisecond) // let qemu take it before we hang up
+}
+
+// guestRun runs a shell command in the guest and returns "<exit status>:"
+// followed by $CRIMUX_OUT (see guestOutput). The result line is built so
+// that the echo of the typed line never matches it.
+func (v *testVM) guestRun(t *testing.T, cmd string) string {
+	t.Helper()
+	tag := "R" + randomToken()
+	from := v.consoleSize()
+	v.typeLine(t, fmt.Sprintf(`CRIMUX_OUT=; %s; echo "CRIMUX-RESULT-""%s:$?:${CRIMUX_OUT}"`, cmd, tag))
+	return v.waitConsole(t, from, 20*time.Second, regexp.MustCompile(`(?m)^CRIMUX-RESULT-`+tag+`:(\d+:[^\r\n]*)`))
+}
+
+// guestOutput runs cmd in the guest and returns its first output line.
+func (v *testVM) guestOutput(t *testing.T, cmd string) string {
+	t.Helper()
+	out := v.guestRun(t, fmt.Sprintf(`CRIMUX_OUT="$(%s)"`, cmd))
+	status, value, _ := strings.Cut(out, ":")
+	if status != "0" {
+		t.Fatalf("guest command %q failed with status %s", cmd, status)
+	}
+	return value
+}
+
+// lastUptime waits for the guest's next CRIMUX-UPTIME line after from
+// and returns its value.
+func (v *testVM) lastUptime(t *testing.T, from int) float64 {
+	t.Helper()
+	s := v.waitConsole(t, from, 15*time.Second, regexp.MustCompile(`(?m)^CRIMUX-UPTIME: ([0-9.]+)`))
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatalf("uptime %q: %v", s, err)
+	}
+	return f
+}
+
+// criState is the container's state and reason as crictl inspect shows.
+func (v *testVM) criState(t *testing.T) (state, reason string) {
+	t.Helper()
+	var insp struct {
+		Status struct {
+			ID     string `json:"id"`
+			State  string `json:"state"`
+			Reason string `json:"reason"`
+		} `json:"status"`
+	}
+	mustJSON(t, v.c.crictl("inspect", "-o", "json", v.ctrID), &insp)
+	if insp.Status.ID != v.ctrID {
+		t.Fatalf("crictl inspect %s shows container %q", v.ctrID, insp.Status.ID)
+	}
+	return insp.Status.State, insp.Status.Reason
+}
+
+// requireRunningAs asserts the CRI container runs with the power reason
+// wanted ("" while Running).
+func (v *testVM) requireRunningAs(t *testing.T, reason string) {
+	t.Helper()
+	state, got := v.criState(t)
+	if state != "CONTAINER_RUNNING" || got != reason {
+		t.Fatalf("crictl inspect: state %s reason %q; want CONTAINER_RUNNING reason %q", state, got, reason)
+	}
+}
+
+// watchPS polls crictl ps until the returned stop is called (or the test
+// ends) and fails the test if the pod's container was ever anything but
+// the one running container it started as.
+func (v *testVM) watchPS(t *testing.T) (stop func()) {
+	t.Helper()
+	quit, done := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var bad []string
+	polls := 0
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			out, err := v.c.crictlErr("ps", "-a", "-o", "json", "--pod", v.podID)
+			if err != nil {
+				continue // crictl itself timing out is not the VM's state
+			}
+			var list struct {
+				Containers []struct {
+					ID    string `json:"id"`
+					State string `json:"state"`
+				} `json:"containers"`
+			}
+			mu.Lock()
+			polls++
+			if err := json.Unmarshal([]byte(out), &list); err != nil {
+				bad = append(bad, "unparsable crictl ps: "+err.Error())
+			} else if len(list.Containers) != 1 || list.Containers[0].ID != v.ctrID || list.Containers[0].State != "CONTAINER_RUNNING" {
+				bad = append(bad, fmt.Sprintf("%s: %+v", time.Now().Format("15:04:05.000"), list.Containers))
+			}
+			mu.Unlock()
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			close(quit)
+			<-done
+			mu.Lock()
+			defer mu.Unlock()
+			if len(bad) > 0 {
+				t.Errorf("crictl ps did not show %s as the pod's one running container (%d of %d polls):\n%s",
+					v.ctrID, len(bad), polls, strings.Join(bad, "\n"))
+			} else {
+				t.Logf("crictl ps showed %s running in all %d polls", v.ctrID, polls)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func randomToken() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

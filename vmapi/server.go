@@ -1,0 +1,203 @@
+// Package vmapi serves crimux's VM API, crimux.vm.v1.VMService (see
+// proto/vm/v1/vm.proto), on the same gRPC server and socket as CRI. The
+// handlers are thin: they resolve the VM a request names (resolve.go) to
+// the VM runtime that runs it and the runtime's own ID, call the runtime
+// (runtimes/libvirt, vmops_*.go), and convert the answer (convert.go).
+// Errors are errdefs sentinels, turned into gRPC codes once, by the
+// interceptor the CRI server shares (cri.UnaryInterceptor).
+package vmapi
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/crimux/crimux/internal/errdefs"
+	vmv1 "github.com/crimux/crimux/proto/vm/v1"
+	"github.com/crimux/crimux/registry"
+	"github.com/crimux/crimux/runtimes/libvirt"
+)
+
+// maxTimeout bounds the deadlines a request may ask for.
+const maxTimeout = 10 * time.Minute
+
+// VMRuntime is a VM runtime as the VM API calls it (*libvirt.Runtime), by
+// the runtime's own pod sandbox or container IDs.
+type VMRuntime interface {
+	ListVMs(ctx context.Context) ([]libvirt.VMInfo, error)
+	GetVM(ctx context.Context, id string) (libvirt.VMInfo, error)
+	RebootVM(ctx context.Context, id string, hard bool, timeout time.Duration) (libvirt.RebootResult, error)
+	SetPowerState(ctx context.Context, id string, target libvirt.PowerState, grace time.Duration) (libvirt.PowerChange, error)
+	CreateSnapshot(ctx context.Context, id, name, description string) (libvirt.SnapshotInfo, error)
+	ListSnapshots(ctx context.Context, id string) ([]libvirt.SnapshotInfo, error)
+	RestoreSnapshot(ctx context.Context, id, name string) (libvirt.PowerState, error)
+	DeleteSnapshot(ctx context.Context, id, name string) error
+}
+
+// VMRuntimeOf returns the VM runtime behind a registry backend, false for
+// a backend that runs no VMs.
+type VMRuntimeOf func(registry.Backend) (VMRuntime, bool)
+
+// Server serves VMService.
+type Server struct {
+	vmv1.UnimplementedVMServiceServer
+
+	registry func() *registry.Registry
+	vmsOf    VMRuntimeOf
+	log      *slog.Logger
+}
+
+// New returns a server resolving VMs in the registry in force (registry is
+// called per request: a config reload swaps it).
+func New(registry func() *registry.Registry, vmsOf VMRuntimeOf, log *slog.Logger) *Server {
+	return &Server{registry: registry, vmsOf: vmsOf, log: log}
+}
+
+// Register adds VMService to g.
+func (s *Server) Register(g *grpc.Server) { vmv1.RegisterVMServiceServer(g, s) }
+
+// ListVMs lists the VMs of every VM runtime.
+func (s *Server) ListVMs(ctx context.Context, _ *vmv1.ListVMsRequest) (*vmv1.ListVMsResponse, error) {
+	resp := &vmv1.ListVMsResponse{}
+	for _, rt := range s.vmRuntimes() {
+		vms, err := rt.vms.ListVMs(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vms {
+			resp.Vms = append(resp.Vms, toVM(v, rt.ids))
+		}
+	}
+	return resp, nil
+}
+
+// GetVM reports one VM.
+func (s *Server) GetVM(ctx context.Context, req *vmv1.GetVMRequest) (*vmv1.GetVMResponse, error) {
+	t, err := s.resolve(ctx, req.GetVm())
+	if err != nil {
+		return nil, err
+	}
+	v, err := t.vms.GetVM(ctx, t.id)
+	if err != nil {
+		return nil, t.wrap(err)
+	}
+	return &vmv1.GetVMResponse{Vm: toVM(v, t.ids)}, nil
+}
+
+// RebootVM reboots a running VM, softly first unless hard is asked for.
+func (s *Server) RebootVM(ctx context.Context, req *vmv1.RebootVMRequest) (*vmv1.RebootVMResponse, error) {
+	timeout, err := timeoutOf(req.GetTimeoutSeconds())
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.resolve(ctx, req.GetVm())
+	if err != nil {
+		return nil, err
+	}
+	res, err := t.vms.RebootVM(ctx, t.id, req.GetHard(), timeout)
+	if err != nil {
+		return nil, t.wrap(err)
+	}
+	method := vmv1.RebootMethod_REBOOT_METHOD_SOFT
+	if res.Hard {
+		method = vmv1.RebootMethod_REBOOT_METHOD_HARD
+	}
+	return &vmv1.RebootVMResponse{Method: method, SoftTimedOut: res.SoftTimedOut}, nil
+}
+
+// SetPowerState moves a VM to the power state asked for.
+func (s *Server) SetPowerState(ctx context.Context, req *vmv1.SetPowerStateRequest) (*vmv1.SetPowerStateResponse, error) {
+	target, ok := powerStateFromPB(req.GetState())
+	if !ok {
+		return nil, errdefs.Invalid("state", "%s is not a power state to set: use RUNNING, PAUSED, SHUTDOWN or HIBERNATE", req.GetState())
+	}
+	grace, err := timeoutOf(req.GetTimeoutSeconds())
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.resolve(ctx, req.GetVm())
+	if err != nil {
+		return nil, err
+	}
+	ch, err := t.vms.SetPowerState(ctx, t.id, target, grace)
+	if err != nil {
+		return nil, t.wrap(err)
+	}
+	return &vmv1.SetPowerStateResponse{Previous: powerStateToPB(ch.Previous), State: powerStateToPB(ch.State), Forced: ch.Forced}, nil
+}
+
+// CreateSnapshot snapshots a VM.
+func (s *Server) CreateSnapshot(ctx context.Context, req *vmv1.CreateSnapshotRequest) (*vmv1.CreateSnapshotResponse, error) {
+	if err := libvirt.ValidateSnapshotName(req.GetSnapshotName()); err != nil {
+		return nil, err
+	}
+	t, err := s.resolve(ctx, req.GetVm())
+	if err != nil {
+		return nil, err
+	}
+	snap, err := t.vms.CreateSnapshot(ctx, t.id, req.GetSnapshotName(), req.GetDescription())
+	if err != nil {
+		return nil, t.wrap(err)
+	}
+	return &vmv1.CreateSnapshotResponse{Snapshot: toSnapshot(snap)}, nil
+}
+
+// ListSnapshots lists a VM's snapshots.
+func (s *Server) ListSnapshots(ctx context.Context, req *vmv1.ListSnapshotsRequest) (*vmv1.ListSnapshotsResponse, error) {
+	t, err := s.resolve(ctx, req.GetVm())
+	if err != nil {
+		return nil, err
+	}
+	snaps, err := t.vms.ListSnapshots(ctx, t.id)
+	if err != nil {
+		return nil, t.wrap(err)
+	}
+	resp := &vmv1.ListSnapshotsResponse{}
+	for _, sn := range snaps {
+		resp.Snapshots = append(resp.Snapshots, toSnapshot(sn))
+	}
+	return resp, nil
+}
+
+// RestoreSnapshot reverts a VM to one of its snapshots.
+func (s *Server) RestoreSnapshot(ctx context.Context, req *vmv1.RestoreSnapshotRequest) (*vmv1.RestoreSnapshotResponse, error) {
+	if err := libvirt.ValidateSnapshotName(req.GetSnapshotName()); err != nil {
+		return nil, err
+	}
+	t, err := s.resolve(ctx, req.GetVm())
+	if err != nil {
+		return nil, err
+	}
+	state, err := t.vms.RestoreSnapshot(ctx, t.id, req.GetSnapshotName())
+	if err != nil {
+		return nil, t.wrap(err)
+	}
+	return &vmv1.RestoreSnapshotResponse{State: powerStateToPB(state)}, nil
+}
+
+// DeleteSnapshot deletes one snapshot of a VM.
+func (s *Server) DeleteSnapshot(ctx context.Context, req *vmv1.DeleteSnapshotRequest) (*vmv1.DeleteSnapshotResponse, error) {
+	if err := libvirt.ValidateSnapshotName(req.GetSnapshotName()); err != nil {
+		return nil, err
+	}
+	t, err := s.resolve(ctx, req.GetVm())
+	if err != nil {
+		return nil, err
+	}
+	if err := t.vms.DeleteSnapshot(ctx, t.id, req.GetSnapshotName()); err != nil {
+		return nil, t.wrap(err)
+	}
+	return &vmv1.DeleteSnapshotResponse{}, nil
+}
+
+// timeoutOf turns a request's timeout_seconds into a duration; 0 leaves
+// the runtime's default.
+func timeoutOf(secs uint32) (time.Duration, error) {
+	d := time.Duration(secs) * time.Second
+	if d > maxTimeout {
+		return 0, errdefs.Invalid("timeout_seconds", "%d is more than %d", secs, int(maxTimeout.Seconds()))
+	}
+	return d, nil
+}
