@@ -157,29 +157,31 @@ func (ch *chaos) cycle(i int, isVM bool) {
 		ctrCfg.Linux.Resources = &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 128 << 20}
 	}
 	var podID, ctrID string
-	ch.retry(name+" runp", func(ctx context.Context) error {
-		if id := ch.find(ctx, name); id != "" { // made by an attempt whose answer was lost
-			podID = id
-			return nil
+	// Up: find or make the pod, then its container, then start it. A kill
+	// can cut any call short, and containerd rolls back a call whose client
+	// went away, so each attempt looks again at what exists, as kubelet's
+	// sync loop does.
+	ch.retry(name+" up", func(ctx context.Context) error {
+		if podID = ch.find(ctx, name); podID == "" {
+			resp, err := ch.rs.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podCfg, RuntimeHandler: handler})
+			if err != nil {
+				return err
+			}
+			podID = resp.PodSandboxId
 		}
-		resp, err := ch.rs.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podCfg, RuntimeHandler: handler})
-		podID = resp.GetPodSandboxId()
-		return err
-	})
-	ch.retry(name+" create", func(ctx context.Context) error {
 		l, err := ch.rs.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: podID}})
 		if err != nil {
 			return err
 		}
 		if len(l.Containers) > 0 {
 			ctrID = l.Containers[0].Id
-			return nil
+		} else {
+			resp, err := ch.rs.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: ctrCfg, SandboxConfig: podCfg})
+			if err != nil {
+				return err
+			}
+			ctrID = resp.ContainerId
 		}
-		resp, err := ch.rs.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: ctrCfg, SandboxConfig: podCfg})
-		ctrID = resp.GetContainerId()
-		return err
-	})
-	ch.retry(name+" start", func(ctx context.Context) error {
 		st, err := ch.rs.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: ctrID})
 		if err == nil && st.Status.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			return nil
@@ -263,8 +265,12 @@ func (ch *chaos) removeAll() {
 func hostCounts(t *testing.T, c *crimux, parent string) map[string]int {
 	t.Helper()
 	counts := map[string]int{}
+	// Domains stamped with this crimux's identity (other crimux instances
+	// on the host, benchmarks say, are not this test's).
+	id, _ := os.ReadFile(filepath.Join(c.stateDir, "identity"))
 	for _, d := range strings.Fields(virsh(t, "list", "--all", "--name")) {
-		if strings.HasPrefix(d, "crimux-") {
+		if strings.HasPrefix(d, "crimux-") && len(id) > 0 &&
+			strings.Contains(virsh(t, "dumpxml", d), "<instance>"+strings.TrimSpace(string(id))+"</instance>") {
 			counts["domains"]++
 		}
 	}
