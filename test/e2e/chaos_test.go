@@ -214,8 +214,11 @@ func (ch *chaos) cycle(i int, isVM bool) {
 
 // find returns the ID of the live pod named name, if one exists.
 func (ch *chaos) find(ctx context.Context, name string) string {
+	// Only a ready pod: one a cut-short call left not ready is replaced by
+	// a new one, as kubelet does, and removed at the end.
 	l, err := ch.rs.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
-		LabelSelector: map[string]string{"crimux-chaos": name}}})
+		LabelSelector: map[string]string{"crimux-chaos": name},
+		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}}})
 	if err != nil || len(l.Items) == 0 {
 		return ""
 	}
