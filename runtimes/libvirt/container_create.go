@@ -26,10 +26,11 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if err != nil {
 		return nil, err
 	}
-	if others, err := r.store.containersOf(sb.ID); err == nil && len(others) > 0 && sb.ContainerID == "" {
-		sb.ContainerID = others[0].ID // a crash cut CreateContainer short of naming it
+	others, err := r.store.containersOf(sb.ID)
+	if err != nil {
+		return nil, err
 	}
-	if err := checkCanCreate(sb, req.GetConfig()); err != nil {
+	if err := checkCanCreate(sb, req.GetConfig(), others); err != nil {
 		return nil, err
 	}
 	plan, err := r.planVM(ctx, sb, req.GetConfig())
@@ -67,17 +68,21 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	return &runtimeapi.CreateContainerResponse{ContainerId: plan.rec.ID}, nil
 }
 
-// checkCanCreate enforces one VM per ready pod.
-func checkCanCreate(sb *sandboxRecord, cfg *runtimeapi.ContainerConfig) error {
+// checkCanCreate enforces one VM per ready pod. A VM that has exited may
+// be replaced (kubelet restarting the pod's container), one that has not
+// may not.
+func checkCanCreate(sb *sandboxRecord, cfg *runtimeapi.ContainerConfig, others []*containerRecord) error {
 	if cfg.GetImage().GetImage() == "" {
 		return errdefs.Invalid("config.image.image", "must not be empty")
 	}
 	if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 		return fmt.Errorf("pod sandbox %q is not ready: %w", sb.ID, errdefs.ErrFailedPrecondition)
 	}
-	if sb.ContainerID != "" {
-		return fmt.Errorf("pod sandbox %q already has container %q: a VM pod runs exactly one container (the VM): %w",
-			sb.ID, sb.ContainerID, errdefs.ErrFailedPrecondition)
+	for _, o := range others {
+		if o.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+			return fmt.Errorf("pod sandbox %q already has container %q: a VM pod runs exactly one container (the VM): %w",
+				sb.ID, o.ID, errdefs.ErrFailedPrecondition)
+		}
 	}
 	return nil
 }

@@ -173,9 +173,14 @@ func (ch *chaos) cycle(i int, isVM bool) {
 		if err != nil {
 			return err
 		}
-		if len(l.Containers) > 0 {
-			ctrID = l.Containers[0].Id
-		} else {
+		ctrID = ""
+		for _, x := range l.Containers {
+			if x.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+				ctrID = x.Id
+			}
+		}
+		if ctrID == "" { // none, or only exited ones: a new attempt, as kubelet makes
+			ctrCfg.Metadata.Attempt = uint32(len(l.Containers))
 			resp, err := ch.rs.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: ctrCfg, SandboxConfig: podCfg})
 			if err != nil {
 				return err
