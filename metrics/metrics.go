@@ -43,7 +43,8 @@ var (
 		Namespace: namespace, Name: "reconnects_total",
 		Help: "Connections to a runtime daemon (libvirtd, containerd) re-made after one was lost.",
 	}, []string{"target"})
-	// GCRemovals counts what garbage collection removed, by kind of object:
+	// GCRemovals counts what garbage collection removed, by kind of object
+	// (a domain, a VM's directory with its overlay disk, a store record...):
 	// GCRemovals.WithLabelValues("domain").Inc().
 	GCRemovals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "gc_removals_total",
@@ -53,7 +54,7 @@ var (
 
 // GCKinds are the kinds of objects GC removes (exported at 0 from the
 // start); others may be counted too.
-var GCKinds = []string{"domain", "disk", "netns", "cni", "cgroup", "dir"}
+var GCKinds = []string{"domain", "dir", "record", "netns", "cni", "cgroup"}
 
 // latencyBuckets span a cached Status (sub-millisecond) to a slow image
 // pull or VM start (minutes).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,19 +32,11 @@ func newFlagSet(c *cli, name, argsUsage, what string) *flag.FlagSet {
 // parse parses flags wherever they are among args ("vm reboot VM --hard"
 // and "vm reboot --hard VM" alike; "--" ends them) and returns the
 // positional arguments, of which there must be want (-1: any number).
-// Help asked for is printed on stdout; on a mistake, the error and the
-// help go to stderr.
 func (c *cli) parse(fs *flag.FlagSet, args []string, want int) ([]string, error) {
-	if asksHelp(args) {
-		fs.SetOutput(c.stdout)
-	}
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, flag.ErrHelp
-			}
-			return nil, errUsagePrinted
+		if err := c.parseFlags(fs, args); err != nil {
+			return nil, err
 		}
 		rest := fs.Args()
 		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
@@ -56,11 +49,29 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, want int) ([]string, error)
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
 	if want >= 0 && len(pos) != want {
-		fmt.Fprintf(fs.Output(), "%s: want %d argument(s), got %d\n\n", fs.Name(), want, len(pos))
+		fmt.Fprintf(c.stderr, "%s: want %d argument(s), got %d\n\n", fs.Name(), want, len(pos))
+		fs.SetOutput(c.stderr)
 		fs.Usage()
 		return nil, errUsagePrinted
 	}
 	return pos, nil
+}
+
+// parseFlags parses one run of flags. What the flag package prints goes
+// to stdout when help was asked for, to stderr on a mistake.
+func (c *cli) parseFlags(fs *flag.FlagSet, args []string) error {
+	var out bytes.Buffer
+	fs.SetOutput(&out)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		_, _ = c.stdout.Write(out.Bytes())
+		return flag.ErrHelp
+	case err != nil:
+		_, _ = c.stderr.Write(out.Bytes())
+		return errUsagePrinted
+	}
+	return nil
 }
 
 func asksHelp(args []string) bool {

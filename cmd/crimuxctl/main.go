@@ -81,16 +81,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	c.globalFlags(fs, "unix:///run/crimux/crimux.sock", "table")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "deadline of the call (vm commands that wait on a guest extend it to their own --timeout plus a minute)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
-	if len(args) > 0 && asksHelp(args[:1]) {
-		fs.SetOutput(stdout)
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if err := c.parseFlags(fs, args); err != nil {
+		return c.exit(err)
 	}
 	fs.Visit(func(f *flag.Flag) { c.timeoutSet = c.timeoutSet || f.Name == "timeout" })
+	fs.SetOutput(stderr)
 	if fs.NArg() == 0 {
 		fs.Usage()
 		return exitUsage

@@ -235,6 +235,8 @@ func TestHelp(t *testing.T) {
 		words []string
 	}{
 		{[]string{"--help"}, []string{"-endpoint", "-o", "-timeout", "vm", "Exit codes"}},
+		{[]string{"--endpoint", "unix:///x", "--help"}, []string{"Usage: crimuxctl [flags]"}},
+		{[]string{"-o", "json", "vm", "reboot", "vm--c1", "--help"}, []string{"-hard"}},
 		{[]string{"vm", "--help"}, []string{"list", "get", "reboot", "power", "snapshot create", "namespace/name"}},
 		{[]string{"vm", "list", "--help"}, []string{"-o", "-endpoint"}},
 		{[]string{"vm", "get", "-h"}, []string{"VM", "-o"}},

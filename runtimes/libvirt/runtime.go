@@ -135,7 +135,7 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 	}
 	r := &Runtime{
 		opts: opts, accel: resolveAccel(opts.Accel), store: st, images: images, cgroups: cgroups,
-		console: newConsoles(log), events: newEventHub(), log: log.With("runtime", "vm"),
+		console: newConsoles(log), events: newEventHub(), log: log.With("runtime", "vm"), onGC: countGC,
 	}
 	r.conn = &conn{uri: opts.URI, socket: socket, log: r.log, onConnect: r.onConnect}
 	runCtx, cancel := context.WithCancel(context.Background())

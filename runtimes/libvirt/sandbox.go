@@ -126,7 +126,10 @@ func (r *Runtime) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSan
 func sandboxStatus(sb *sandboxRecord) *runtimeapi.PodSandboxStatus {
 	return &runtimeapi.PodSandboxStatus{
 		Id: sb.ID, Metadata: sb.Config.GetMetadata(), State: sb.State, CreatedAt: sb.CreatedAt,
-		Network: &runtimeapi.PodSandboxNetworkStatus{},
+		// No network status at all, not an empty one: kubelet recreates a
+		// sandbox whose network status has no IP (PodSandboxChanged), and
+		// VM pods have no pod network yet.
+		Network: nil,
 		Linux: &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{
 			Options: sb.Config.GetLinux().GetSecurityContext().GetNamespaceOptions(),
 		}},

@@ -171,7 +171,7 @@ func (r *Runtime) SetPowerState(ctx context.Context, id string, target PowerStat
 	prev := powerStateOf(v)
 	step, err := planPower(v, target)
 	if err != nil {
-		return PowerChange{Previous: prev, State: prev}, fmt.Errorf("set power state %s of VM container %q: %w", target, c.ID, err)
+		return PowerChange{Previous: prev, State: prev}, fmt.Errorf("set power state %s: %w", target, err)
 	}
 	// Record a stop before libvirt makes it: its lifecycle event must not
 	// end the container.
@@ -185,7 +185,7 @@ func (r *Runtime) SetPowerState(ctx context.Context, id string, target PowerStat
 	forced, stepErr := r.powerStep(context.WithoutCancel(ctx), l, dom, c, step, grace)
 	r.settlePower(l, dom, c, prev)
 	if stepErr != nil {
-		return PowerChange{Previous: prev, State: c.powerState()}, fmt.Errorf("set power state %s of VM container %q: %w", target, c.ID, stepErr)
+		return PowerChange{Previous: prev, State: c.powerState()}, fmt.Errorf("set power state %s: %w", target, stepErr)
 	}
 	r.log.Info("VM power state set", "container", c.ID, "domain", c.Domain, "from", prev, "to", c.PowerState, "forced", forced)
 	return PowerChange{Previous: prev, State: c.powerState(), Forced: forced}, nil

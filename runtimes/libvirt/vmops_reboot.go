@@ -49,8 +49,8 @@ func (r *Runtime) RebootVM(ctx context.Context, id string, hard bool, timeout ti
 		return RebootResult{}, err
 	}
 	if p := powerStateOf(v); p != PowerRunning || c.powerState() != PowerRunning {
-		return RebootResult{}, fmt.Errorf("VM container %q is %s (domain %s): a reboot needs a running VM; power it Running first: %w",
-			c.ID, c.powerState(), domainStateName(v.state), errdefs.ErrFailedPrecondition)
+		return RebootResult{}, fmt.Errorf("the VM is %s (domain %s): a reboot needs a running VM; power it Running first: %w",
+			c.powerState(), domainStateName(v.state), errdefs.ErrFailedPrecondition)
 	}
 	if hard {
 		return RebootResult{Hard: true}, r.resetVM(l, dom, c)

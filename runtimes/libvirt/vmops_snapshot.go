@@ -44,7 +44,7 @@ func (r *Runtime) CreateSnapshot(ctx context.Context, id, name, description stri
 	}
 	defer unlock()
 	if _, err := l.DomainSnapshotLookupByName(dom, name, 0); err == nil {
-		return SnapshotInfo{}, fmt.Errorf("snapshot_name %q: VM container %q already has a snapshot of that name: %w", name, c.ID, errdefs.ErrAlreadyExists)
+		return SnapshotInfo{}, fmt.Errorf("snapshot_name %q: the VM already has a snapshot of that name: %w", name, errdefs.ErrAlreadyExists)
 	} else if !isNoSnapshot(err) {
 		return SnapshotInfo{}, classify(err)
 	}
@@ -85,7 +85,7 @@ func (r *Runtime) RestoreSnapshot(ctx context.Context, id, name string) (PowerSt
 		return "", err
 	}
 	defer unlock()
-	snap, err := lookupSnapshot(l, dom, c, name)
+	snap, err := lookupSnapshot(l, dom, name)
 	if err != nil {
 		return "", err
 	}
@@ -125,7 +125,7 @@ func (r *Runtime) DeleteSnapshot(ctx context.Context, id, name string) error {
 	if err != nil {
 		return err
 	}
-	snap, err := lookupSnapshot(l, dom, c, name)
+	snap, err := lookupSnapshot(l, dom, name)
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func (r *Runtime) lockSnapshottable(id string) (*containerRecord, *golibvirt.Lib
 		return fail(unlock, err)
 	}
 	if _, err := os.Stat(filepath.Join(c.Dir, "disk.qcow2")); err != nil {
-		return fail(unlock, fmt.Errorf("VM container %q has no disk to snapshot: %w", c.ID, errdefs.ErrFailedPrecondition))
+		return fail(unlock, fmt.Errorf("the VM has no disk to snapshot: %w", errdefs.ErrFailedPrecondition))
 	}
 	l, dom, err := r.domainOf(c)
 	if err != nil {
@@ -163,15 +163,15 @@ func (r *Runtime) lockSnapshottable(id string) (*containerRecord, *golibvirt.Lib
 		return fail(unlock, err)
 	}
 	if v.managedSave {
-		return fail(unlock, fmt.Errorf("VM container %q is hibernated: power it Running first: %w", c.ID, errdefs.ErrFailedPrecondition))
+		return fail(unlock, fmt.Errorf("the VM is hibernated: power it Running first: %w", errdefs.ErrFailedPrecondition))
 	}
 	return c, l, dom, v, unlock, nil
 }
 
-func lookupSnapshot(l *golibvirt.Libvirt, dom golibvirt.Domain, c *containerRecord, name string) (golibvirt.DomainSnapshot, error) {
+func lookupSnapshot(l *golibvirt.Libvirt, dom golibvirt.Domain, name string) (golibvirt.DomainSnapshot, error) {
 	snap, err := l.DomainSnapshotLookupByName(dom, name, 0)
 	if isNoSnapshot(err) {
-		return snap, fmt.Errorf("snapshot_name %q: VM container %q has no snapshot of that name: %w", name, c.ID, errdefs.ErrNotFound)
+		return snap, fmt.Errorf("snapshot_name %q: the VM has no snapshot of that name: %w", name, errdefs.ErrNotFound)
 	}
 	return snap, classify(err)
 }

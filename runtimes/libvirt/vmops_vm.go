@@ -174,7 +174,7 @@ func (r *Runtime) vmOfSandbox(sbID string) (*containerRecord, error) {
 // API powers, reboots and snapshots only VMs kubelet has started.
 func requireRunning(c *containerRecord) error {
 	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
-		return fmt.Errorf("VM container %q is %s, not CONTAINER_RUNNING: %w", c.ID, c.State, errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("the VM's container is %s, not CONTAINER_RUNNING: %w", c.State, errdefs.ErrFailedPrecondition)
 	}
 	return nil
 }

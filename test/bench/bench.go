@@ -32,6 +32,7 @@ type bench struct {
 
 	mu       sync.Mutex
 	vmSeq    int
+	seq      int
 	vms      []*vmPod // every VM pod made through crimux and not yet removed
 	burstVMs []*vmPod
 	pods     []containerPodIDs // container pods kept running
@@ -69,6 +70,15 @@ func setUp(ctx context.Context, o options) (*bench, error) {
 	wrapper := ""
 	if o.wrapper != "" {
 		if err := installWrapper(o.wrapper); err != nil {
+			return nil, err
+		}
+		// Made here, not by crimux: crimux's placement server can make it
+		// while crimux's listen has the process umask at 0117 (a race seen
+		// here), and qemu's user cannot reach a socket in a 0640 directory.
+		if err := os.MkdirAll(filepath.Dir(benchPlacementSocket), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(filepath.Dir(benchPlacementSocket), 0o755); err != nil {
 			return nil, err
 		}
 		wrapper = benchWrapper
@@ -159,7 +169,10 @@ func (b *bench) cleanup() {
 		warn("VM pods", parallel(len(vms), b.opts.workers, func(i int) error { return b.removeVM(ctx, vms[i]) }))
 	}
 	if b.ctd != nil {
-		warn("container pods", b.removeLabelledPods(ctx))
+		if err := b.removeLabelledPods(ctx); err != nil {
+			warn("container pods (trying again)", err)
+			warn("container pods", b.removeLabelledPods(ctx))
+		}
 	}
 	if b.direct != nil {
 		warn("direct VMs", b.direct.removeAll())

@@ -158,3 +158,22 @@ func waitUntil(ctx context.Context, interval time.Duration, f func() error) erro
 		}
 	}
 }
+
+// cpuTime is the CPU time (user + system) crimux has used so far, at the
+// kernel's clock-tick resolution.
+func (d *daemon) cpuTime() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.pid()))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command (which may hold spaces) start after ')'.
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticksPerSecond
+}

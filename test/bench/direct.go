@@ -220,3 +220,12 @@ func (d *directLibvirt) revert(v *directVM, name string) error {
 	}
 	return d.l.DomainRevertToSnapshot(snap, 0)
 }
+
+// deleteSnapshot deletes a snapshot of a direct VM.
+func (d *directLibvirt) deleteSnapshot(v *directVM, name string) error {
+	snap, err := d.l.DomainSnapshotLookupByName(v.dom, name, 0)
+	if err != nil {
+		return err
+	}
+	return d.l.DomainSnapshotDelete(snap, 0)
+}

@@ -60,12 +60,12 @@ func newResults() *results {
 	return r
 }
 
-// set records a figure.
+// set records a figure, replacing what an earlier attempt recorded (its
+// notes included: notes about a value come after it).
 func (r *results) set(name string, value float64, crimux, direct string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	res := r.entry(name)
-	res.value, res.crimux, res.direct = value, crimux, direct
+	*r.entry(name) = result{value: value, crimux: crimux, direct: direct}
 }
 
 // note adds a remark to a figure (why it is NaN, what it includes).

@@ -14,6 +14,10 @@ import (
 // burst VMs running, then SIGKILLs and restarts it, timing each restart
 // until ListContainers lists every one of them.
 func (b *bench) phaseRecovery(ctx context.Context) error {
+	b.dropDeadPods(ctx)
+	if err := b.startContainerPods(ctx, b.opts.recoveryContainers); err != nil {
+		b.logf("recovery: %v", err)
+	}
 	want := map[string]bool{}
 	for _, p := range b.pods {
 		want[p.container] = true

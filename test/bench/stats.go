@@ -68,6 +68,22 @@ func medianDiff(a, b samples) time.Duration {
 	return diffs.median()
 }
 
+// medianRatio is the median of the pairwise ratios a[i]/b[i] (rounds run
+// side by side), NaN without pairs.
+func medianRatio(a, b samples) float64 {
+	var ratios []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 {
+			ratios = append(ratios, float64(a[i])/float64(b[i]))
+		}
+	}
+	if len(ratios) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(ratios)
+	return ratios[(len(ratios)+1)/2-1]
+}
+
 // path is one side of a comparison.
 type path int
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -142,6 +143,15 @@ func (b *bench) phaseSnapshots(ctx context.Context) error {
 			},
 			direct: func() error { return b.direct.revert(dv, name) },
 		}
+		// Deleted again, untimed: each snapshot makes the next one of the
+		// same qcow2 slower, and every round should start alike.
+		remove := map[path]func() error{
+			viaCrimux: func() error {
+				_, err := vmapi.DeleteSnapshot(ctx, &vmv1.DeleteSnapshotRequest{Vm: ref, SnapshotName: name})
+				return err
+			},
+			direct: func() error { return b.direct.deleteSnapshot(dv, name) },
+		}
 		order := []path{direct, viaCrimux}
 		if i%2 == 1 {
 			order = []path{viaCrimux, direct}
@@ -153,6 +163,7 @@ func (b *bench) phaseSnapshots(ctx context.Context) error {
 		}{
 			{calls: create, into: [2]*samples{&dCreate, &cCreate}, what: "create"},
 			{calls: restore, into: [2]*samples{&dRestore, &cRestore}, what: "restore"},
+			{calls: remove, what: "delete"},
 		} {
 			for _, p := range order {
 				t, err := timed(step.calls[p])
@@ -162,14 +173,19 @@ func (b *bench) phaseSnapshots(ctx context.Context) error {
 				if err != nil {
 					return fmt.Errorf("snapshot %s %s (%s): %w", step.what, name, p, err)
 				}
-				*step.into[p] = append(*step.into[p], t)
+				if step.into[p] != nil {
+					*step.into[p] = append(*step.into[p], t)
+				}
 			}
 		}
 	}
 	b.samplesOf("SnapshotCreate", dCreate, cCreate)
 	b.samplesOf("SnapshotRestore", dRestore, cRestore)
-	b.res.set("snapshot_create_ratio", ratio(cCreate.median(), dCreate.median()), cCreate.summary(0.5), dCreate.summary(0.5))
-	b.res.set("snapshot_restore_ratio", ratio(cRestore.median(), dRestore.median()), cRestore.summary(0.5), dRestore.summary(0.5))
+	b.res.set("snapshot_create_ratio", medianRatio(cCreate, dCreate), cCreate.summary(0.5, 1), dCreate.summary(0.5, 1))
+	b.res.set("snapshot_restore_ratio", medianRatio(cRestore, dRestore), cRestore.summary(0.5, 1), dRestore.summary(0.5, 1))
+	for _, name := range []string{"snapshot_create_ratio", "snapshot_restore_ratio"} {
+		b.res.note(name, "median of the per-round ratios; each round's snapshot is deleted again (untimed); the crimux VM's qemu runs in its pod's cgroup, the direct one in libvirtd's")
+	}
 	b.logf("snapshot create: crimux %s; direct %s", cCreate.summary(0.5), dCreate.summary(0.5))
 	b.logf("snapshot restore: crimux %s; direct %s", cRestore.summary(0.5), dRestore.summary(0.5))
 	return nil
@@ -180,9 +196,17 @@ var errVMAPIMissing = errors.New("crimux does not serve the VM API (crimux.vm.v1
 
 // phaseBurst creates burst VM pods at once through crimux and times each
 // until CRI reports its container RUNNING; the VMs stay for the recovery
-// figure.
+// figure. With -burst-direct-before, the same burst directly through
+// libvirt runs first (and is removed), for comparison.
 func (b *bench) phaseBurst(ctx context.Context) error {
 	n := b.opts.burst
+	var direct samples
+	if age := time.Since(b.started); b.opts.burstDirectBefore > 0 && age < b.opts.burstDirectBefore {
+		var err error
+		if direct, err = b.directBurst(ctx, n); err != nil {
+			return err
+		}
+	}
 	took := make([]time.Duration, n)
 	t0 := time.Now()
 	err := parallel(n, n, func(i int) error {
@@ -204,22 +228,53 @@ func (b *bench) phaseBurst(ctx context.Context) error {
 			ok = append(ok, t)
 		}
 	}
-	b.samplesOf("VMBurst", nil, ok)
+	b.samplesOf("VMBurst", direct, ok)
+	if len(b.burstVMs) > 0 {
+		b.res.set("vm_burst_50_p50_s", ok.quantile(0.5).Seconds(), ok.summary(0.5, 0.95, 1), direct.summary(0.5, 0.95, 1))
+		b.res.set("vm_burst_50_p95_s", ok.quantile(0.95).Seconds(), ok.summary(0.5, 0.95, 1), direct.summary(0.5, 0.95, 1))
+	}
 	if len(b.burstVMs) < n {
 		for _, name := range []string{"vm_burst_50_p50_s", "vm_burst_50_p95_s"} {
 			b.res.note(name, "%d of %d VMs did not reach RUNNING: %v", n-len(b.burstVMs), n, err)
 		}
 	}
-	if len(b.burstVMs) > 0 {
-		b.res.set("vm_burst_50_p50_s", ok.quantile(0.5).Seconds(), ok.summary(0.5, 0.95, 1), "")
-		b.res.set("vm_burst_50_p95_s", ok.quantile(0.95).Seconds(), ok.summary(0.5, 0.95, 1), "")
-	}
 	for _, name := range []string{"vm_burst_50_p50_s", "vm_burst_50_p95_s"} {
 		b.res.note(name, "%d VMs of %d MiB at once", n, b.opts.burstMiB)
+		if len(direct) > 0 {
+			b.res.note(name, "direct: the same burst of domains through one libvirt connection, until DomainCreate returned")
+		} else {
+			b.res.note(name, "no direct burst (-burst-direct-before)")
+		}
 		if b.opts.burstMiB < 128 {
 			b.res.note(name, "%d MiB is too little for the test kernel to boot; running is the CRI state, which does not wait for the guest", b.opts.burstMiB)
 		}
 	}
-	b.logf("burst of %d VMs: %s", n, ok.summary(0.5, 0.95, 1))
+	b.logf("burst of %d VMs: crimux %s", n, ok.summary(0.5, 0.95, 1))
 	return nil
+}
+
+// directBurst starts n domains at once directly through libvirt (one
+// connection, as crimux has), times each until DomainCreate returns, then
+// removes them all.
+func (b *bench) directBurst(ctx context.Context, n int) (samples, error) {
+	took := make(samples, n)
+	t0 := time.Now()
+	var mu sync.Mutex
+	var vms []*directVM
+	err := parallel(n, n, func(i int) error {
+		v, _, err := b.direct.start(b.opts.burstMiB)
+		mu.Lock()
+		vms = append(vms, v)
+		mu.Unlock()
+		if err == nil {
+			took[i] = time.Since(t0)
+		}
+		return err
+	})
+	b.logf("burst of %d VMs: direct %s", n, took.summary(0.5, 0.95, 1))
+	rmErr := parallel(len(vms), b.opts.workers, func(i int) error { return b.direct.remove(vms[i]) })
+	if err != nil {
+		return nil, fmt.Errorf("direct burst: %w", err)
+	}
+	return took, rmErr
 }

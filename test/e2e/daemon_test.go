@@ -280,7 +280,7 @@ func TestReloadAddsRuntime(t *testing.T) {
 	pid := d.cmd.Process.Pid
 	d.crictl("pull", busyboxImage)
 	pod := podJSON(t, "reload-runc2", "")
-	if out, err := d.crictlErr("runp", "--runtime", "runc2", pod); err == nil || !strings.Contains(out, `runtime_handler "runc2"`) {
+	if out, err := d.crictlErr("runp", "--runtime", "runc2", pod); err == nil || !strings.Contains(out, "no runtime serves it") {
 		t.Fatalf("runp --runtime runc2 before the reload: %v\n%s", err, out)
 	}
 

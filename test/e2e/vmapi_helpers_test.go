@@ -85,6 +85,10 @@ func (c *crimux) ctlFails(t *testing.T, bin, code string, words []string, args .
 	t.Logf("crimuxctl %s -> %s", strings.Join(args, " "), r.stderr)
 }
 
+// bootTimeout bounds a boot of the test VM: about 2.5 s of TCG on an idle
+// host, far more on a host busy with other VMs.
+const bootTimeout = 90 * time.Second
+
 // testVM is a running VM pod of a test.
 type testVM struct {
 	c            *crimux
@@ -105,7 +109,13 @@ func startTestVM(t *testing.T, c *crimux, name string) *testVM {
 	ctrID := c.crictl("create", podID, vmContainerJSON(t, vmImage, vmMemory, ""), pod)
 	c.crictl("start", ctrID)
 	v := &testVM{c: c, podID: podID, ctrID: ctrID, domain: domainOf(ctrID)}
-	v.waitConsole(t, 0, 60*time.Second, regexp.MustCompile(`(?m)^CRIMUX-DISK: `))
+	t.Cleanup(func() {
+		if t.Failed() {
+			log := v.consoleLog()
+			t.Logf("console of %s, last 3000 bytes:\n%s", v.domain, log[max(0, len(log)-3000):])
+		}
+	})
+	v.waitConsole(t, 0, bootTimeout, regexp.MustCompile(`(?m)^CRIMUX-DISK: `))
 	return v
 }
 
@@ -146,8 +156,12 @@ func (v *testVM) count(marker string) int {
 
 // typeLine types one line into the guest's shell through the console
 // socket (qemu serves one client at a time; each line connects anew, so a
-// new qemu process after a restore is reached too).
-func (v *testVM) typeLine(t *testing.T, line string) {
+// new qemu process after a restore is reached too). A Ctrl-C first
+// abandons whatever a lost or cut line left on the shell's prompt. The
+// connection stays open until done says so (or for at most wait): qemu
+// drops what it has not passed to the guest yet when the client hangs up,
+// and a slow guest (TCG on a busy host) reads its serial port slowly.
+func (v *testVM) typeLine(t *testing.T, line string, wait time.Duration, done func() bool) {
 	t.Helper()
 	sock := filepath.Join(v.c.stateDir, "vms", strings.TrimPrefix(v.ctrID, "vm--"), "console.sock")
 	var conn net.Conn
@@ -157,27 +171,59 @@ func (v *testVM) typeLine(t *testing.T, line string) {
 		return err
 	})
 	defer conn.Close()
+	if _, err := conn.Write([]byte{3}); err != nil { // ^C: the tty flushes its input on it,
+		t.Fatalf("type into the console: %v", err)
+	}
+	time.Sleep(500 * time.Millisecond) // so the line goes after it
 	if _, err := conn.Write([]byte(line + "\n")); err != nil {
 		t.Fatalf("type into the console: %v", err)
 	}
-	time.Sleep(200 * time.Millisecond) // let qemu take it before we hang up
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) && !done() {
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // guestRun runs a shell command in the guest and returns "<exit status>:"
-// followed by $CRIMUX_OUT (see guestOutput). The result line is built so
-// that the echo of the typed line never matches it.
+// followed by $O (see guestOutput). The result line is built so that the
+// echo of the typed line never matches it. A line typed while the shell
+// is not reading (it starts just after the boot markers) is lost, so an
+// unanswered line is typed again (commands must be idempotent).
 func (v *testVM) guestRun(t *testing.T, cmd string) string {
 	t.Helper()
-	tag := "R" + randomToken()
-	from := v.consoleSize()
-	v.typeLine(t, fmt.Sprintf(`CRIMUX_OUT=; %s; echo "CRIMUX-RESULT-""%s:$?:${CRIMUX_OUT}"`, cmd, tag))
-	return v.waitConsole(t, from, 20*time.Second, regexp.MustCompile(`(?m)^CRIMUX-RESULT-`+tag+`:(\d+:[^\r\n]*)`))
+	for attempt := 1; ; attempt++ {
+		tag := randomToken()
+		from := v.consoleSize()
+		re := regexp.MustCompile(`(?m)^CRIMUX-R-` + tag + `:(\d+:[^\r\n]*)`)
+		var got string
+		wait := 30 * time.Second
+		if attempt == 1 {
+			wait = 8 * time.Second // lost lines are common only right after a boot
+		}
+		v.typeLine(t, fmt.Sprintf(`O=; %s; echo "CRIMUX-R""-%s:$?:$O"`, cmd, tag), wait, func() bool {
+			if log := v.consoleLog(); from <= len(log) {
+				if m := re.FindStringSubmatch(log[from:]); m != nil {
+					got = m[1]
+					return true
+				}
+			}
+			return false
+		})
+		if got != "" {
+			return got
+		}
+		if attempt == 3 {
+			log := v.consoleLog()
+			t.Fatalf("guest did not answer %q, typed 3 times; console ends with %q", cmd, log[max(0, len(log)-500):])
+		}
+		t.Logf("guest did not answer %q (attempt %d); typing it again", cmd, attempt)
+	}
 }
 
 // guestOutput runs cmd in the guest and returns its first output line.
 func (v *testVM) guestOutput(t *testing.T, cmd string) string {
 	t.Helper()
-	out := v.guestRun(t, fmt.Sprintf(`CRIMUX_OUT="$(%s)"`, cmd))
+	out := v.guestRun(t, fmt.Sprintf(`O="$(%s)"`, cmd))
 	status, value, _ := strings.Cut(out, ":")
 	if status != "0" {
 		t.Fatalf("guest command %q failed with status %s", cmd, status)
@@ -284,4 +330,77 @@ func randomToken() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// The VM API tests run their VMs through a qemu wrapper of their own,
+// built to ask a placement socket of their own, so they can run while
+// another crimux (another e2e test, the bench) serves the default
+// placement socket: the wrapper's socket is fixed at build time (libvirt
+// clears qemu's environment), and the last crimux to start owns a socket.
+const (
+	vmapiWrapper   = "/usr/local/lib/crimux/crimux-qemu-wrapper-vmapi"
+	vmapiPlacement = "/run/crimux-testbed/vmapi/placement.sock"
+)
+
+var (
+	vmapiWrapperOnce sync.Once
+	vmapiWrapperErr  error
+)
+
+// installVMAPIWrapper builds the tests' wrapper and installs it when it
+// changed (or qemu is newer: libvirt caches qemu's capabilities by the
+// emulator's ctime).
+func installVMAPIWrapper(t *testing.T) {
+	t.Helper()
+	vmapiWrapperOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "crimux-vmapi-wrapper")
+		if err != nil {
+			vmapiWrapperErr = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		built := filepath.Join(dir, "wrapper")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.placementSocket="+vmapiPlacement,
+			"-o", built, "github.com/crimux/crimux/cmd/crimux-qemu-wrapper")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			vmapiWrapperErr = fmt.Errorf("build the VM API tests' qemu wrapper: %v\n%s", err, out)
+			return
+		}
+		data, err := os.ReadFile(built)
+		if err != nil {
+			vmapiWrapperErr = err
+			return
+		}
+		old, oerr := os.ReadFile(vmapiWrapper)
+		qemu, qerr := os.Stat("/usr/bin/qemu-system-x86_64")
+		inst, ierr := os.Stat(vmapiWrapper)
+		if oerr == nil && bytes.Equal(old, data) && qerr == nil && ierr == nil && !qemu.ModTime().After(inst.ModTime()) {
+			return
+		}
+		tmp := vmapiWrapper + ".new"
+		if err := os.WriteFile(tmp, data, 0o755); err != nil {
+			vmapiWrapperErr = fmt.Errorf("install the VM API tests' qemu wrapper (make bed makes its directory): %w", err)
+			return
+		}
+		if err := os.Chmod(tmp, 0o755); err != nil {
+			vmapiWrapperErr = err
+			return
+		}
+		vmapiWrapperErr = os.Rename(tmp, vmapiWrapper)
+	})
+	if vmapiWrapperErr != nil {
+		t.Fatal(vmapiWrapperErr)
+	}
+}
+
+// startVMAPICrimux starts crimux (TCG) with the VM API tests' wrapper.
+func startVMAPICrimux(t *testing.T) *crimux {
+	t.Helper()
+	installVMAPIWrapper(t)
+	if err := os.MkdirAll(filepath.Dir(vmapiPlacement), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeJSON(t, "crimux.toml", fmt.Sprintf("[libvirt]\nemulator = %q\nplacement_socket = %q\n", vmapiWrapper, vmapiPlacement))
+	return startCrimux(t, bed.containerd, "--vm-accel", "tcg", "--config", cfg)
 }

@@ -3,7 +3,17 @@ package libvirt
 import (
 	golibvirt "github.com/digitalocean/go-libvirt"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/metrics"
 )
+
+// countGC adds what a collector pass removed to crimux_gc_removals_total
+// (the runtime's onGC).
+func countGC(rep GCReport) {
+	metrics.GCRemovals.WithLabelValues("domain").Add(float64(rep.Domains))
+	metrics.GCRemovals.WithLabelValues("dir").Add(float64(rep.Dirs))
+	metrics.GCRemovals.WithLabelValues("record").Add(float64(rep.Records))
+}
 
 // PowerStateCounts counts this runtime's VMs by power state for metrics
 // (crimux_vms): a VM container that is CONTAINER_RUNNING counts by its
