@@ -293,6 +293,9 @@ func startKubelet(t *testing.T, bin, endpoint string) *kubeletRun {
 	k.cmd = exec.Command("nice", "-n", "10", bin, "--config", filepath.Join(dir, "kubelet.yaml"),
 		"--root-dir", filepath.Join(dir, "root"), "--cert-dir", filepath.Join(dir, "pki"),
 		"--hostname-override", kubeletNode, "--v=2")
+	// Run kubelet in its own directory: it removes entries of its working
+	// directory (seen: every file of test/e2e vanished while it ran there).
+	k.cmd.Dir = dir
 	k.cmd.Stdout, k.cmd.Stderr = logFile, logFile
 	if err := k.cmd.Start(); err != nil {
 		t.Fatalf("start kubelet: %v", err)
