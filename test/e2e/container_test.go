@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 const (
@@ -89,8 +91,10 @@ func TestContainerLifecycleThroughCrimux(t *testing.T) {
 		if out := c.crictl("exec", ctrID, "sh", "-c", "echo exec-$((6*7))"); out != "exec-42" {
 			t.Fatalf("exec printed %q, want exec-42", out)
 		}
-		if out := c.crictl("exec", "--sync", ctrID, "cat", "/proc/1/cmdline"); !strings.Contains(out, "sleep") {
-			t.Fatalf("exec --sync: pid 1 is %q, want sleep", out)
+		// The pod shares one PID namespace (CRI's default), so look for the
+		// container's sleep among all processes, not at pid 1 (the pause).
+		if out := c.crictl("exec", "--sync", ctrID, "sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"); !strings.Contains(out, "sleep 3600") {
+			t.Fatalf("exec --sync: the container's processes are %q, want sleep 3600 among them", out)
 		}
 	})
 	t.Run("stats", func(t *testing.T) {
@@ -124,9 +128,15 @@ func TestContainerLifecycleThroughCrimux(t *testing.T) {
 		if out := c.crictl("pods", "-q"); strings.Contains(out, podID) {
 			t.Fatalf("removed pod still listed:\n%s", out)
 		}
-		// Idempotent, as kubelet and critest expect.
-		c.crictl("rm", ctrID)
-		c.crictl("rmp", podID)
+		// Idempotent, as kubelet and critest expect (through the CRI API:
+		// crictl itself looks the ID up first and gives up).
+		rs, _ := c.client()
+		if _, err := rs.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: ctrID}); err != nil {
+			t.Fatalf("second RemoveContainer: %v", err)
+		}
+		if _, err := rs.RemovePodSandbox(ctx(t), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: podID}); err != nil {
+			t.Fatalf("second RemovePodSandbox: %v", err)
+		}
 	})
 }
 
