@@ -158,7 +158,11 @@ func startLibvirtd(t *testing.T) {
 	if exec.Command("pidof", "libvirtd").Run() == nil {
 		return
 	}
-	if out, err := exec.Command("libvirtd", "-d").CombinedOutput(); err != nil {
+	// Through the bed's script, which records the daemon it starts, so
+	// libvirt-down.sh stops it again.
+	up := exec.Command(filepath.Join(repoRoot(), "test/bed/libvirt-up.sh"))
+	up.Env = append(os.Environ(), "TESTBED="+bed.testbed)
+	if out, err := up.CombinedOutput(); err != nil {
 		t.Fatalf("start libvirtd: %v\n%s", err, out)
 	}
 }
