@@ -199,25 +199,26 @@ func (ch *chaos) cycle(i int, isVM bool) {
 		time.Sleep(time.Duration(rand.Intn(500)) * time.Millisecond)
 		ch.noteQemu(ctrID)
 	}
-	ch.retry(name+" stop", func(ctx context.Context) error {
-		_, err := ch.rs.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: ctrID, Timeout: 0})
-		return err
-	})
-	ch.retry(name+" rm", func(ctx context.Context) error {
-		_, err := ch.rs.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: ctrID})
-		return err
-	})
-	ch.retry(name+" stopp", func(ctx context.Context) error {
-		_, err := ch.rs.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: podID})
-		return err
-	})
-	ch.retry(name+" rmp", func(ctx context.Context) error {
+	// Down, as kubelet's KillPod: stop and remove the container, stop and
+	// remove the pod, all retried together (a call cut short by a kill may
+	// still finish inside containerd after a later one, so the pod stop is
+	// repeated until the removal succeeds).
+	ch.retry(name+" down", func(ctx context.Context) error {
+		if _, err := ch.rs.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: ctrID, Timeout: 0}); err != nil {
+			return err
+		}
+		if _, err := ch.rs.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: ctrID}); err != nil {
+			return err
+		}
+		if _, err := ch.rs.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: podID}); err != nil {
+			return err
+		}
 		_, err := ch.rs.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: podID})
 		return err
 	})
 }
 
-// find returns the ID of the live pod named name, if one exists.
+// find returns the ID of the ready pod named name, if one exists.
 func (ch *chaos) find(ctx context.Context, name string) string {
 	// Only a ready pod: one a cut-short call left not ready is replaced by
 	// a new one, as kubelet does, and removed at the end.
