@@ -163,6 +163,13 @@ func (ch *chaos) cycle(i int, isVM bool) {
 	// sync loop does.
 	ch.retry(name+" up", func(ctx context.Context) error {
 		if podID = ch.find(ctx, name); podID == "" {
+			// A new attempt past any not-ready one, as kubelet makes.
+			all, err := ch.rs.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+				LabelSelector: map[string]string{"crimux-chaos": name}}})
+			if err != nil {
+				return err
+			}
+			podCfg.Metadata.Attempt = uint32(len(all.Items))
 			resp, err := ch.rs.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podCfg, RuntimeHandler: handler})
 			if err != nil {
 				return err
