@@ -45,7 +45,10 @@ func TestChaos(t *testing.T) {
 	t.Cleanup(func() { removeCgroupTree(parent) })
 	before := hostCounts(t, c, parent)
 
-	ch := &chaos{t: t, c: c, parent: parent, qemu: map[string]map[int]bool{}}
+	ch := &chaos{t: t, c: c, parent: parent, run: time.Now().Unix() % 100000, qemu: map[string]map[int]bool{}}
+	ch.rs, _ = c.client()
+	ch.removeAll() // a failed earlier run's leftovers
+	before = hostCounts(t, c, parent)
 	rs, _ := c.client()
 	ch.rs = rs
 	// One VM cycle before the chaos: the first VM of an image extracts the
@@ -90,6 +93,7 @@ type chaos struct {
 	c      *crimux
 	rs     runtimeapi.RuntimeServiceClient
 	parent string
+	run    int64
 	mu     sync.Mutex // held while crimux is being restarted
 	qemu   map[string]map[int]bool
 }
@@ -138,7 +142,7 @@ func (ch *chaos) retry(what string, f func(ctx context.Context) error) {
 
 // cycle runs one pod through create, start, stop and remove.
 func (ch *chaos) cycle(i int, isVM bool) {
-	name := fmt.Sprintf("chaos-%d", i)
+	name := fmt.Sprintf("chaos-%d-%d", ch.run, i) // unique per run: no clash with a failed run's leftovers
 	podCfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "crimux-chaos", Uid: name + "-uid"},
 		Labels:       map[string]string{"crimux-chaos": name},
