@@ -248,10 +248,14 @@ func listen(path string) (net.Listener, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("listen: remove stale socket: %w", err)
 	}
-	old := syscall.Umask(0o117)
+	// chmod after listen, not umask around it: the umask is process-wide
+	// and would also apply to files other goroutines create meanwhile.
 	lis, err := net.Listen("unix", path)
-	syscall.Umask(old)
 	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		lis.Close()
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	return lis, nil

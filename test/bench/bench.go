@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -60,43 +58,44 @@ func (b *bench) samplesOf(name string, d, c samples) {
 // setUp checks the bed, starts crimux and pulls the images. On error the
 // returned bench (if any) still needs cleanup.
 func setUp(ctx context.Context, o options) (*bench, error) {
-	var id [4]byte
-	_, _ = rand.Read(id[:])
-	b := &bench{opts: o, runID: hex.EncodeToString(id[:]), started: time.Now(), res: newResults()}
+	b := &bench{opts: o, started: time.Now(), res: newResults()}
 	b.host = gatherHost(o)
 	if err := checkBed(o); err != nil {
 		return nil, err
 	}
+	dir, err := os.MkdirTemp(filepath.Dir(runDirPrefix), filepath.Base(runDirPrefix))
+	if err != nil {
+		return nil, err
+	}
+	b.dir, b.runID = dir, strings.TrimPrefix(dir, runDirPrefix)
+	// qemu runs as libvirt-qemu and must traverse it to the VMs' files.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return b, err
+	}
+	if b.ctd, err = dial("containerd", o.containerd); err != nil {
+		return b, err
+	}
+	if err := sweep(ctx, b.ctd, b.logf); err != nil {
+		b.logf("sweeping earlier runs' leftovers: %v", err)
+	}
 	wrapper := ""
 	if o.wrapper != "" {
 		if err := installWrapper(o.wrapper); err != nil {
-			return nil, err
+			return b, err
 		}
 		// Made here, not by crimux: crimux's placement server can make it
 		// while crimux's listen has the process umask at 0117 (a race seen
 		// here), and qemu's user cannot reach a socket in a 0640 directory.
 		if err := os.MkdirAll(filepath.Dir(benchPlacementSocket), 0o755); err != nil {
-			return nil, err
+			return b, err
 		}
 		if err := os.Chmod(filepath.Dir(benchPlacementSocket), 0o755); err != nil {
-			return nil, err
+			return b, err
 		}
 		wrapper = benchWrapper
 	}
-	dir, err := os.MkdirTemp("/var/lib", "crimux-bench-")
-	if err != nil {
-		return nil, err
-	}
-	b.dir = dir
-	// qemu runs as libvirt-qemu and must traverse it to the VMs' files.
-	if err := os.Chmod(dir, 0o711); err != nil {
-		return b, err
-	}
 	b.socket = filepath.Join("/run/crimux-testbed", "bench-"+b.runID+".sock")
 	if b.crimux, err = newDaemon(o.crimuxBin, dir, b.socket, o.containerd, wrapper); err != nil {
-		return b, err
-	}
-	if b.ctd, err = dial("containerd", o.containerd); err != nil {
 		return b, err
 	}
 	b.logf("run %s: crimux %s, state %s, socket %s", b.runID, o.crimuxBin, dir, b.socket)
@@ -180,7 +179,14 @@ func (b *bench) cleanup() {
 	if b.crimux != nil {
 		b.crimux.stop()
 		_ = os.Remove(filepath.Dir(benchPlacementSocket)) // if no other run uses it
-		warn("leftover domains", removeDomainsOf(instanceOf(b.dir)))
+		if err := removeDomainsOf(instanceOf(b.dir)); err != nil {
+			// libvirtd away (restarted by a test?): give it a minute.
+			warn("leftover domains (waiting for libvirtd)", err)
+			wctx, cancel := context.WithTimeout(ctx, time.Minute)
+			warn("leftover domains (the next run's sweep removes them)",
+				waitUntil(wctx, time.Second, func() error { return removeDomainsOf(instanceOf(b.dir)) }))
+			cancel()
+		}
 		b.keepLog()
 	}
 	warn("cgroups", removeCgroupsOf(b.runID))

@@ -208,7 +208,7 @@ func removeCgroupsOf(runID string) error {
 		_ = os.Remove(root) // fails while another run's cgroups are there
 	}
 	if len(left) > 0 {
-		return fmt.Errorf("cgroups not removed (processes still in them?): %s", strings.Join(left, " "))
+		return fmt.Errorf("%d cgroups not removed, e.g. %s: processes still in them (the next run's sweep retries)", len(left), left[0])
 	}
 	return nil
 }

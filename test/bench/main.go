@@ -43,6 +43,7 @@ type options struct {
 	snapshotRounds, burst, burstMiB, recoveryContainers, recoveryRounds int
 	workers                                                             int
 	burstDirectBefore                                                   time.Duration
+	sweepOnly                                                           bool
 }
 
 func parseFlags() options {
@@ -70,6 +71,7 @@ func parseFlags() options {
 	flag.IntVar(&o.recoveryContainers, "recovery-containers", 50, "container pods kept running for the recovery and RSS figures")
 	flag.IntVar(&o.recoveryRounds, "recovery-rounds", 3, "SIGKILL+restart rounds")
 	flag.IntVar(&o.workers, "workers", 6, "parallel CRI calls when making or removing many pods")
+	flag.BoolVar(&o.sweepOnly, "sweep", false, "only remove what earlier runs left behind (every run does this first), then exit")
 	flag.Parse()
 	return o
 }
@@ -117,6 +119,9 @@ func run(o options) int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
 	}
+	if o.sweepOnly {
+		return sweepOnly(ctx, o)
+	}
 	b, err := setUp(ctx, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -149,6 +154,21 @@ func run(o options) int {
 	b.cleanup()
 	b.finish()
 	b.res.print(os.Stdout)
+	return 0
+}
+
+func sweepOnly(ctx context.Context, o options) int {
+	ctd, err := dial("containerd", o.containerd)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	defer ctd.close()
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
+	if err := sweep(ctx, ctd, logf); err != nil {
+		logf("sweep: %v", err)
+		return 1
+	}
 	return 0
 }
 

@@ -230,8 +230,12 @@ func (b *bench) phaseBurst(ctx context.Context) error {
 	}
 	b.samplesOf("VMBurst", direct, ok)
 	if len(b.burstVMs) > 0 {
-		b.res.set("vm_burst_50_p50_s", ok.quantile(0.5).Seconds(), ok.summary(0.5, 0.95, 1), direct.summary(0.5, 0.95, 1))
-		b.res.set("vm_burst_50_p95_s", ok.quantile(0.95).Seconds(), ok.summary(0.5, 0.95, 1), direct.summary(0.5, 0.95, 1))
+		directSummary := ""
+		if len(direct) > 0 {
+			directSummary = direct.summary(0.5, 0.95, 1)
+		}
+		b.res.set("vm_burst_50_p50_s", ok.quantile(0.5).Seconds(), ok.summary(0.5, 0.95, 1), directSummary)
+		b.res.set("vm_burst_50_p95_s", ok.quantile(0.95).Seconds(), ok.summary(0.5, 0.95, 1), directSummary)
 	}
 	if len(b.burstVMs) < n {
 		for _, name := range []string{"vm_burst_50_p50_s", "vm_burst_50_p95_s"} {
