@@ -64,7 +64,7 @@ host-tools:
 run: build
 	./hack/run.sh
 
-test: vet fmt-check unit e2e chaos e2e-kubelet critest
+test: vet fmt-check unit e2e e2e-kubelet critest
 
 vet:
 	$(GO) vet ./...
