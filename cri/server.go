@@ -14,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/internal/idcodec"
 	"github.com/crimux/crimux/registry"
 )
 
@@ -58,7 +59,7 @@ func (s *Server) Registry() *registry.Registry { return s.reg.Load() }
 
 // route returns the runtime owning id after checking that id is well formed.
 func (s *Server) route(field, id string) (*registry.Runtime, error) {
-	if err := validateID(field, id); err != nil {
+	if err := idcodec.Validate(field, id); err != nil {
 		return nil, err
 	}
 	return s.reg.Load().ForID(id), nil

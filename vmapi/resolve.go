@@ -21,9 +21,6 @@ import (
 // namespace and name. An ID or pod of another runtime is a container pod:
 // FailedPrecondition, saying so, rather than NotFound.
 
-// maxIDLen bounds IDs as the CRI server does.
-const maxIDLen = 253
-
 // ids shows a runtime's IDs as clients see them.
 type ids struct{ prefix string }
 
@@ -81,7 +78,7 @@ func (s *Server) resolve(ctx context.Context, ref *vmv1.VMRef) (target, error) {
 }
 
 func (s *Server) resolveID(ctx context.Context, id string) (target, error) {
-	if err := validateID(id); err != nil {
+	if err := idcodec.Validate("vm.id", id); err != nil {
 		return target{}, err
 	}
 	ref := strconv.Quote(id)
@@ -201,27 +198,4 @@ func (s *Server) containerPodNamed(ctx context.Context, namespace, name string) 
 		}
 	}
 	return nil, nil
-}
-
-// validateID refuses what no runtime mints, as the CRI server does.
-func validateID(id string) error {
-	const field = "vm.id"
-	if id == "" {
-		return errdefs.Invalid(field, "must not be empty")
-	}
-	if len(id) > maxIDLen {
-		return errdefs.Invalid(field, "is %d bytes long, more than %d", len(id), maxIDLen)
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.':
-		default:
-			return errdefs.Invalid(field, "%q has a character not allowed in an ID (%q at %d)", id, c, i)
-		}
-	}
-	if id == "." || id == ".." {
-		return errdefs.Invalid(field, "%q is not an ID", id)
-	}
-	return nil
 }
