@@ -14,6 +14,9 @@ BIN       := $(CURDIR)/bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X github.com/crimux/crimux/internal/version.Version=$(VERSION)
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v /test/)
+# Packages whose tests include integration tests against the test bed
+# (internal/testbed): they skip under `make unit` and run under `make e2e`.
+INTEG_PKGS = ./runtimes/libvirt/cgroup/ ./runtimes/libvirt/vmimage/
 # make install: binaries in $(PREFIX)/bin, the qemu wrapper in
 # $(PREFIX)/lib/crimux, the unit, the RuntimeClass manifest, and a default
 # config unless one exists.
@@ -86,6 +89,7 @@ bed-down:
 	TESTBED=$(TESTBED) ./test/bed/down.sh
 
 e2e: build bed host-tools
+	$(E2E_ENV) $(GO) test -race -count=1 -timeout 10m $(INTEG_PKGS)
 	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 20m ./test/e2e/
 
 # e2e-vm: the VM runtime's e2e tests alone (real libvirtd + qemu, TCG).

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/crimux/crimux/internal/testbed"
 )
 
 // The integration test runs a real TCG domain through libvirtd with the
@@ -32,26 +34,22 @@ const (
 
 func skipWithoutLibvirt(t *testing.T) {
 	t.Helper()
+	testbed.Require(t)
 	if os.Getuid() != 0 {
-		t.Skip("needs root")
+		t.Fatal("test bed: needs root")
 	}
-	if testing.Short() {
-		t.Skip("starts VMs")
-	}
-	if _, err := os.Stat(installedWrapper); err != nil {
-		t.Skipf("no %s (test/bed/libvirt-up.sh installs it)", installedWrapper)
-	}
-	if _, err := exec.LookPath("virsh"); err != nil {
-		t.Skip("no virsh")
-	}
+	_, err := os.Stat(installedWrapper)
+	testbed.Need(t, err, "%s (test/bed/libvirt-up.sh installs it)", installedWrapper)
+	_, err = exec.LookPath("virsh")
+	testbed.Need(t, err, "virsh")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := exec.CommandContext(ctx, "virsh", "-c", libvirtURI, "version").Run(); err != nil {
-		t.Skipf("libvirtd does not answer at %s (test/bed/libvirt-up.sh starts it): %v", libvirtURI, err)
-	}
+	err = exec.CommandContext(ctx, "virsh", "-c", libvirtURI, "version").Run()
+	testbed.Need(t, err, "libvirtd at %s (test/bed/libvirt-up.sh starts it)", libvirtURI)
 	conf, err := os.ReadFile("/etc/libvirt/qemu.conf")
-	if err != nil || !strings.Contains(string(conf), "\ncgroup_controllers = [ ]") {
-		t.Skip("libvirt manages qemu's cgroups: set cgroup_controllers = [ ] in /etc/libvirt/qemu.conf (test/bed/libvirt-up.sh)")
+	testbed.Need(t, err, "libvirt's qemu.conf")
+	if !strings.Contains(string(conf), "\ncgroup_controllers = [ ]") {
+		t.Fatal("test bed: libvirt manages qemu's cgroups: set cgroup_controllers = [ ] in /etc/libvirt/qemu.conf (test/bed/libvirt-up.sh)")
 	}
 }
 
@@ -86,13 +84,12 @@ func cloudKernel(t *testing.T) (kernel, initrd string) {
 	t.Helper()
 	kernels, _ := filepath.Glob("/boot/vmlinuz-*-cloud-amd64")
 	if len(kernels) == 0 {
-		t.Skip("no /boot/vmlinuz-*-cloud-amd64 (linux-image-cloud-amd64)")
+		t.Fatal("test bed: no /boot/vmlinuz-*-cloud-amd64 (test/bed/install.sh installs linux-image-cloud-amd64)")
 	}
 	kernel = kernels[len(kernels)-1]
 	initrd = strings.Replace(kernel, "vmlinuz-", "initrd.img-", 1)
-	if _, err := os.Stat(initrd); err != nil {
-		t.Skipf("no %s", initrd)
-	}
+	_, err := os.Stat(initrd)
+	testbed.Need(t, err, "%s", initrd)
 	return kernel, initrd
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
+
+	"github.com/crimux/crimux/internal/testbed"
 )
 
 // testbedSocket is the test bed's containerd (test/bed/up.sh).
@@ -20,13 +22,9 @@ const testbedSocket = "/run/crimux-testbed/containerd/containerd.sock"
 // containerd (namespace k8s.io, as CRI pulls) and reads it back through
 // the real content store.
 func TestPrepareContainerd(t *testing.T) {
-	if _, err := os.Stat(testbedSocket); err != nil {
-		t.Skipf("no test bed containerd: %v", err)
-	}
+	testbed.Require(t)
 	c, err := client.New(testbedSocket, client.WithTimeout(5*time.Second))
-	if err != nil {
-		t.Skipf("test bed containerd does not answer: %v", err)
-	}
+	testbed.Need(t, err, "containerd at %s (test/bed/up.sh starts it)", testbedSocket)
 	t.Cleanup(func() { c.Close() }) // after the image's deletion below
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

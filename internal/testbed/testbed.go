@@ -1,0 +1,34 @@
+// Package testbed gates the integration tests that live beside unit tests
+// (they need the test bed's containerd or libvirtd, test/bed).
+//
+// `make unit` runs without CRIMUX_E2E and these tests skip, saying which
+// target runs them; `make e2e` sets CRIMUX_E2E=1 after starting the bed,
+// and then a missing prerequisite fails the test instead of skipping it,
+// so an integration test never passes by not running.
+package testbed
+
+import (
+	"fmt"
+	"os"
+	"testing"
+)
+
+// Enabled reports whether the test bed is up and integration tests must run.
+func Enabled() bool { return os.Getenv("CRIMUX_E2E") == "1" }
+
+// Require skips t unless the bed is up (CRIMUX_E2E=1).
+func Require(t testing.TB) {
+	t.Helper()
+	if !Enabled() {
+		t.Skip("integration test: needs the test bed, run by `make e2e` (CRIMUX_E2E=1)")
+	}
+}
+
+// Need fails t with the reason when a prerequisite of the bed is missing.
+// Call it after Require.
+func Need(t testing.TB, err error, what string, args ...any) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("test bed: %s: %v", fmt.Sprintf(what, args...), err)
+	}
+}
