@@ -8,10 +8,17 @@
 // starts (start, snapshot revert, managed-save restore). Anything else
 // (libvirt's capability probes, foreign domains) execs qemu at once.
 //
-// It never runs a crimux VM's qemu outside the pod: when placement fails
-// or crimux does not answer within the wait, it exits non-zero with the
-// reason on stderr, which libvirt copies into the domain log and into the
-// error of the start call.
+// The Placer's answer may hand qemu open files with arguments naming them
+// (crimux's tap devices, opened in the pod's network namespace, which
+// neither libvirt nor qemu can enter, with the -netdev … ,fd=N using
+// them): the wrapper keeps those files open across exec and appends the
+// arguments, their placeholders replaced by the files' numbers, to
+// libvirt's.
+//
+// It never runs a crimux VM's qemu outside the pod, or without what the
+// Placer hands it: when placement fails or crimux does not answer within
+// the wait, it exits non-zero with the reason on stderr, which libvirt
+// copies into the domain log and into the error of the start call.
 //
 // Build-time settings (-ldflags "-X main.name=value"): qemuBinary,
 // placementSocket. At run time CRIMUX_PLACEMENT_SOCKET overrides the socket,
@@ -38,21 +45,35 @@ var (
 )
 
 func main() {
-	args := os.Args[1:]
-	name, ok := placement.GuestName(args)
-	if ok && placement.IsCrimuxDomain(name) {
-		if err := place(name); err != nil {
-			fmt.Fprintf(os.Stderr, "crimux-qemu-wrapper: not starting qemu for domain %s: %v\n", name, err)
-			os.Exit(1)
-		}
+	argv, err := qemuArgv(os.Args[1:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "crimux-qemu-wrapper: %v\n", err)
+		os.Exit(1)
 	}
-	argv := append([]string{qemuBinary}, args...)
-	err := syscall.Exec(qemuBinary, argv, os.Environ())
+	err = syscall.Exec(qemuBinary, argv, os.Environ())
 	fmt.Fprintf(os.Stderr, "crimux-qemu-wrapper: exec %s: %v\n", qemuBinary, err)
 	os.Exit(127)
 }
 
-func place(name string) error {
+// qemuArgv is qemu's argv for args (the wrapper's own, without argv[0]):
+// args as they are, and for a crimux VM, once placed, the arguments the
+// Placer handed over after them.
+func qemuArgv(args []string) ([]string, error) {
+	argv := append([]string{qemuBinary}, args...)
+	name, ok := placement.GuestName(args)
+	if !ok || !placement.IsCrimuxDomain(name) {
+		return argv, nil
+	}
+	extra, err := place(name)
+	if err != nil {
+		return nil, fmt.Errorf("not starting qemu for domain %s: %w", name, err)
+	}
+	return append(argv, extra...), nil
+}
+
+// place asks the Placer to place this process as domain name and returns
+// the arguments its answer hands qemu.
+func place(name string) ([]string, error) {
 	socket := placementSocket
 	if s := os.Getenv(placement.SocketEnv); s != "" {
 		socket = s
@@ -63,8 +84,9 @@ func place(name string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if err := placement.Request(ctx, socket, name); err != nil {
-		return fmt.Errorf("placement into the pod's cgroup via %s: %w", socket, err)
+	extra, err := placement.Request(ctx, socket, name)
+	if err != nil {
+		return nil, fmt.Errorf("placement into the pod's cgroup via %s: %w", socket, err)
 	}
-	return nil
+	return extra, nil
 }

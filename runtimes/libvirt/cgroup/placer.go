@@ -38,6 +38,21 @@ type Placer struct {
 	layout  func() (Layout, error)
 	place   func(l Layout, s Spec, pid int) error
 	placeMu sync.Mutex
+	attach  func(domain string) (Attachment, error)
+}
+
+// Attachment is what the wrapper hands qemu besides its placement: open
+// files and the arguments naming them (placement.FDPlaceholder).
+type Attachment struct {
+	Files []*os.File
+	Args  []string
+}
+
+// close closes the files.
+func (a *Attachment) close() {
+	for _, f := range a.Files {
+		_ = f.Close()
+	}
 }
 
 // PlacerOption configures a Placer.
@@ -56,6 +71,18 @@ func WithPeerUIDs(uids ...uint32) PlacerOption {
 // WithExecutable accepts only callers whose /proc/<pid>/exe is path: the
 // installed wrapper.
 func WithExecutable(path string) PlacerOption { return func(p *Placer) { p.exe = path } }
+
+// WithAttach has the Placer, once it placed a VM's qemu, ask attach for the
+// files and arguments the wrapper hands qemu (a tap device opened in the
+// pod's network namespace, and the -netdev naming it), and send them with
+// its answer. It is asked on every request, retries of a wrapper whose
+// answer was lost included. An error of attach, or an Attachment breaking
+// the protocol's limits, is answered as a refusal: qemu does not start
+// without what it was to get. The Placer closes the files once it answered,
+// whether the answer went out or not; an empty Attachment answers plain ok.
+func WithAttach(attach func(domain string) (Attachment, error)) PlacerOption {
+	return func(p *Placer) { p.attach = attach }
+}
 
 // NewPlacer returns a Placer that will listen on socketPath (made
 // connectable by every user: the caller is checked by its credentials)
@@ -148,25 +175,26 @@ func (p *Placer) handle(conn *net.UnixConn) {
 	_ = conn.SetDeadline(start.Add(requestTimeout))
 	name, pid, err := p.identify(conn)
 	log := p.log.With("domain", name, "pid", pid)
+	var att Attachment
+	defer att.close()
 	if err == nil {
 		// Placement itself may take long (a slow cgroupfs); only its
 		// answer needs to go out.
 		_ = conn.SetDeadline(time.Time{})
-		err = p.serveRequest(name, pid)
+		att, err = p.serveRequest(name, pid)
 	}
+	_ = conn.SetWriteDeadline(time.Now().Add(requestTimeout))
 	if err != nil {
 		log.Warn("qemu placement refused", "err", err)
-		_ = conn.SetWriteDeadline(time.Now().Add(requestTimeout))
 		_, _ = io.WriteString(conn, placement.ErrorAnswer(err.Error()))
 		return
 	}
-	_ = conn.SetWriteDeadline(time.Now().Add(requestTimeout))
-	if _, err := io.WriteString(conn, placement.AnswerOK+"\n"); err != nil {
+	if err := placement.SendAnswer(conn, att.Args, att.Files); err != nil {
 		// The wrapper will retry and find itself placed already.
 		log.Warn("qemu placed but the answer was lost", "err", err)
 		return
 	}
-	log.Info("qemu placed", "took", time.Since(start))
+	log.Info("qemu placed", "took", time.Since(start), "files", len(att.Files))
 }
 
 // identify reads the request and checks it against the caller.
@@ -207,7 +235,32 @@ func (p *Placer) identify(conn *net.UnixConn) (string, int, error) {
 	return name, pid, nil
 }
 
-func (p *Placer) serveRequest(name string, pid int) error {
+// serveRequest places pid as domain name, then gets what to hand it.
+func (p *Placer) serveRequest(name string, pid int) (Attachment, error) {
+	if err := p.placeVM(name, pid); err != nil {
+		return Attachment{}, err
+	}
+	return p.attachment(name)
+}
+
+// attachment asks attach, if set, what to hand qemu of domain name, and
+// checks that it fits in an answer. It closes the files when it fails.
+func (p *Placer) attachment(name string) (Attachment, error) {
+	if p.attach == nil {
+		return Attachment{}, nil
+	}
+	att, err := p.attach(name)
+	if err == nil {
+		_, err = placement.Answer(att.Args, len(att.Files))
+	}
+	if err != nil {
+		att.close()
+		return Attachment{}, fmt.Errorf("files and arguments for qemu of %s: %w", name, err)
+	}
+	return att, nil
+}
+
+func (p *Placer) placeVM(name string, pid int) error {
 	spec, ok := p.lookup(name)
 	if !ok {
 		return fmt.Errorf("no VM of crimux is named %s", name)

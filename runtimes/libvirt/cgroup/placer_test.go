@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +20,8 @@ import (
 )
 
 // The test binary doubles as a fake wrapper: with these variables set it
-// asks the placer to place it and exits.
+// asks the placer to place it, prints the arguments it got, writes "hello"
+// through each file an argument "fd=<n>" names, and exits.
 const (
 	helperSocketEnv = "CRIMUX_TEST_PLACER_SOCKET"
 	helperAskEnv    = "CRIMUX_TEST_PLACER_ASK"
@@ -27,11 +30,21 @@ const (
 func TestMain(m *testing.M) {
 	if sock := os.Getenv(helperSocketEnv); sock != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := placement.Request(ctx, sock, os.Getenv(helperAskEnv))
+		args, err := placement.Request(ctx, sock, os.Getenv(helperAskEnv))
 		cancel()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
+		}
+		fmt.Printf("args: %q\n", args)
+		for _, a := range args {
+			if _, fd, ok := strings.Cut(a, "fd="); ok {
+				n, _ := strconv.Atoi(fd)
+				if _, err := os.NewFile(uintptr(n), "attached").WriteString("hello"); err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					os.Exit(1)
+				}
+			}
 		}
 		os.Exit(0)
 	}
@@ -39,12 +52,14 @@ func TestMain(m *testing.M) {
 }
 
 // runHelper runs the fake wrapper with qemu's -name for domain `is`,
-// asking to be placed as `asks`. It returns its pid and what it printed.
+// asking to be placed as `asks`. It returns its pid and what it printed
+// (stdout and stderr).
 func runHelper(t *testing.T, sock, is, asks string) (int, string, error) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-name", "guest="+is+",debug-threads=on")
 	cmd.Env = append(os.Environ(), helperSocketEnv+"="+sock, helperAskEnv+"="+asks)
 	var out strings.Builder
+	cmd.Stdout = &out
 	cmd.Stderr = &out
 	err := cmd.Start()
 	if err != nil {
@@ -59,13 +74,15 @@ type placed struct {
 	pid  int
 }
 
-func startPlacer(t *testing.T, placeErr error, opts ...PlacerOption) (string, *[]placed) {
+// startPlacer serves a Placer that knows crimux-vm-1 and records its
+// placements instead of making them; placements returns them so far.
+func startPlacer(t *testing.T, placeErr error, opts ...PlacerOption) (sock string, placements func() []placed) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "crimux-pl")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(dir, "placement.sock")
+	sock = filepath.Join(dir, "placement.sock")
 	specs := map[string]Spec{"crimux-vm-1": {Parent: "/kubepods/pod1", Name: "crimux-vm-1"}}
 	opts = append([]PlacerOption{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)
 	p := NewPlacer(sock, func(name string) (Spec, bool) { s, ok := specs[name]; return s, ok }, opts...)
@@ -96,7 +113,11 @@ func startPlacer(t *testing.T, placeErr error, opts ...PlacerOption) (string, *[
 			if fi.Mode().Perm() != 0o666 {
 				t.Errorf("socket mode %v, want 0666", fi.Mode().Perm())
 			}
-			return sock, &calls
+			return sock, func() []placed {
+				mu.Lock()
+				defer mu.Unlock()
+				return slices.Clone(calls)
+			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -130,23 +151,111 @@ func TestPlacer(t *testing.T) {
 			wantErr: "cgroupfs says no"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sock, calls := startPlacer(t, tc.placeErr, tc.opts...)
+			sock, placements := startPlacer(t, tc.placeErr, tc.opts...)
 			pid, out, err := runHelper(t, sock, tc.is, tc.asks)
+			calls := placements()
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("helper: %v: %s", err, out)
 				}
-				if len(*calls) != 1 || (*calls)[0].pid != pid || (*calls)[0].spec.Name != "crimux-vm-1" {
-					t.Errorf("placements %+v, want one of pid %d as crimux-vm-1", *calls, pid)
+				if len(calls) != 1 || calls[0].pid != pid || calls[0].spec.Name != "crimux-vm-1" {
+					t.Errorf("placements %+v, want one of pid %d as crimux-vm-1", calls, pid)
 				}
 				return
 			}
 			if err == nil || !strings.Contains(out, tc.wantErr) {
 				t.Errorf("helper: %v: %q; want a refusal with %q", err, out, tc.wantErr)
 			}
-			if tc.placeErr == nil && len(*calls) != 0 {
-				t.Errorf("placed %+v despite the refusal", *calls)
+			if tc.placeErr == nil && len(calls) != 0 {
+				t.Errorf("placed %+v despite the refusal", calls)
 			}
 		})
+	}
+}
+
+// pipe returns a pipe; the test closes the read end at its end.
+func pipe(t *testing.T) (r, w *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r, w
+}
+
+// readAll reads r to its end, which comes once no copy of the write end
+// is left open, in this process (the Placer's) or the helper.
+func readAll(t *testing.T, r *os.File) string {
+	t.Helper()
+	_ = r.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("read pipe (a write end left open?): %v", err)
+	}
+	return string(b)
+}
+
+func TestPlacerAttach(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		is        string
+		args      []string
+		attachErr error
+		wantOut   string // in the helper's output
+		wantErr   bool
+		wantRead  string // through the pipe
+	}{
+		{name: "file and arguments", is: "crimux-vm-1", args: []string{"-netdev", "tap,id=net0,fd=" + placement.FDPlaceholder(0)},
+			wantOut: `args: ["-netdev" "tap,id=net0,fd=`, wantRead: "hello"},
+		{name: "attach fails", is: "crimux-vm-1", args: []string{"fd={fd0}"}, attachErr: errors.New("no tap in the pod"),
+			wantOut: "files and arguments for qemu of crimux-vm-1: no tap in the pod", wantErr: true},
+		{name: "broken attachment", is: "crimux-vm-1", args: []string{"fd={fd0}\n-S"},
+			wantOut: "holds a newline or NUL", wantErr: true},
+		{name: "file nobody names", is: "crimux-vm-1", args: []string{"-S"},
+			wantOut: "file 0 of the answer is named by no argument", wantErr: true},
+		{name: "placement refused", is: "crimux-vm-2",
+			wantOut: "its -name is guest=crimux-vm-2", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, w := pipe(t)
+			var asked []string
+			var mu sync.Mutex
+			sock, _ := startPlacer(t, nil, WithAttach(func(domain string) (Attachment, error) {
+				mu.Lock()
+				asked = append(asked, domain)
+				mu.Unlock()
+				return Attachment{Files: []*os.File{w}, Args: tc.args}, tc.attachErr
+			}))
+			_, out, err := runHelper(t, sock, tc.is, "crimux-vm-1")
+			if (err != nil) != tc.wantErr || !strings.Contains(out, tc.wantOut) {
+				t.Fatalf("helper: %v: %q; want failure %v with %q", err, out, tc.wantErr, tc.wantOut)
+			}
+			mu.Lock()
+			wasAsked := len(asked) == 1 && asked[0] == "crimux-vm-1"
+			mu.Unlock()
+			if want := tc.is == "crimux-vm-1"; wasAsked != want {
+				t.Fatalf("attach asked for %q, want asked: %v", asked, want)
+			}
+			if !wasAsked {
+				w.Close() // never handed to the Placer
+			}
+			if got := readAll(t, r); got != tc.wantRead {
+				t.Errorf("read %q through the attached file, want %q", got, tc.wantRead)
+			}
+			// The pipe's end came: the Placer closed the file it was handed.
+			if err := w.Close(); !errors.Is(err, os.ErrClosed) {
+				t.Errorf("the Placer left the attached file open (Close: %v)", err)
+			}
+		})
+	}
+}
+
+func TestPlacerEmptyAttachment(t *testing.T) {
+	sock, placements := startPlacer(t, nil, WithAttach(func(string) (Attachment, error) { return Attachment{}, nil }))
+	_, out, err := runHelper(t, sock, "crimux-vm-1", "crimux-vm-1")
+	calls := placements()
+	if err != nil || out != "args: []" || len(calls) != 1 {
+		t.Fatalf("helper: %v: %q; placements %+v; want a plain ok", err, out, calls)
 	}
 }
