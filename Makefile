@@ -16,7 +16,7 @@ LDFLAGS   := -X github.com/crimux/crimux/internal/version.Version=$(VERSION)
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v /test/)
 # Packages whose tests include integration tests against the test bed
 # (internal/testbed): they skip under `make unit` and run under `make e2e`.
-INTEG_PKGS = ./runtimes/libvirt/cgroup/ ./runtimes/libvirt/vmimage/
+INTEG_PKGS = ./runtimes/libvirt/cgroup/ ./runtimes/libvirt/podnet/ ./runtimes/libvirt/vmimage/
 # make install: binaries in $(PREFIX)/bin, the qemu wrapper in
 # $(PREFIX)/lib/crimux, the unit, the RuntimeClass manifest, and a default
 # config unless one exists.
@@ -26,7 +26,7 @@ UNITDIR    ?= $(PREFIX)/lib/systemd/system
 DESTDIR    ?=
 E2E_ENV   := CRIMUX_E2E=1 CRIMUX_BIN=$(BIN)/crimux CRIMUX_CTL=$(BIN)/crimuxctl CRIMUX_TESTBED=$(TESTBED)
 
-.PHONY: all build install host-tools e2e-kubelet run test vet fmt-check unit bed bed-down e2e e2e-vm e2e-vm-api chaos critest proto clean
+.PHONY: all build install host-tools e2e-kubelet run test vet fmt-check unit bed bed-down e2e e2e-vm e2e-vm-net e2e-vm-api chaos critest proto clean
 
 all: build
 
@@ -95,6 +95,11 @@ e2e: build bed host-tools
 # e2e-vm: the VM runtime's e2e tests alone (real libvirtd + qemu, TCG).
 e2e-vm: build bed
 	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMPodLifecycle|TestVMBadInput|TestContainerAndVMSideBySide)$$' ./test/e2e/
+
+# e2e-vm-net: VM pod networking alone (CNI, DHCP in the guest, container
+# <-> VM, 20 create/delete cycles without leaks), against the bed's network.
+e2e-vm-net: build bed
+	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMNetwork|TestVMAndContainerReachEachOther|TestVMNetworkCycles)$$' ./test/e2e/
 
 # chaos: 200 cycles of mixed container and VM pods while crimux is
 # SIGKILLed at random and restarted; prints the leak counts from the host.

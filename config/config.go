@@ -24,6 +24,12 @@ const (
 	TypeVM        = "vm"
 )
 
+// VM pod networks ([libvirt].network).
+const (
+	NetworkCNI  = "cni"
+	NetworkNone = "none"
+)
+
 // KnownTypes lists the workload types this build can run.
 var KnownTypes = []string{TypeContainer, TypeVM}
 
@@ -65,6 +71,14 @@ type Libvirt struct {
 	// StreamingAddr is where the VM console (Attach) streaming server
 	// listens; port 0 picks a free port.
 	StreamingAddr string `toml:"streaming_addr"`
+	// Network is how VM pods get a pod network: "cni" (the node's CNI
+	// config and plugins, as containerd uses them) or "none".
+	Network string `toml:"network"`
+	// CNIConfDir and CNIBinDirs: the same as containerd's CNI settings.
+	CNIConfDir string   `toml:"cni_conf_dir"`
+	CNIBinDirs []string `toml:"cni_bin_dirs"`
+	// NetnsDir is where VM pods' network namespaces are mounted.
+	NetnsDir string `toml:"netns_dir"`
 }
 
 // Runtime is one entry of the runtime registry.
@@ -110,6 +124,10 @@ func Default() Config {
 			PlacementSocket:   "/run/crimux/placement.sock",
 			MemoryOverheadMiB: 256,
 			StreamingAddr:     "127.0.0.1:0",
+			Network:           NetworkCNI,
+			CNIConfDir:        "/etc/cni/net.d",
+			CNIBinDirs:        []string{"/opt/cni/bin", "/usr/lib/cni"},
+			NetnsDir:          "/run/crimux/netns",
 		},
 		Runtimes: []Runtime{
 			{Name: "containerd", Type: TypeContainer, Handlers: []string{"runc"}, Primary: true},
@@ -175,6 +193,15 @@ func (c Config) Validate() error {
 	case "auto", "kvm", "tcg":
 	default:
 		errs = append(errs, fmt.Errorf("libvirt.accel: %q is not one of auto, kvm, tcg", c.Libvirt.Accel))
+	}
+	switch c.Libvirt.Network {
+	case NetworkCNI:
+		if !strings.HasPrefix(c.Libvirt.CNIConfDir, "/") || !strings.HasPrefix(c.Libvirt.NetnsDir, "/") || len(c.Libvirt.CNIBinDirs) == 0 {
+			errs = append(errs, fmt.Errorf("libvirt.cni_conf_dir, libvirt.cni_bin_dirs and libvirt.netns_dir: must be absolute paths, at least one bin dir"))
+		}
+	case NetworkNone:
+	default:
+		errs = append(errs, fmt.Errorf("libvirt.network: %q is not one of %s, %s", c.Libvirt.Network, NetworkCNI, NetworkNone))
 	}
 	if !strings.HasPrefix(c.Libvirt.Emulator, "/") || !strings.HasPrefix(c.Libvirt.PlacementSocket, "/") {
 		errs = append(errs, fmt.Errorf("libvirt.emulator and libvirt.placement_socket: must be absolute paths"))

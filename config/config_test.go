@@ -179,6 +179,8 @@ func TestValidate(t *testing.T) {
 		{name: "metrics address", edit: func(c *Config) { c.MetricsAddress = "127.0.0.1:9117" }},
 		{name: "bad metrics address", edit: func(c *Config) { c.MetricsAddress = "9117" }, wantErr: []string{"metrics_address", `"9117"`}},
 		{name: "accel", edit: func(c *Config) { c.Libvirt.Accel = "hvf" }, wantErr: []string{"libvirt.accel", `"hvf"`}},
+		{name: "network", edit: func(c *Config) { c.Libvirt.Network = "slirp" }, wantErr: []string{"libvirt.network", `"slirp"`}},
+		{name: "cni dirs", edit: func(c *Config) { c.Libvirt.CNIConfDir = "net.d" }, wantErr: []string{"libvirt.cni_conf_dir"}},
 		{name: "zero call timeout", edit: func(c *Config) { c.Containerd.CallTimeout = Duration{} }, wantErr: []string{"containerd.call_timeout"}},
 		{
 			name: "every error is reported, not only the first",

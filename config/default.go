@@ -5,7 +5,8 @@ package config
 // to exactly Default().
 const DefaultTOML = `# crimux configuration (/etc/crimux/config.toml).
 # Flags --listen, --state-dir, --containerd-endpoint, --libvirt-uri,
-# --vm-accel, --log-level and --metrics-address override the matching keys.
+# --vm-accel, --cni-conf-dir, --log-level and --metrics-address override the
+# matching keys.
 # SIGHUP (systemctl reload crimux) re-reads this file: runtimes can be added
 # and removed live; listen, state_dir and metrics_address need a restart.
 
@@ -45,6 +46,14 @@ placement_socket = "/run/crimux/placement.sock"
 memory_overhead_mib = 256
 # The VM console (Attach) streaming server; port 0 picks a free port.
 streaming_addr = "127.0.0.1:0"
+# VM pods' network: "cni" gives each VM pod a pod IP from the node's CNI
+# config (the same conf dir and plugins as containerd's), owned by the
+# guest (DHCP); "none" runs VM pods without a network.
+network = "cni"
+cni_conf_dir = "/etc/cni/net.d"
+cni_bin_dirs = ["/opt/cni/bin", "/usr/lib/cni"]
+# Where VM pods' network namespaces are mounted.
+netns_dir = "/run/crimux/netns"
 
 # The runtime registry. Each runtime serves a workload type (container, vm)
 # and the RuntimeClass handlers listed. A new pod goes to the runtime of its

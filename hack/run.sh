@@ -9,14 +9,17 @@ TESTBED=${TESTBED:-/opt/crimux-testbed}
 export TESTBED
 SYSTEM=/run/containerd/containerd.sock
 endpoint=unix://$SYSTEM
+extra=()
 crictl=$(command -v crictl || echo "$TESTBED/bin/crictl")
 if ! { [ -S "$SYSTEM" ] && [ -x "$crictl" ] && "$crictl" --runtime-endpoint "$endpoint" --timeout 3s version >/dev/null 2>&1; }; then
 	echo "run: no containerd answers at $SYSTEM; starting the test bed's containerd"
 	"$ROOT/test/bed/install.sh"
 	"$ROOT/test/bed/up.sh"
 	endpoint=unix:///run/crimux-testbed/containerd/containerd.sock
+	# VM pods join the test bed's pod network (the same CNI config).
+	extra=(--cni-conf-dir /etc/crimux-testbed/cni/net.d)
 fi
 [ -x "$ROOT/bin/crimux" ] || (cd "$ROOT" && go build -o bin/crimux ./cmd/crimux)
 echo "run: crimux on /run/crimux/crimux.sock in front of $endpoint"
 echo "run: try: $crictl --runtime-endpoint unix:///run/crimux/crimux.sock info"
-exec "$ROOT/bin/crimux" --containerd-endpoint "$endpoint" "$@"
+exec "$ROOT/bin/crimux" --containerd-endpoint "$endpoint" "${extra[@]}" "$@"

@@ -46,7 +46,7 @@ func configCmd(args []string) int {
 
 // flags are the settings people change most; each overrides its config key.
 type flags struct {
-	configPath, listen, stateDir, containerd, libvirtURI, vmAccel, logLevel, metricsAddress string
+	configPath, listen, stateDir, containerd, libvirtURI, vmAccel, cniConfDir, logLevel, metricsAddress string
 }
 
 func parseFlags(args []string) (flags, *flag.FlagSet, error) {
@@ -58,6 +58,7 @@ func parseFlags(args []string) (flags, *flag.FlagSet, error) {
 	fs.StringVar(&f.containerd, "containerd-endpoint", "", "containerd CRI endpoint (default unix:///run/containerd/containerd.sock)")
 	fs.StringVar(&f.libvirtURI, "libvirt-uri", "", "libvirtd URI of the VM runtime (default qemu:///system)")
 	fs.StringVar(&f.vmAccel, "vm-accel", "", "VM accelerator: auto, kvm or tcg (default auto)")
+	fs.StringVar(&f.cniConfDir, "cni-conf-dir", "", "CNI network config dir for VM pods, as containerd's (default /etc/cni/net.d)")
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
 	fs.StringVar(&f.metricsAddress, "metrics-address", "", "serve Prometheus metrics over HTTP on host:port, e.g. 127.0.0.1:9117 (default: off)")
 	fs.Usage = func() {
@@ -82,6 +83,7 @@ func loadConfig(f flags, fs *flag.FlagSet) (config.Config, error) {
 	override(&cfg.Containerd.Endpoint, f.containerd)
 	override(&cfg.Libvirt.URI, f.libvirtURI)
 	override(&cfg.Libvirt.Accel, f.vmAccel)
+	override(&cfg.Libvirt.CNIConfDir, f.cniConfDir)
 	override(&cfg.LogLevel, f.logLevel)
 	override(&cfg.MetricsAddress, f.metricsAddress)
 	return cfg, cfg.Validate()

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -38,7 +39,7 @@ func TestLoadConfig(t *testing.T) {
 				want := config.Default()
 				want.LogLevel, want.Libvirt.Accel, want.Listen, want.StateDir = "debug", "tcg", "/tmp/x.sock", "/tmp/state"
 				want.Containerd.Endpoint, want.Libvirt.URI = "unix:///tmp/c.sock", "qemu:///session"
-				if cfg.LogLevel != want.LogLevel || cfg.Libvirt != want.Libvirt || cfg.Listen != want.Listen ||
+				if cfg.LogLevel != want.LogLevel || !reflect.DeepEqual(cfg.Libvirt, want.Libvirt) || cfg.Listen != want.Listen ||
 					cfg.StateDir != want.StateDir || cfg.Containerd != want.Containerd {
 					t.Errorf("cfg = %+v, want %+v", cfg, want)
 				}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -76,7 +77,7 @@ func keepRestartOnly(cur config.Config, next *config.Config) []string {
 	keep("listen", &next.Listen, cur.Listen)
 	keep("state_dir", &next.StateDir, cur.StateDir)
 	keep("metrics_address", &next.MetricsAddress, cur.MetricsAddress)
-	if next.Libvirt != cur.Libvirt && hasType(cur, config.TypeVM) && hasType(*next, config.TypeVM) {
+	if !reflect.DeepEqual(next.Libvirt, cur.Libvirt) && hasType(cur, config.TypeVM) && hasType(*next, config.TypeVM) {
 		ignored = append(ignored, "libvirt (the VM runtime is kept)")
 	}
 	if next.Containerd.CallTimeout != cur.Containerd.CallTimeout && hasType(cur, config.TypeContainer) {

@@ -23,6 +23,7 @@ import (
 	"github.com/crimux/crimux/registry"
 	"github.com/crimux/crimux/runtimes/containerd"
 	"github.com/crimux/crimux/runtimes/libvirt"
+	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 	"github.com/crimux/crimux/vmapi"
 )
 
@@ -106,9 +107,9 @@ func factories(cfg config.Config, log *slog.Logger) map[string]registry.Factory 
 		config.TypeVM: libvirt.Factory{
 			Options: libvirt.Options{
 				StateDir: cfg.StateDir, URI: cfg.Libvirt.URI, Accel: cfg.Libvirt.Accel,
-				Emulator: cfg.Libvirt.Emulator, Instance: instanceID(cfg),
+				Emulator:          cfg.Libvirt.Emulator, // Instance: the state dir's identity (internal/identity)
 				MemoryOverheadMiB: cfg.Libvirt.MemoryOverheadMiB, StreamingAddr: cfg.Libvirt.StreamingAddr,
-				PlacementSocket: cfg.Libvirt.PlacementSocket,
+				PlacementSocket: cfg.Libvirt.PlacementSocket, Network: vmNetwork(cfg),
 			},
 			ContainerdEndpoint: cfg.Containerd.Endpoint,
 			Log:                log,
@@ -116,10 +117,15 @@ func factories(cfg config.Config, log *slog.Logger) map[string]registry.Factory 
 	}
 }
 
-// instanceID names this crimux on this node (stamped on its VMs).
-func instanceID(cfg config.Config) string {
-	host, _ := os.Hostname()
-	return host + ":" + cfg.StateDir
+// vmNetwork is the VM pods' CNI setup; nil with network = "none".
+func vmNetwork(cfg config.Config) *podnet.Config {
+	if cfg.Libvirt.Network != config.NetworkCNI {
+		return nil
+	}
+	return &podnet.Config{
+		ConfDir: cfg.Libvirt.CNIConfDir, BinDirs: cfg.Libvirt.CNIBinDirs, NetnsDir: cfg.Libvirt.NetnsDir,
+		CacheDir: filepath.Join(cfg.StateDir, "cni"),
+	}
 }
 
 // services are the gRPC services served on crimux's socket, each

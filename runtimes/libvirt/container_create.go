@@ -26,6 +26,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if err != nil {
 		return nil, err
 	}
+	if sb.Creating || sb.Removing {
+		return nil, fmt.Errorf("pod sandbox %q: %w", sb.ID, errdefs.ErrNotFound)
+	}
 	others, err := r.store.containersOf(sb.ID)
 	if err != nil {
 		return nil, err

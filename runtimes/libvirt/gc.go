@@ -16,7 +16,8 @@ import (
 
 // The collector converges what exists on what the store says should:
 // it finishes teardowns that failed or were cut short (records Removing,
-// or Creating since before the last start), adopts running domains that
+// or Creating since before the last start; pod networks too, see
+// gc_network.go), adopts running domains that
 // carry crimux's identity but have no record (a wiped state dir), deletes
 // stopped ones and VM directories nobody owns, and reports — never
 // touches — domains of another crimux identity. It runs when libvirtd
@@ -36,6 +37,10 @@ type GCReport struct {
 	Adopted                int
 	Foreign                []string // domains of another crimux identity, left alone
 	Pending                int      // teardowns still failing
+	// Networks counts pod networks removed (CNI DEL and namespace);
+	// ForeignNetns names namespaces of another identity, left alone.
+	Networks     int
+	ForeignNetns []string
 }
 
 func (r *Runtime) runCollector(ctx context.Context) {
@@ -52,19 +57,22 @@ func (r *Runtime) runCollector(ctx context.Context) {
 }
 
 // CollectGarbage runs one collector pass. afterStart treats every
-// record still Creating as abandoned.
+// record still Creating as abandoned. Pod networks the store records as
+// going are finished even while libvirtd is away; orphan namespaces only
+// once libvirt said which VMs run (a VM adopted back keeps its network).
 func (r *Runtime) CollectGarbage(ctx context.Context, afterStart bool) GCReport {
 	var rep GCReport
 	l, err := r.conn.get()
-	if err != nil {
-		return rep
+	if err == nil {
+		r.finishTeardowns(&rep, afterStart)
+		r.collectDomains(l, &rep)
+		r.collectDirs(&rep)
 	}
-	r.finishTeardowns(&rep, afterStart)
-	r.collectDomains(l, &rep)
-	r.collectDirs(&rep)
-	if rep.Domains+rep.Dirs+rep.Records+rep.Adopted > 0 || len(rep.Foreign) > 0 || rep.Pending > 0 {
+	r.collectNetworks(&rep, afterStart, err == nil)
+	if rep.Domains+rep.Dirs+rep.Records+rep.Adopted+rep.Networks > 0 || len(rep.Foreign)+len(rep.ForeignNetns) > 0 || rep.Pending > 0 {
 		r.log.Info("garbage collection", "domains_removed", rep.Domains, "dirs_removed", rep.Dirs,
-			"records_removed", rep.Records, "adopted", rep.Adopted, "foreign", rep.Foreign, "pending", rep.Pending)
+			"records_removed", rep.Records, "networks_removed", rep.Networks, "adopted", rep.Adopted,
+			"foreign", rep.Foreign, "foreign_netns", rep.ForeignNetns, "pending", rep.Pending)
 	}
 	if r.onGC != nil {
 		r.onGC(rep)
@@ -138,6 +146,7 @@ func (r *Runtime) adopt(domain string, m vm.Metadata) error {
 			State: runtimeapi.PodSandboxState_SANDBOX_READY, ContainerID: m.ContainerID,
 			Config: &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{
 				Name: m.PodName, Namespace: m.PodNamespace, Uid: m.PodUID}}}
+		r.adoptNetwork(sb)
 		if err := r.store.putSandbox(sb); err != nil {
 			return err
 		}

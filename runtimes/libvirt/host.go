@@ -3,6 +3,7 @@ package libvirt
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/user"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 
 	"github.com/crimux/crimux/runtimes/libvirt/cgroup"
+	"github.com/crimux/crimux/runtimes/libvirt/cgroup/placement"
 	"github.com/crimux/crimux/runtimes/libvirt/vmimage"
 )
 
@@ -73,11 +75,21 @@ func (r *Runtime) servePlacement(ctx context.Context, socket string) {
 	p := cgroup.NewPlacer(socket, func(domain string) (cgroup.Spec, bool) {
 		cg, ok := r.CgroupForDomain(domain)
 		return cgroup.Spec(cg), ok
-	}, cgroup.WithLogger(r.log.With("component", "placement")),
+	}, cgroup.WithAttach(r.attachForDomain), cgroup.WithLogger(r.log.With("component", "placement")),
 		cgroup.WithExecutable(r.opts.Emulator), cgroup.WithPeerUIDs(uids...))
 	go func() {
 		if err := p.Serve(ctx); err != nil && ctx.Err() == nil {
 			r.log.Error("placement server stopped", "socket", socket, "err", err)
 		}
 	}()
+}
+
+// attachForDomain hands a VM's qemu its guest NIC: the pod's tap, opened
+// in the pod's namespace (see runtimes/libvirt/podnet).
+func (r *Runtime) attachForDomain(domain string) (cgroup.Attachment, error) {
+	f, args, err := r.NICForDomain(domain, placement.FDPlaceholder(0))
+	if err != nil || f == nil {
+		return cgroup.Attachment{}, err
+	}
+	return cgroup.Attachment{Files: []*os.File{f}, Args: args}, nil
 }

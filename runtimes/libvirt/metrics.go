@@ -13,6 +13,7 @@ func countGC(rep GCReport) {
 	metrics.GCRemovals.WithLabelValues("domain").Add(float64(rep.Domains))
 	metrics.GCRemovals.WithLabelValues("dir").Add(float64(rep.Dirs))
 	metrics.GCRemovals.WithLabelValues("record").Add(float64(rep.Records))
+	metrics.GCRemovals.WithLabelValues("network").Add(float64(rep.Networks))
 }
 
 // PowerStateCounts counts this runtime's VMs by power state for metrics

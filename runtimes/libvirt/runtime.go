@@ -37,6 +37,7 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/identity"
+	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 )
 
 // Options configure the VM runtime.
@@ -61,6 +62,9 @@ type Options struct {
 	// PlacementSocket is where the qemu wrapper asks to be placed into
 	// its VM's cgroup; "" runs no placement server (tests).
 	PlacementSocket string
+	// Network gives VM pods a pod network through CNI (podnet); nil runs
+	// them without one. Its Instance is set from Instance.
+	Network *podnet.Config
 }
 
 // ImageReader gets a VM image's files out of the image store.
@@ -101,6 +105,8 @@ type Runtime struct {
 	conn    *conn
 	images  ImageReader
 	cgroups Cgroups
+	// net is the pod network; nil: VM pods have none.
+	net     PodNetwork
 	locks   keyedMutex
 	console *consoles
 	events  *eventHub
@@ -137,6 +143,16 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 		opts: opts, accel: resolveAccel(opts.Accel), store: st, images: images, cgroups: cgroups,
 		console: newConsoles(log), events: newEventHub(), log: log.With("runtime", "vm"), onGC: countGC,
 	}
+	if opts.Network != nil {
+		nc := *opts.Network
+		nc.Instance = opts.Instance
+		m, err := podnet.NewManager(nc, r.log.With("component", "podnet"))
+		if err != nil {
+			st.close()
+			return nil, fmt.Errorf("VM pod network: %w", err)
+		}
+		r.net = m
+	}
 	r.conn = &conn{uri: opts.URI, socket: socket, log: r.log, onConnect: r.onConnect}
 	runCtx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
@@ -151,6 +167,7 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 		r.servePlacement(runCtx, opts.PlacementSocket)
 	}
 	r.resumeConsoles()
+	r.resumeNetworks()
 	return r, nil
 }
 
@@ -159,6 +176,9 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 func (r *Runtime) Close() error {
 	r.stop()
 	r.console.stopAll()
+	if r.net != nil {
+		r.net.Close()
+	}
 	for _, c := range r.closers {
 		_ = c()
 	}

@@ -2,6 +2,7 @@ package libvirt
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -11,9 +12,11 @@ import (
 	"github.com/crimux/crimux/internal/errdefs"
 )
 
-// RunPodSandbox records a VM pod. The VM itself is made by CreateContainer:
-// a pod is only its identity, its cgroup parent and its log directory until
-// then. (Pod networking for VMs is not done yet: the pod has no IP.)
+// RunPodSandbox makes a VM pod: its record and its pod network (a network
+// namespace, CNI ADD, the guest's side; see runtimes/libvirt/podnet). The
+// VM itself is made by CreateContainer. The record comes first, marked
+// Creating (intent): whatever a failure or a crash leaves half made is
+// torn down, here or by the collector.
 func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
 	// New VM work fails fast while libvirtd is away (running VMs and their
 	// records are untouched, and still listed).
@@ -26,17 +29,53 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	}
 	if cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE {
 		return nil, errdefs.Invalid("config.linux.security_context.namespace_options.network",
-			"host networking is not supported for VM pods")
+			"host networking is not supported for VM pods: a VM has its own kernel and cannot share the node's network stack")
 	}
-	rec := &sandboxRecord{
+	sb := &sandboxRecord{
 		ID: newID(), Config: cfg, Handler: req.GetRuntimeHandler(),
-		CreatedAt: time.Now().UnixNano(), State: runtimeapi.PodSandboxState_SANDBOX_READY,
+		CreatedAt: time.Now().UnixNano(), State: runtimeapi.PodSandboxState_SANDBOX_READY, Creating: true,
 	}
-	if err := r.store.putSandbox(rec); err != nil {
+	if err := r.planNetwork(sb); err != nil {
 		return nil, err
 	}
-	r.log.Info("VM pod created", "pod", podName(cfg), "sandbox", rec.ID)
-	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: rec.ID}, nil
+	defer r.locks.lock(sb.ID)()
+	if err := r.store.putSandbox(sb); err != nil {
+		return nil, err
+	}
+	if err := r.setupNetwork(ctx, sb); err != nil {
+		r.abandonSandbox(ctx, sb)
+		return nil, err
+	}
+	sb.Creating = false
+	if err := r.store.putSandbox(sb); err != nil {
+		r.abandonSandbox(ctx, sb)
+		return nil, err
+	}
+	r.log.Info("VM pod created", "pod", podName(cfg), "sandbox", sb.ID, "ip", networkStatus(sb).GetIp())
+	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: sb.ID}, nil
+}
+
+// abandonSandbox undoes a pod RunPodSandbox could not finish; what cannot
+// be undone now stays recorded (Removing) for the collector.
+func (r *Runtime) abandonSandbox(ctx context.Context, sb *sandboxRecord) {
+	if err := r.finishSandboxRemoval(ctx, sb); err != nil {
+		r.log.Warn("failed VM pod not cleaned up yet; the collector will retry", "sandbox", sb.ID, "err", err)
+	}
+}
+
+// finishSandboxRemoval tears down a pod's network and deletes its record;
+// on failure the record stays, marked Removing.
+func (r *Runtime) finishSandboxRemoval(ctx context.Context, sb *sandboxRecord) error {
+	if !sb.Removing {
+		sb.Removing = true
+		if err := r.store.putSandbox(sb); err != nil {
+			return err
+		}
+	}
+	if err := r.teardownNetwork(ctx, sb); err != nil {
+		return err
+	}
+	return r.store.deleteSandbox(sb.ID)
 }
 
 // StopPodSandbox stops the VM (at once: kubelet has already given the
@@ -57,7 +96,16 @@ func (r *Runtime) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 		}
 	}
 	sb.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
-	return &runtimeapi.StopPodSandboxResponse{}, r.store.putSandbox(sb)
+	if err := r.store.putSandbox(sb); err != nil {
+		return nil, err
+	}
+	// As containerd does, the network goes at stop: the IP returns to the
+	// pool. A failed DEL fails the call (kubelet retries) and is retried
+	// by the collector meanwhile.
+	if err := r.teardownNetwork(ctx, sb); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.StopPodSandboxResponse{}, nil
 }
 
 // RemovePodSandbox removes the VM with everything it owns, then the pod.
@@ -76,8 +124,10 @@ func (r *Runtime) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 			return nil, err
 		}
 	}
-	if err := r.store.deleteSandbox(sb.ID); err != nil {
-		return nil, err
+	if err := r.finishSandboxRemoval(ctx, sb); err != nil {
+		// Gone for CRI; the collector retries the rest.
+		r.log.Warn("VM pod removal incomplete; the collector will retry", "sandbox", sb.ID, "err", err)
+		return &runtimeapi.RemovePodSandboxResponse{}, nil
 	}
 	r.log.Info("VM pod removed", "pod", podName(sb.Config), "sandbox", sb.ID)
 	return &runtimeapi.RemovePodSandboxResponse{}, nil
@@ -89,9 +139,12 @@ func (r *Runtime) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandb
 	if err != nil {
 		return nil, err
 	}
+	if sb.Creating || sb.Removing {
+		return nil, fmt.Errorf("pod sandbox %q: %w", sb.ID, errdefs.ErrNotFound)
+	}
 	resp := &runtimeapi.PodSandboxStatusResponse{Status: sandboxStatus(sb)}
 	if req.GetVerbose() {
-		resp.Info = map[string]string{"info": fmt.Sprintf(`{"runtime":"vm","containerId":%q}`, sb.ContainerID)}
+		resp.Info = map[string]string{"info": verboseInfo(sb)}
 	}
 	if sb.ContainerID != "" {
 		if c, err := r.containerStatus(ctx, sb.ContainerID); err == nil {
@@ -112,6 +165,9 @@ func (r *Runtime) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSan
 	f := req.GetFilter()
 	var out []*runtimeapi.PodSandbox
 	for _, sb := range recs {
+		if sb.Creating || sb.Removing {
+			continue
+		}
 		item := &runtimeapi.PodSandbox{
 			Id: sb.ID, Metadata: sb.Config.GetMetadata(), State: sb.State, CreatedAt: sb.CreatedAt,
 			Labels: sb.Config.GetLabels(), Annotations: sb.Config.GetAnnotations(), RuntimeHandler: sb.Handler,
@@ -126,15 +182,25 @@ func (r *Runtime) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSan
 func sandboxStatus(sb *sandboxRecord) *runtimeapi.PodSandboxStatus {
 	return &runtimeapi.PodSandboxStatus{
 		Id: sb.ID, Metadata: sb.Config.GetMetadata(), State: sb.State, CreatedAt: sb.CreatedAt,
-		// No network status at all, not an empty one: kubelet recreates a
-		// sandbox whose network status has no IP (PodSandboxChanged), and
-		// VM pods have no pod network yet.
-		Network: nil,
+		Network: networkStatus(sb),
 		Linux: &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{
 			Options: sb.Config.GetLinux().GetSecurityContext().GetNamespaceOptions(),
 		}},
 		Labels: sb.Config.GetLabels(), Annotations: sb.Config.GetAnnotations(), RuntimeHandler: sb.Handler,
 	}
+}
+
+// verboseInfo is PodSandboxStatus' verbose "info": the VM and its network.
+func verboseInfo(sb *sandboxRecord) string {
+	info := map[string]any{"runtime": "vm", "containerId": sb.ContainerID}
+	if a := sb.Net; a != nil {
+		info["network"] = map[string]any{
+			"netns": a.NetNS, "ip": a.IP, "prefixLen": a.PrefixLen, "gateway": a.Gateway,
+			"guestMAC": a.GuestMAC, "hostVeth": a.HostVeth, "down": sb.NetDown,
+		}
+	}
+	b, _ := json.Marshal(info)
+	return string(b)
 }
 
 func podName(cfg *runtimeapi.PodSandboxConfig) string {

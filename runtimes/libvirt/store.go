@@ -11,6 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 )
 
 // The store is the truth about what kubelet asked for; libvirt is the truth
@@ -31,6 +32,16 @@ type sandboxRecord struct {
 	State     runtimeapi.PodSandboxState   `json:"state"`
 	// ContainerID is the pod's one container (the VM), "" before it exists.
 	ContainerID string `json:"container_id,omitempty"`
+	// Net is the pod's network (podnet), recorded before any of it is
+	// created; NetDown once its teardown (CNI DEL) is confirmed.
+	Net     *podnet.Attachment `json:"net,omitempty"`
+	NetDown bool               `json:"net_down,omitempty"`
+	// Creating until RunPodSandbox has made everything the pod owns;
+	// Removing from the start of its removal until every part is gone.
+	// Either way the pod is invisible to CRI and the collector finishes
+	// (tears down) what a crash or a failure left.
+	Creating bool `json:"creating,omitempty"`
+	Removing bool `json:"removing,omitempty"`
 }
 
 // containerRecord is a VM pod's container: the VM.

@@ -42,6 +42,8 @@ func newDaemon(bin, dir, socket, containerd, wrapper string) (*daemon, error) {
 		args: []string{
 			"--config", confPath, "--listen", socket, "--state-dir", filepath.Join(dir, "state"),
 			"--containerd-endpoint", containerd, "--vm-accel", "tcg",
+			// VM pods join the bed's pod network, as containers do.
+			"--cni-conf-dir", "/etc/crimux-testbed/cni/net.d",
 		},
 	}, nil
 }

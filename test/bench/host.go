@@ -18,6 +18,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/internal/identity"
 )
 
 const (
@@ -113,10 +114,10 @@ func installWrapper(src string) error {
 	return os.Rename(tmp, benchWrapper)
 }
 
-// instanceOf is the identity crimux stamps on its domains (host:state dir).
+// instanceOf is the identity crimux stamps on its domains: the one
+// derived for its state dir (the bench starts from an empty one).
 func instanceOf(dir string) string {
-	host, _ := os.Hostname()
-	return host + ":" + filepath.Join(dir, "state")
+	return identity.Derive(filepath.Join(dir, "state"))
 }
 
 // removeDomainsOf destroys and undefines every domain stamped with

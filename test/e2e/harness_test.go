@@ -25,7 +25,13 @@ import (
 // bed describes the test bed, from the environment with test/bed defaults.
 var bed = struct {
 	testbed, containerd, crimuxBin, runDir string
+	// cniConfDir is the bed's CNI config (containerd's), which VM pods
+	// join too; ipamDir is where its host-local IPAM keeps addresses.
+	cniConfDir, ipamDir, bridge string
 }{
+	cniConfDir: env("CRIMUX_CNI_CONF_DIR", "/etc/crimux-testbed/cni/net.d"),
+	ipamDir:    "/var/lib/crimux-testbed/cni/networks/crimux-testbed",
+	bridge:     "crimuxbr0",
 	testbed:    env("CRIMUX_TESTBED", "/opt/crimux-testbed"),
 	containerd: env("CRIMUX_CONTAINERD_ENDPOINT", "unix:///run/crimux-testbed/containerd/containerd.sock"),
 	crimuxBin:  os.Getenv("CRIMUX_BIN"),
@@ -101,6 +107,7 @@ func startCrimux(t *testing.T, containerdEndpoint string, extraArgs ...string) *
 	args := append([]string{
 		"--config", filepath.Join(dir, "absent.toml"), "--listen", sock,
 		"--state-dir", filepath.Join(dir, "state"), "--containerd-endpoint", containerdEndpoint, "--log-level", "debug",
+		"--cni-conf-dir", bed.cniConfDir,
 	}, extraArgs...)
 	// An explicit --config that does not exist is an error, so write one.
 	if err := os.WriteFile(filepath.Join(dir, "absent.toml"), nil, 0o644); err != nil {

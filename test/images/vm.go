@@ -105,6 +105,40 @@ if [ -b /dev/vda ]; then
 	fi
 fi
 
+# The pod network (crimux gives the guest eth0 and serves it DHCP): once
+# leased, CRIMUX-NET: <ip>/<prefix>, an HTTP responder on :8080, and,
+# when the kernel command line asks with crimux.probe=<ip:port>, an HTTP
+# GET there until one answers: CRIMUX-PROBE-OK: <first line of markup>
+# (or CRIMUX-PROBE-FAIL after 60 tries).
+if [ -e /sys/class/net/eth0 ]; then
+	(
+		ip link set eth0 up
+		if udhcpc -i eth0 -s /etc/udhcpc.script -f -q -n -t 30 -T 1 -A 1 >/tmp/udhcpc.log 2>&1; then
+			echo "CRIMUX-NET: $(cat /run/net-address)"
+			httpd -p 8080 -h /www
+			probe=$(sed -n 's/.*crimux\.probe=\([^ ]*\).*/\1/p' /proc/cmdline)
+			if [ -n "$probe" ]; then
+				i=0
+				while [ $i -lt 60 ]; do
+					# nc, not wget: the static busybox's wget looks the
+					# port up through NSS and crashes.
+					body=$(printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 "${probe%:*}" "${probe##*:}" 2>/dev/null)
+					if [ -n "$body" ]; then
+						echo "CRIMUX-PROBE-OK: $(echo "$body" | grep -m 1 '<')"
+						break
+					fi
+					sleep 1
+					i=$((i + 1))
+				done
+				[ $i -lt 60 ] || echo "CRIMUX-PROBE-FAIL: $probe"
+			fi
+		else
+			echo "CRIMUX-NET-ERROR: no DHCP lease"
+			cat /tmp/udhcpc.log
+		fi
+	) &
+fi
+
 (
 	while :; do
 		read -r up rest </proc/uptime
@@ -122,6 +156,30 @@ done
 `
 
 const vmAcpidConf = "PWRF PWRF/00000080\n"
+
+// vmUdhcpcScript configures eth0 from the lease (busybox udhcpc: $ip,
+// $mask as a prefix length, $router, $dns, $mtu, $hostname).
+const vmUdhcpcScript = `#!/bin/sh
+case "$1" in
+deconfig)
+	ip -4 addr flush dev "$interface"
+	;;
+bound|renew)
+	ip -4 addr flush dev "$interface"
+	ip addr add "$ip/$mask" dev "$interface"
+	[ -n "$mtu" ] && ip link set "$interface" mtu "$mtu"
+	for r in $router; do ip route add default via "$r" dev "$interface"; break; done
+	: >/etc/resolv.conf
+	for d in $dns; do echo "nameserver $d" >>/etc/resolv.conf; done
+	[ -n "$hostname" ] && hostname "$hostname"
+	echo "$ip/$mask" >/run/net-address
+	;;
+esac
+exit 0
+`
+
+// vmIndexHTML is what the VM's HTTP responder answers.
+const vmIndexHTML = "CRIMUX-VM-HTTP\n"
 
 const vmPowerOff = `#!/bin/sh
 # ACPI power button: power off at once.
@@ -430,7 +488,8 @@ func initramfs(tmp string, bb []byte, mods []kmod) ([]byte, error) {
 		a.symlink(p, "/bin/busybox")
 		applets++
 	}
-	for _, need := range []string{"bin/sh", "sbin/acpid", "sbin/insmod", "bin/cttyhack", "usr/bin/setsid", "sbin/poweroff", "bin/mount"} {
+	for _, need := range []string{"bin/sh", "sbin/acpid", "sbin/insmod", "bin/cttyhack", "usr/bin/setsid", "sbin/poweroff", "bin/mount",
+		"sbin/udhcpc", "usr/sbin/httpd", "usr/bin/nc", "sbin/ip"} {
 		if _, ok := a.entries[need]; !ok {
 			return nil, fmt.Errorf("the static busybox has no %s applet", need)
 		}
@@ -443,6 +502,9 @@ func initramfs(tmp string, bb []byte, mods []kmod) ([]byte, error) {
 	a.file("lib/modules/load-order", 0o644, []byte(order.String()))
 	a.file("init", 0o755, []byte(vmInit))
 	a.file("etc/acpid.conf", 0o644, []byte(vmAcpidConf))
+	a.file("etc/udhcpc.script", 0o755, []byte(vmUdhcpcScript))
+	a.dir("www", 0o755)
+	a.file("www/index.html", 0o644, []byte(vmIndexHTML))
 	a.file("etc/acpi/PWRF/00000080", 0o755, []byte(vmPowerOff))
 	a.file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\n"))
 	a.file("etc/group", 0o644, []byte("root:x:0:\n"))
@@ -576,7 +638,7 @@ func vmImageSpecs(tmp string, in vmInputs) ([]imageSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	keyParts := [][]byte{bb, []byte(vmInit), []byte(vmAcpidConf), []byte(vmPowerOff)}
+	keyParts := [][]byte{bb, []byte(vmInit), []byte(vmAcpidConf), []byte(vmPowerOff), []byte(vmUdhcpcScript), []byte(vmIndexHTML)}
 	for _, m := range mods {
 		keyParts = append(keyParts, []byte(m.name), m.data)
 	}

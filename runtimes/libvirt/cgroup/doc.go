@@ -27,6 +27,11 @@
 //     30 s, makes the wrapper exit non-zero: qemu never runs outside the
 //     pod, and the reason shows in virsh's error ("qemu unexpectedly closed
 //     the monitor: crimux-qemu-wrapper: …") and the domain log.
+//   - the answer may also hand qemu open files and the arguments naming
+//     them ("ok <n>", n argument lines, the files as SCM_RIGHTS; see
+//     package placement): WithAttach. This is how a VM gets its NIC — a tap
+//     crimux opened inside the pod's network namespace
+//     (runtimes/libvirt/podnet) — although qemu runs in the host's.
 //
 // What it costs: virsh schedinfo, memtune and blkiotune fail; libvirt
 // applies no device cgroup (libvirt's private /dev namespace for qemu

@@ -1,0 +1,166 @@
+package podnet
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// ensureSharedDir makes dir a mount point with shared propagation (a bind
+// mount of itself, as `ip netns` does), so that a namespace unmounted here
+// is unmounted too in the mount namespaces cloned after it was mounted.
+func ensureSharedDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	mounted, err := isMountPoint(dir)
+	if err != nil {
+		return err
+	}
+	if !mounted {
+		if err := unix.Mount(dir, dir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind mount %s on itself: %w", dir, err)
+		}
+	}
+	if err := unix.Mount("none", dir, "", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("make %s a shared mount: %w", dir, err)
+	}
+	return nil
+}
+
+// isMountPoint tells whether path is a mount point of this mount namespace.
+func isMountPoint(path string) (bool, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	path = filepath.Clean(path)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && unescapeMount(fields[4]) == path {
+			return true, nil
+		}
+	}
+	return false, sc.Err()
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space …).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v byte
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
+				b.WriteByte(v)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// createNetNS makes a new network namespace and bind-mounts it at path.
+// An existing namespace at path is kept (a retried create).
+func createNetNS(path string) error {
+	if isNetNS(path) {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o444)
+	if err != nil {
+		return fmt.Errorf("create netns file %s: %w", path, err)
+	}
+	f.Close()
+	errc := make(chan error, 1)
+	go func() {
+		// This thread enters the new namespace and never leaves it: the
+		// goroutine ends with the thread locked, so the runtime discards
+		// the thread instead of reusing it.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("unshare network namespace: %w", err)
+			return
+		}
+		src := fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid())
+		if err := unix.Mount(src, path, "none", unix.MS_BIND, ""); err != nil {
+			errc <- fmt.Errorf("bind mount netns at %s: %w", path, err)
+			return
+		}
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		_ = os.Remove(path)
+		return err
+	}
+	return nil
+}
+
+// isNetNS tells whether path is a mounted network namespace.
+func isNetNS(path string) bool {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return false
+	}
+	return st.Type == unix.NSFS_MAGIC
+}
+
+// removeNetNS unmounts and removes the namespace file at path; a missing
+// one is already removed.
+func removeNetNS(path string) error {
+	if isNetNS(path) {
+		if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount netns %s: %w", path, err)
+		}
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove netns file %s: %w", path, err)
+	}
+	return nil
+}
+
+// inNetNS runs fn on a thread inside the namespace at path, then returns
+// the thread to the namespace it came from. If that return fails the
+// thread stays locked and is discarded with its goroutine.
+func inNetNS(path string, fn func() error) error {
+	target, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open netns %s: %w", path, err)
+	}
+	defer target.Close()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		origin, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer origin.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("enter netns %s: %w", path, err)
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(int(origin.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- errors.Join(ferr, fmt.Errorf("leave netns %s: %w", path, err))
+			return // thread stays locked: discarded
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
