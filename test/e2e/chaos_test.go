@@ -14,10 +14,11 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// Host places the chaos test counts leaks in (test/bed/lib.sh).
+// Host places the chaos test counts leaks in (test/bed/lib.sh; crimux's
+// default netns_dir for VM pods).
 const (
-	ipamDir  = "/var/lib/crimux-testbed/cni/networks/crimux-testbed"
-	netnsDir = "/run/crimux-testbed/containerd/io.containerd.grpc.v1.cri/netns"
+	netnsDir   = "/run/crimux-testbed/containerd/io.containerd.grpc.v1.cri/netns"
+	vmNetnsDir = "/run/crimux/netns"
 )
 
 // chaosCycles and chaosMinKills are the numbers.
@@ -298,7 +299,13 @@ func hostCounts(t *testing.T, c *crimux, parent string) map[string]int {
 	counts["disks"] = len(vms)
 	nss, _ := os.ReadDir(netnsDir)
 	counts["netns"] = len(nss)
-	ips, _ := os.ReadDir(ipamDir)
+	vmNss, _ := os.ReadDir(vmNetnsDir)
+	for _, e := range vmNss {
+		if len(id) > 0 && strings.HasPrefix(e.Name(), strings.TrimSpace(string(id))+"_") {
+			counts["netns"]++
+		}
+	}
+	ips, _ := os.ReadDir(bed.ipamDir)
 	for _, e := range ips {
 		if strings.Count(e.Name(), ".") == 3 {
 			counts["ips"]++

@@ -68,6 +68,20 @@ func httpGet(url string) (string, error) {
 	return string(b), err
 }
 
+// requirePodIPAnswers waits for the guest's HTTP responder on the pod's
+// IP, as crictl inspectp reports it.
+func requirePodIPAnswers(t *testing.T, c *crimux, podID string, timeout time.Duration) {
+	t.Helper()
+	ip := podIP(t, c, podID)
+	eventually(t, timeout, "the guest answering on the pod IP "+ip, func() error {
+		body, err := httpGet(fmt.Sprintf("http://%s:%d/", ip, vmHTTPPort))
+		if err == nil && !strings.Contains(body, vmHTTPAnswer) {
+			err = fmt.Errorf("answer %q", body)
+		}
+		return err
+	})
+}
+
 // startVMNetPod runs a VM pod with a network and starts its VM; it
 // returns the pod and container IDs and when the start was asked.
 func startVMNetPod(t *testing.T, c *crimux, name, parent string, hostPort int, ctrAnnotations string) (string, string, time.Time) {
@@ -99,14 +113,7 @@ func TestVMNetwork(t *testing.T) {
 		t.Fatalf("crictl inspectp reports IP %q, want one of the bed's 10.88.77.0/24", ip)
 	}
 	leak := snapshotPodNet(t, c, podID)
-	url := fmt.Sprintf("http://%s:%d/", ip, vmHTTPPort)
-	eventually(t, 15*time.Second-time.Since(start), "the guest answering on the pod IP "+ip, func() error {
-		body, err := httpGet(url)
-		if err == nil && !strings.Contains(body, vmHTTPAnswer) {
-			err = fmt.Errorf("answer %q", body)
-		}
-		return err
-	})
+	requirePodIPAnswers(t, c, podID, 15*time.Second-time.Since(start))
 	t.Logf("pod IP %s answered %.1f s after start", ip, time.Since(start).Seconds())
 	if logs := c.crictl("logs", ctrID); !strings.Contains(logs, vmNetMarker+ip+"/24") {
 		t.Fatalf("the guest did not lease %s/24 (console):\n%s", ip, logs)

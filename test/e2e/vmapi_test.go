@@ -170,6 +170,9 @@ func TestVMAPISnapshot(t *testing.T) {
 		t.Fatalf("%d boots: a restore with memory resumes, it does not boot", n)
 	}
 	v.requireRunningAs(t, "")
+	// The new qemu process got the pod's tap again: the guest answers on
+	// its pod IP.
+	requirePodIPAnswers(t, c, v.podID, 10*time.Second)
 
 	var list struct {
 		Snapshots []snapshotJSON `json:"snapshots"`
@@ -316,6 +319,7 @@ func TestVMAPIPower(t *testing.T) {
 		if n := v.count(vmMarker); n != 1 {
 			t.Fatalf("%d boots after hibernate and resume, want 1", n)
 		}
+		requirePodIPAnswers(t, c, v.podID, 10*time.Second)
 	})
 
 	t.Run("shutdown", func(t *testing.T) {

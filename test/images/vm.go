@@ -71,40 +71,6 @@ while read -r m; do
 done </lib/modules/load-order
 ip link set lo up 2>/dev/null
 
-# The ACPI power button (button.ko, /dev/input/event*) powers off:
-# /etc/acpid.conf maps PWRF to /etc/acpi/PWRF/00000080. A press before
-# acpid has opened the event devices is lost, so wait (bounded) for that:
-# CRIMUX-VM-BOOTED promises a working power button.
-acpid -f -c /etc/acpi -a /etc/acpid.conf -l /var/log/acpid.log </dev/null >/dev/null 2>&1 &
-acpid=$!
-events=$(ls /dev/input 2>/dev/null | grep -c '^event')
-i=0
-while [ $i -lt 100 ]; do
-	[ "$(ls -l "/proc/$acpid/fd" 2>/dev/null | grep -c '/dev/input/event')" -ge "$events" ] && break
-	sleep 0.05
-	i=$((i + 1))
-done
-[ $i -lt 100 ] || echo "CRIMUX-WARN: acpid did not open the input devices"
-# After a newline: the firmware leaves its last console line unterminated.
-printf '\nCRIMUX-VM-BOOTED\n'
-
-# A virtio disk: wait (bounded) for its node, mount it read-write.
-hasdisk=
-for d in /sys/bus/virtio/devices/*; do
-	[ "$(cat "$d/device" 2>/dev/null)" = 0x0002 ] && hasdisk=1
-done
-if [ -n "$hasdisk" ]; then
-	i=0
-	while [ ! -b /dev/vda ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-fi
-if [ -b /dev/vda ]; then
-	if mount -t ext4 -o rw /dev/vda /mnt; then
-		echo "CRIMUX-DISK: $(cat /mnt/marker)"
-	else
-		echo "CRIMUX-DISK-ERROR: cannot mount /dev/vda"
-	fi
-fi
-
 # The pod network (crimux gives the guest eth0 and serves it DHCP): once
 # leased, CRIMUX-NET: <ip>/<prefix>, an HTTP responder on :8080, and,
 # when the kernel command line asks with crimux.probe=<ip:port>, an HTTP
@@ -137,6 +103,40 @@ if [ -e /sys/class/net/eth0 ]; then
 			cat /tmp/udhcpc.log
 		fi
 	) &
+fi
+
+# The ACPI power button (button.ko, /dev/input/event*) powers off:
+# /etc/acpid.conf maps PWRF to /etc/acpi/PWRF/00000080. A press before
+# acpid has opened the event devices is lost, so wait (bounded) for that:
+# CRIMUX-VM-BOOTED promises a working power button.
+acpid -f -c /etc/acpi -a /etc/acpid.conf -l /var/log/acpid.log </dev/null >/dev/null 2>&1 &
+acpid=$!
+events=$(ls /dev/input 2>/dev/null | grep -c '^event')
+i=0
+while [ $i -lt 100 ]; do
+	[ "$(ls -l "/proc/$acpid/fd" 2>/dev/null | grep -c '/dev/input/event')" -ge "$events" ] && break
+	sleep 0.05
+	i=$((i + 1))
+done
+[ $i -lt 100 ] || echo "CRIMUX-WARN: acpid did not open the input devices"
+# After a newline: the firmware leaves its last console line unterminated.
+printf '\nCRIMUX-VM-BOOTED\n'
+
+# A virtio disk: wait (bounded) for its node, mount it read-write.
+hasdisk=
+for d in /sys/bus/virtio/devices/*; do
+	[ "$(cat "$d/device" 2>/dev/null)" = 0x0002 ] && hasdisk=1
+done
+if [ -n "$hasdisk" ]; then
+	i=0
+	while [ ! -b /dev/vda ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+fi
+if [ -b /dev/vda ]; then
+	if mount -t ext4 -o rw /dev/vda /mnt; then
+		echo "CRIMUX-DISK: $(cat /mnt/marker)"
+	else
+		echo "CRIMUX-DISK-ERROR: cannot mount /dev/vda"
+	fi
 fi
 
 (
