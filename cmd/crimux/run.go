@@ -103,7 +103,7 @@ func parseLevel(level string) slog.Level {
 // factories are the runtime implementations of this build, by workload type.
 func factories(cfg config.Config, log *slog.Logger) map[string]registry.Factory {
 	return map[string]registry.Factory{
-		config.TypeContainer: containerd.Factory{Defaults: cfg.Containerd},
+		config.TypeContainer: containerd.Factory{Defaults: cfg.Containerd, StateDir: cfg.StateDir, Log: log},
 		config.TypeVM: libvirt.Factory{
 			Options: libvirt.Options{
 				StateDir: cfg.StateDir, URI: cfg.Libvirt.URI, Accel: cfg.Libvirt.Accel,
@@ -146,11 +146,35 @@ func vmRuntimeOf(b registry.Backend) (vmapi.VMRuntime, bool) {
 	return rt, ok
 }
 
-// recoverRuntimes runs once the runtimes are built and before crimux
-// listens and tells systemd it is ready: start-up recovery (adopting what a
-// previous crimux left, GC) plugs in here.
-func (d *daemon) recoverRuntimes(ctx context.Context, reg *registry.Registry) error {
-	return nil
+// recoveryWait bounds how long READY waits for the VM runtime's recovery:
+// with libvirtd down, containers must not wait for it (the VM runtime
+// recovers in the background when libvirtd is back).
+const recoveryWait = 30 * time.Second
+
+// recoverRuntimes waits, once crimux listens and before it tells systemd
+// it is ready, until every VM runtime has recovered: store and libvirt
+// reconciled, the first collector pass done (teardowns finished, this
+// crimux's orphans adopted).
+func (d *daemon) recoverRuntimes(ctx context.Context, reg *registry.Registry) {
+	deadline := time.NewTimer(recoveryWait)
+	defer deadline.Stop()
+	for _, rt := range reg.Backends() {
+		vm, ok := libvirt.RuntimeOf(rt.Backend)
+		if !ok {
+			continue
+		}
+		start := time.Now()
+		select {
+		case <-vm.Recovered():
+			d.log.Info("runtime recovered", "runtime", rt.Name, "took", time.Since(start).Round(time.Millisecond))
+		case <-deadline.C:
+			d.log.Warn("runtime not recovered yet (libvirtd unreachable?); ready for the others, it recovers once libvirtd answers",
+				"runtime", rt.Name, "waited", recoveryWait)
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // serve builds the runtimes, listens, tells systemd it is ready and serves
@@ -166,9 +190,6 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 	}
 	d.cri = cri.New(reg, d.log)
 	defer func() { d.cri.Registry().Close() }()
-	if err := d.recoverRuntimes(ctx, reg); err != nil {
-		return fmt.Errorf("recovery: %w", err)
-	}
 	lis, err := listen(d.cfg.Listen)
 	if err != nil {
 		return err
@@ -180,6 +201,7 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(lis) }()
 	d.serveMetrics(ctx)
+	d.recoverRuntimes(ctx, reg)
 	d.log.Info("crimux serving", "version", version.Version, "listen", d.cfg.Listen, "runtimes", runtimeNames(reg))
 	d.notify.send("READY=1\nSTATUS=serving on " + d.cfg.Listen)
 	go d.healthLoop(ctx, d.cfg.Listen)

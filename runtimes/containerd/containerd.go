@@ -8,6 +8,7 @@ package containerd
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/crimux/crimux/internal/idcodec"
 	"github.com/crimux/crimux/metrics"
 	"github.com/crimux/crimux/registry"
+	"github.com/crimux/crimux/runtimes/containerd/cgroupgc"
 )
 
 // maxMsgSize matches kubelet's: list responses of busy nodes are large.
@@ -29,6 +31,9 @@ const maxMsgSize = 16 << 20
 // the defaults an entry may override.
 type Factory struct {
 	Defaults config.Containerd
+	// StateDir holds the records of the stray-cgroup sweep ("": no sweep).
+	StateDir string
+	Log      *slog.Logger
 }
 
 // Key makes entries with the same endpoint share one connection.
@@ -43,7 +48,7 @@ func (f Factory) endpoint(rt config.Runtime) string {
 
 // New dials lazily: containerd may start after crimux.
 func (f Factory) New(_ context.Context, rt config.Runtime, codec *idcodec.Codec) (registry.Backend, error) {
-	return Dial(f.endpoint(rt), Options{CallTimeout: f.Defaults.CallTimeout.Duration, Codec: codec})
+	return Dial(f.endpoint(rt), Options{CallTimeout: f.Defaults.CallTimeout.Duration, Codec: codec, StateDir: f.StateDir, Log: f.Log})
 }
 
 // Options tune a backend.
@@ -52,6 +57,10 @@ type Options struct {
 	CallTimeout time.Duration
 	// Codec, when set, rewrites IDs for a non-primary runtime.
 	Codec *idcodec.Codec
+	// StateDir, when set, turns on the sweep of stray container cgroups
+	// (cgroupgc) with its records there.
+	StateDir string
+	Log      *slog.Logger
 }
 
 // Backend is a connection to containerd's CRI service.
@@ -59,6 +68,7 @@ type Backend struct {
 	conn    *grpc.ClientConn
 	runtime runtimeapi.RuntimeServiceClient
 	images  runtimeapi.ImageServiceClient
+	stop    context.CancelFunc
 }
 
 // Dial connects to endpoint ("unix:///path"). The connection is made on
@@ -71,7 +81,21 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = 2 * time.Minute
 	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
 	unary := []grpc.UnaryClientInterceptor{deadlines(opts.CallTimeout)}
+	var sweeper *cgroupgc.Sweeper
+	var client runtimeapi.RuntimeServiceClient // the sweep's, set once conn exists
+	if opts.StateDir != "" {
+		var err error
+		known := func(ctx context.Context) (map[string]bool, error) { return knownIDs(ctx, client) }
+		sweeper, err = newSweeper(opts.StateDir, known, opts.Log.With("component", "cgroupgc"))
+		if err != nil {
+			return nil, err
+		}
+		unary = append(unary, recordParents(sweeper, opts.Log))
+	}
 	var stream []grpc.StreamClientInterceptor
 	if opts.Codec != nil {
 		unary = append(unary, opts.Codec.UnaryClientInterceptor())
@@ -91,11 +115,19 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("dial %s: %w", endpoint, err)
 	}
 	go metrics.WatchReconnects(conn, endpoint)
-	return &Backend{
+	b := &Backend{
 		conn:    conn,
 		runtime: runtimeapi.NewRuntimeServiceClient(conn),
 		images:  runtimeapi.NewImageServiceClient(conn),
-	}, nil
+		stop:    func() {},
+	}
+	if sweeper != nil {
+		client = b.runtime
+		ctx, cancel := context.WithCancel(context.Background())
+		b.stop = cancel
+		go sweeper.Run(ctx, sweepInterval, countSweeps)
+	}
+	return b, nil
 }
 
 // Runtime returns the RuntimeService client.
@@ -104,5 +136,8 @@ func (b *Backend) Runtime() runtimeapi.RuntimeServiceClient { return b.runtime }
 // Images returns the ImageService client.
 func (b *Backend) Images() runtimeapi.ImageServiceClient { return b.images }
 
-// Close closes the connection.
-func (b *Backend) Close() error { return b.conn.Close() }
+// Close stops the sweep and closes the connection.
+func (b *Backend) Close() error {
+	b.stop()
+	return b.conn.Close()
+}

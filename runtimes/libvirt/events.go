@@ -72,7 +72,11 @@ func (r *Runtime) onConnect(ctx context.Context, l *golibvirt.Libvirt) {
 		r.log.Error("subscribe to libvirt lifecycle events", "err", err)
 	}
 	r.resync(l)
-	r.CollectGarbage(ctx, r.firstConnect.CompareAndSwap(false, true))
+	first := r.firstConnect.CompareAndSwap(false, true)
+	r.CollectGarbage(ctx, first)
+	if first {
+		close(r.recovered)
+	}
 	for ev := range events {
 		if golibvirt.DomainEventType(ev.Event) != golibvirt.DomainEventStopped || !strings.HasPrefix(ev.Dom.Name, vm.DomainName("")) {
 			continue

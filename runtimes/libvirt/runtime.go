@@ -117,8 +117,10 @@ type Runtime struct {
 	closers   []func() error
 	// onGC, when set, sees every collector pass's report (metrics).
 	onGC func(GCReport)
-	// firstConnect is set once the first collector pass after start ran.
+	// firstConnect is set once the first collector pass after start ran;
+	// recovered is closed then.
 	firstConnect atomic.Bool
+	recovered    chan struct{}
 }
 
 // New opens the store and starts the libvirtd connection; Close undoes it.
@@ -142,6 +144,7 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 	r := &Runtime{
 		opts: opts, accel: resolveAccel(opts.Accel), store: st, images: images, cgroups: cgroups,
 		console: newConsoles(log), events: newEventHub(), log: log.With("runtime", "vm"), onGC: countGC,
+		recovered: make(chan struct{}),
 	}
 	if opts.Network != nil {
 		nc := *opts.Network
@@ -170,6 +173,12 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 	r.resumeNetworks()
 	return r, nil
 }
+
+// Recovered is closed once the runtime has caught up with what runs after
+// a start: libvirtd answered, the store was resynced with it, and the
+// first collector pass (finishing teardowns, adopting this crimux's
+// orphans) ran. It stays open while libvirtd is unreachable.
+func (r *Runtime) Recovered() <-chan struct{} { return r.recovered }
 
 // Close stops the connection, the console copiers and closes the store.
 // VMs keep running: qemu outlives crimux.

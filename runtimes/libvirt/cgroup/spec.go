@@ -107,3 +107,8 @@ func expandSlice(slice string) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// ParentPath is the path under every hierarchy's root of a CRI
+// cgroup_parent (a cgroupfs path, or a systemd slice expanded as systemd
+// lays it out).
+func ParentPath(parent string) (string, error) { return parentPath(parent) }
