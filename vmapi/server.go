@@ -34,6 +34,11 @@ type VMRuntime interface {
 	ListSnapshots(ctx context.Context, id string) ([]libvirt.SnapshotInfo, error)
 	RestoreSnapshot(ctx context.Context, id, name string) (libvirt.PowerState, error)
 	DeleteSnapshot(ctx context.Context, id, name string) error
+	// Resources of another crimux identity (foreign.go), by kind
+	// (libvirt.ForeignDomain, libvirt.ForeignNetns) and name.
+	ListForeign(ctx context.Context) ([]libvirt.ForeignResource, error)
+	AdoptForeign(ctx context.Context, kind, name string) error
+	DeleteForeign(ctx context.Context, kind, name string) error
 }
 
 // VMRuntimeOf returns the VM runtime behind a registry backend, false for

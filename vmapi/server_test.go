@@ -36,6 +36,8 @@ type fakeVMs struct {
 	calls []string
 	// reboot is what RebootVM answers.
 	reboot libvirt.RebootResult
+	// foreign is what ListForeign answers; Adopt/DeleteForeign act on it.
+	foreign []libvirt.ForeignResource
 }
 
 func (f *fakeVMs) record(format string, args ...any) {
@@ -98,6 +100,26 @@ func (f *fakeVMs) DeleteSnapshot(_ context.Context, id, name string) error {
 	f.record("DeleteSnapshot %s %s", id, name)
 	_, err := f.find(id)
 	return err
+}
+
+func (f *fakeVMs) ListForeign(context.Context) ([]libvirt.ForeignResource, error) {
+	return f.foreign, nil
+}
+func (f *fakeVMs) AdoptForeign(_ context.Context, kind, name string) error {
+	f.record("AdoptForeign %s %s", kind, name)
+	return f.findForeign(kind, name)
+}
+func (f *fakeVMs) DeleteForeign(_ context.Context, kind, name string) error {
+	f.record("DeleteForeign %s %s", kind, name)
+	return f.findForeign(kind, name)
+}
+func (f *fakeVMs) findForeign(kind, name string) error {
+	for _, r := range f.foreign {
+		if r.Kind == kind && r.Name == name {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s %q: no resource of another identity has this name: %w", kind, name, errdefs.ErrNotFound)
 }
 
 // vmBackend is the registry backend of the fake VM runtime.

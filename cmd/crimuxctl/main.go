@@ -5,8 +5,9 @@
 //	crimuxctl [--endpoint unix:///run/crimux/crimux.sock] [-o table|json] [--timeout 30s] COMMAND
 //
 // Commands: version, runtimes, vm list|get|reboot|power|snapshot (see
-// "crimuxctl vm --help"). A VM is named by its pod sandbox ID or container
-// ID as crictl shows them, or by namespace/name.
+// "crimuxctl vm --help"), gc [--adopt|--delete KIND/NAME] (resources of
+// another crimux identity). A VM is named by its pod sandbox ID or
+// container ID as crictl shows them, or by namespace/name.
 //
 // Exit codes: 0 success, 1 the call failed (the gRPC code and message are
 // printed), 2 bad usage.
@@ -42,6 +43,8 @@ Commands:
   version    crimux's name, version and CRI API version
   runtimes   the runtime registry: each runtime, its type, handlers, primary, readiness
   vm         VMs: list, get, reboot, power, snapshot (crimuxctl vm --help)
+  gc         resources of another crimux identity: list them, or --adopt or
+             --delete one, e.g. domain/crimux-<id> (crimuxctl gc --help)
 
 A VM is named by its pod sandbox ID or container ID as crictl shows them
 (vm--...), or by its pod's namespace/name.
@@ -96,6 +99,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = c.runtimeCommand(cmd, rest)
 	case "vm":
 		err = c.vm(rest)
+	case "gc":
+		err = c.gc(rest)
 	default:
 		fmt.Fprintf(stderr, "crimuxctl: unknown command %q\n", cmd)
 		fs.Usage()

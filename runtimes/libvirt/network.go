@@ -25,6 +25,11 @@ type PodNetwork interface {
 	OpenTap(a *podnet.Attachment) (*os.File, error)
 	Namespaces() (own map[string]string, foreign []string, err error)
 	Collect(ctx context.Context, sandboxID string) error
+	// AdoptNamespace and DeleteNamespace act on a namespace of another
+	// crimux identity, by file name, on an operator's command
+	// (gc_foreign.go).
+	AdoptNamespace(name string) (sandboxID string, err error)
+	DeleteNamespace(ctx context.Context, name string) error
 	Close()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,8 @@ type fakeNet struct {
 	own         map[string]string
 	foreign     []string
 	dhcpStarted []string
+	// Foreign namespaces adopted and deleted (by file name).
+	adoptedNS, deletedNS []string
 }
 
 func (f *fakeNet) Plan(id string) (*podnet.Attachment, error) {
@@ -58,6 +61,32 @@ func (f *fakeNet) Collect(_ context.Context, id string) error {
 	return nil
 }
 func (f *fakeNet) Close() {}
+
+// AdoptNamespace moves a foreign name to own, as podnet renames it.
+func (f *fakeNet) AdoptNamespace(name string) (string, error) {
+	_, id, err := podnet.SplitNamespace(name)
+	if err != nil {
+		return "", err
+	}
+	f.adoptedNS = append(f.adoptedNS, name)
+	f.foreign = slices.DeleteFunc(f.foreign, func(n string) bool { return n == name })
+	if f.own == nil {
+		f.own = map[string]string{}
+	}
+	f.own[id] = "/run/test/netns/i_" + id
+	return id, nil
+}
+
+func (f *fakeNet) DeleteNamespace(_ context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failDel != nil {
+		return f.failDel
+	}
+	f.deletedNS = append(f.deletedNS, name)
+	f.foreign = slices.DeleteFunc(f.foreign, func(n string) bool { return n == name })
+	return nil
+}
 
 func netRuntime(t *testing.T) (*Runtime, *fakeNet) {
 	r := newTestRuntime(t)

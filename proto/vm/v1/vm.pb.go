@@ -147,6 +147,65 @@ func (RebootMethod) EnumDescriptor() ([]byte, []int) {
 	return file_vm_v1_vm_proto_rawDescGZIP(), []int{1}
 }
 
+type ForeignAction int32
+
+const (
+	ForeignAction_FOREIGN_ACTION_UNSPECIFIED ForeignAction = 0
+	// Make it this crimux's; its collector then treats it as its own: a
+	// running domain is adopted with its pod (listed to kubelet, which
+	// removes a pod it does not know), together with the pod's namespace;
+	// a stopped domain is removed; a namespace no pod owns is torn down
+	// (CNI DEL). Refused: a domain without crimux metadata, and the
+	// namespace of another identity's domain (adopt the domain instead).
+	ForeignAction_FOREIGN_ACTION_ADOPT ForeignAction = 1
+	// Remove it: a domain is destroyed and undefined with its snapshots and
+	// managed save (its files stay in the other crimux's state dir); a
+	// namespace gets CNI DEL with the node's current network config and is
+	// removed.
+	ForeignAction_FOREIGN_ACTION_DELETE ForeignAction = 2
+)
+
+// Enum value maps for ForeignAction.
+var (
+	ForeignAction_name = map[int32]string{
+		0: "FOREIGN_ACTION_UNSPECIFIED",
+		1: "FOREIGN_ACTION_ADOPT",
+		2: "FOREIGN_ACTION_DELETE",
+	}
+	ForeignAction_value = map[string]int32{
+		"FOREIGN_ACTION_UNSPECIFIED": 0,
+		"FOREIGN_ACTION_ADOPT":       1,
+		"FOREIGN_ACTION_DELETE":      2,
+	}
+)
+
+func (x ForeignAction) Enum() *ForeignAction {
+	p := new(ForeignAction)
+	*p = x
+	return p
+}
+
+func (x ForeignAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ForeignAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_vm_v1_vm_proto_enumTypes[2].Descriptor()
+}
+
+func (ForeignAction) Type() protoreflect.EnumType {
+	return &file_vm_v1_vm_proto_enumTypes[2]
+}
+
+func (x ForeignAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ForeignAction.Descriptor instead.
+func (ForeignAction) EnumDescriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{2}
+}
+
 // VMRef names one VM: exactly one of its fields.
 type VMRef struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1386,6 +1445,268 @@ func (*DeleteSnapshotResponse) Descriptor() ([]byte, []int) {
 	return file_vm_v1_vm_proto_rawDescGZIP(), []int{20}
 }
 
+// ForeignResource is a resource of another crimux identity.
+type ForeignResource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "domain" (a libvirt domain) or "netns" (a VM pod network namespace).
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The domain's name, or the namespace's file name in netns_dir
+	// (<instance>_<pod sandbox ID>).
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The crimux identity it carries; empty when it carries none.
+	Instance string `protobuf:"bytes,3,opt,name=instance,proto3" json:"instance,omitempty"`
+	// A domain's state as libvirt reports it (running, shutoff...); empty
+	// for a netns.
+	State string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	// What it belonged to, as far as crimux can tell (pod, sandbox ID).
+	Detail        string `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForeignResource) Reset() {
+	*x = ForeignResource{}
+	mi := &file_vm_v1_vm_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForeignResource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForeignResource) ProtoMessage() {}
+
+func (x *ForeignResource) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForeignResource.ProtoReflect.Descriptor instead.
+func (*ForeignResource) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ForeignResource) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ForeignResource) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ForeignResource) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *ForeignResource) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ForeignResource) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+type ListForeignRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListForeignRequest) Reset() {
+	*x = ListForeignRequest{}
+	mi := &file_vm_v1_vm_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListForeignRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListForeignRequest) ProtoMessage() {}
+
+func (x *ListForeignRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListForeignRequest.ProtoReflect.Descriptor instead.
+func (*ListForeignRequest) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{22}
+}
+
+type ListForeignResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Domains first, then namespaces, each by name.
+	Resources     []*ForeignResource `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListForeignResponse) Reset() {
+	*x = ListForeignResponse{}
+	mi := &file_vm_v1_vm_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListForeignResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListForeignResponse) ProtoMessage() {}
+
+func (x *ListForeignResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListForeignResponse.ProtoReflect.Descriptor instead.
+func (*ListForeignResponse) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ListForeignResponse) GetResources() []*ForeignResource {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+type CollectForeignRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Action ForeignAction          `protobuf:"varint,1,opt,name=action,proto3,enum=crimux.vm.v1.ForeignAction" json:"action,omitempty"`
+	// "domain" or "netns", as ListForeign reports it.
+	Kind          string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectForeignRequest) Reset() {
+	*x = CollectForeignRequest{}
+	mi := &file_vm_v1_vm_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectForeignRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectForeignRequest) ProtoMessage() {}
+
+func (x *CollectForeignRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectForeignRequest.ProtoReflect.Descriptor instead.
+func (*CollectForeignRequest) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *CollectForeignRequest) GetAction() ForeignAction {
+	if x != nil {
+		return x.Action
+	}
+	return ForeignAction_FOREIGN_ACTION_UNSPECIFIED
+}
+
+func (x *CollectForeignRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *CollectForeignRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type CollectForeignResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectForeignResponse) Reset() {
+	*x = CollectForeignResponse{}
+	mi := &file_vm_v1_vm_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectForeignResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectForeignResponse) ProtoMessage() {}
+
+func (x *CollectForeignResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectForeignResponse.ProtoReflect.Descriptor instead.
+func (*CollectForeignResponse) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{25}
+}
+
 var File_vm_v1_vm_proto protoreflect.FileDescriptor
 
 const file_vm_v1_vm_proto_rawDesc = "" +
@@ -1472,7 +1793,21 @@ const file_vm_v1_vm_proto_rawDesc = "" +
 	"\x15DeleteSnapshotRequest\x12#\n" +
 	"\x02vm\x18\x01 \x01(\v2\x13.crimux.vm.v1.VMRefR\x02vm\x12#\n" +
 	"\rsnapshot_name\x18\x02 \x01(\tR\fsnapshotName\"\x18\n" +
-	"\x16DeleteSnapshotResponse*\x8f\x01\n" +
+	"\x16DeleteSnapshotResponse\"\x83\x01\n" +
+	"\x0fForeignResource\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
+	"\binstance\x18\x03 \x01(\tR\binstance\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x16\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\"\x14\n" +
+	"\x12ListForeignRequest\"R\n" +
+	"\x13ListForeignResponse\x12;\n" +
+	"\tresources\x18\x01 \x03(\v2\x1d.crimux.vm.v1.ForeignResourceR\tresources\"t\n" +
+	"\x15CollectForeignRequest\x123\n" +
+	"\x06action\x18\x01 \x01(\x0e2\x1b.crimux.vm.v1.ForeignActionR\x06action\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\x18\n" +
+	"\x16CollectForeignResponse*\x8f\x01\n" +
 	"\n" +
 	"PowerState\x12\x1b\n" +
 	"\x17POWER_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -1483,7 +1818,11 @@ const file_vm_v1_vm_proto_rawDesc = "" +
 	"\fRebootMethod\x12\x1d\n" +
 	"\x19REBOOT_METHOD_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12REBOOT_METHOD_SOFT\x10\x01\x12\x16\n" +
-	"\x12REBOOT_METHOD_HARD\x10\x022\xae\x05\n" +
+	"\x12REBOOT_METHOD_HARD\x10\x02*d\n" +
+	"\rForeignAction\x12\x1e\n" +
+	"\x1aFOREIGN_ACTION_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14FOREIGN_ACTION_ADOPT\x10\x01\x12\x19\n" +
+	"\x15FOREIGN_ACTION_DELETE\x10\x022\xdf\x06\n" +
 	"\tVMService\x12F\n" +
 	"\aListVMs\x12\x1c.crimux.vm.v1.ListVMsRequest\x1a\x1d.crimux.vm.v1.ListVMsResponse\x12@\n" +
 	"\x05GetVM\x12\x1a.crimux.vm.v1.GetVMRequest\x1a\x1b.crimux.vm.v1.GetVMResponse\x12I\n" +
@@ -1492,7 +1831,9 @@ const file_vm_v1_vm_proto_rawDesc = "" +
 	"\x0eCreateSnapshot\x12#.crimux.vm.v1.CreateSnapshotRequest\x1a$.crimux.vm.v1.CreateSnapshotResponse\x12X\n" +
 	"\rListSnapshots\x12\".crimux.vm.v1.ListSnapshotsRequest\x1a#.crimux.vm.v1.ListSnapshotsResponse\x12^\n" +
 	"\x0fRestoreSnapshot\x12$.crimux.vm.v1.RestoreSnapshotRequest\x1a%.crimux.vm.v1.RestoreSnapshotResponse\x12[\n" +
-	"\x0eDeleteSnapshot\x12#.crimux.vm.v1.DeleteSnapshotRequest\x1a$.crimux.vm.v1.DeleteSnapshotResponseB+Z)github.com/crimux/crimux/proto/vm/v1;vmv1b\x06proto3"
+	"\x0eDeleteSnapshot\x12#.crimux.vm.v1.DeleteSnapshotRequest\x1a$.crimux.vm.v1.DeleteSnapshotResponse\x12R\n" +
+	"\vListForeign\x12 .crimux.vm.v1.ListForeignRequest\x1a!.crimux.vm.v1.ListForeignResponse\x12[\n" +
+	"\x0eCollectForeign\x12#.crimux.vm.v1.CollectForeignRequest\x1a$.crimux.vm.v1.CollectForeignResponseB+Z)github.com/crimux/crimux/proto/vm/v1;vmv1b\x06proto3"
 
 var (
 	file_vm_v1_vm_proto_rawDescOnce sync.Once
@@ -1506,75 +1847,87 @@ func file_vm_v1_vm_proto_rawDescGZIP() []byte {
 	return file_vm_v1_vm_proto_rawDescData
 }
 
-var file_vm_v1_vm_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_vm_v1_vm_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_vm_v1_vm_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_vm_v1_vm_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_vm_v1_vm_proto_goTypes = []any{
 	(PowerState)(0),                 // 0: crimux.vm.v1.PowerState
 	(RebootMethod)(0),               // 1: crimux.vm.v1.RebootMethod
-	(*VMRef)(nil),                   // 2: crimux.vm.v1.VMRef
-	(*PodName)(nil),                 // 3: crimux.vm.v1.PodName
-	(*VM)(nil),                      // 4: crimux.vm.v1.VM
-	(*Resources)(nil),               // 5: crimux.vm.v1.Resources
-	(*Snapshot)(nil),                // 6: crimux.vm.v1.Snapshot
-	(*ListVMsRequest)(nil),          // 7: crimux.vm.v1.ListVMsRequest
-	(*ListVMsResponse)(nil),         // 8: crimux.vm.v1.ListVMsResponse
-	(*GetVMRequest)(nil),            // 9: crimux.vm.v1.GetVMRequest
-	(*GetVMResponse)(nil),           // 10: crimux.vm.v1.GetVMResponse
-	(*RebootVMRequest)(nil),         // 11: crimux.vm.v1.RebootVMRequest
-	(*RebootVMResponse)(nil),        // 12: crimux.vm.v1.RebootVMResponse
-	(*SetPowerStateRequest)(nil),    // 13: crimux.vm.v1.SetPowerStateRequest
-	(*SetPowerStateResponse)(nil),   // 14: crimux.vm.v1.SetPowerStateResponse
-	(*CreateSnapshotRequest)(nil),   // 15: crimux.vm.v1.CreateSnapshotRequest
-	(*CreateSnapshotResponse)(nil),  // 16: crimux.vm.v1.CreateSnapshotResponse
-	(*ListSnapshotsRequest)(nil),    // 17: crimux.vm.v1.ListSnapshotsRequest
-	(*ListSnapshotsResponse)(nil),   // 18: crimux.vm.v1.ListSnapshotsResponse
-	(*RestoreSnapshotRequest)(nil),  // 19: crimux.vm.v1.RestoreSnapshotRequest
-	(*RestoreSnapshotResponse)(nil), // 20: crimux.vm.v1.RestoreSnapshotResponse
-	(*DeleteSnapshotRequest)(nil),   // 21: crimux.vm.v1.DeleteSnapshotRequest
-	(*DeleteSnapshotResponse)(nil),  // 22: crimux.vm.v1.DeleteSnapshotResponse
+	(ForeignAction)(0),              // 2: crimux.vm.v1.ForeignAction
+	(*VMRef)(nil),                   // 3: crimux.vm.v1.VMRef
+	(*PodName)(nil),                 // 4: crimux.vm.v1.PodName
+	(*VM)(nil),                      // 5: crimux.vm.v1.VM
+	(*Resources)(nil),               // 6: crimux.vm.v1.Resources
+	(*Snapshot)(nil),                // 7: crimux.vm.v1.Snapshot
+	(*ListVMsRequest)(nil),          // 8: crimux.vm.v1.ListVMsRequest
+	(*ListVMsResponse)(nil),         // 9: crimux.vm.v1.ListVMsResponse
+	(*GetVMRequest)(nil),            // 10: crimux.vm.v1.GetVMRequest
+	(*GetVMResponse)(nil),           // 11: crimux.vm.v1.GetVMResponse
+	(*RebootVMRequest)(nil),         // 12: crimux.vm.v1.RebootVMRequest
+	(*RebootVMResponse)(nil),        // 13: crimux.vm.v1.RebootVMResponse
+	(*SetPowerStateRequest)(nil),    // 14: crimux.vm.v1.SetPowerStateRequest
+	(*SetPowerStateResponse)(nil),   // 15: crimux.vm.v1.SetPowerStateResponse
+	(*CreateSnapshotRequest)(nil),   // 16: crimux.vm.v1.CreateSnapshotRequest
+	(*CreateSnapshotResponse)(nil),  // 17: crimux.vm.v1.CreateSnapshotResponse
+	(*ListSnapshotsRequest)(nil),    // 18: crimux.vm.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),   // 19: crimux.vm.v1.ListSnapshotsResponse
+	(*RestoreSnapshotRequest)(nil),  // 20: crimux.vm.v1.RestoreSnapshotRequest
+	(*RestoreSnapshotResponse)(nil), // 21: crimux.vm.v1.RestoreSnapshotResponse
+	(*DeleteSnapshotRequest)(nil),   // 22: crimux.vm.v1.DeleteSnapshotRequest
+	(*DeleteSnapshotResponse)(nil),  // 23: crimux.vm.v1.DeleteSnapshotResponse
+	(*ForeignResource)(nil),         // 24: crimux.vm.v1.ForeignResource
+	(*ListForeignRequest)(nil),      // 25: crimux.vm.v1.ListForeignRequest
+	(*ListForeignResponse)(nil),     // 26: crimux.vm.v1.ListForeignResponse
+	(*CollectForeignRequest)(nil),   // 27: crimux.vm.v1.CollectForeignRequest
+	(*CollectForeignResponse)(nil),  // 28: crimux.vm.v1.CollectForeignResponse
 }
 var file_vm_v1_vm_proto_depIdxs = []int32{
-	3,  // 0: crimux.vm.v1.VMRef.pod:type_name -> crimux.vm.v1.PodName
+	4,  // 0: crimux.vm.v1.VMRef.pod:type_name -> crimux.vm.v1.PodName
 	0,  // 1: crimux.vm.v1.VM.power_state:type_name -> crimux.vm.v1.PowerState
-	5,  // 2: crimux.vm.v1.VM.resources:type_name -> crimux.vm.v1.Resources
-	6,  // 3: crimux.vm.v1.VM.snapshots:type_name -> crimux.vm.v1.Snapshot
-	4,  // 4: crimux.vm.v1.ListVMsResponse.vms:type_name -> crimux.vm.v1.VM
-	2,  // 5: crimux.vm.v1.GetVMRequest.vm:type_name -> crimux.vm.v1.VMRef
-	4,  // 6: crimux.vm.v1.GetVMResponse.vm:type_name -> crimux.vm.v1.VM
-	2,  // 7: crimux.vm.v1.RebootVMRequest.vm:type_name -> crimux.vm.v1.VMRef
+	6,  // 2: crimux.vm.v1.VM.resources:type_name -> crimux.vm.v1.Resources
+	7,  // 3: crimux.vm.v1.VM.snapshots:type_name -> crimux.vm.v1.Snapshot
+	5,  // 4: crimux.vm.v1.ListVMsResponse.vms:type_name -> crimux.vm.v1.VM
+	3,  // 5: crimux.vm.v1.GetVMRequest.vm:type_name -> crimux.vm.v1.VMRef
+	5,  // 6: crimux.vm.v1.GetVMResponse.vm:type_name -> crimux.vm.v1.VM
+	3,  // 7: crimux.vm.v1.RebootVMRequest.vm:type_name -> crimux.vm.v1.VMRef
 	1,  // 8: crimux.vm.v1.RebootVMResponse.method:type_name -> crimux.vm.v1.RebootMethod
-	2,  // 9: crimux.vm.v1.SetPowerStateRequest.vm:type_name -> crimux.vm.v1.VMRef
+	3,  // 9: crimux.vm.v1.SetPowerStateRequest.vm:type_name -> crimux.vm.v1.VMRef
 	0,  // 10: crimux.vm.v1.SetPowerStateRequest.state:type_name -> crimux.vm.v1.PowerState
 	0,  // 11: crimux.vm.v1.SetPowerStateResponse.previous:type_name -> crimux.vm.v1.PowerState
 	0,  // 12: crimux.vm.v1.SetPowerStateResponse.state:type_name -> crimux.vm.v1.PowerState
-	2,  // 13: crimux.vm.v1.CreateSnapshotRequest.vm:type_name -> crimux.vm.v1.VMRef
-	6,  // 14: crimux.vm.v1.CreateSnapshotResponse.snapshot:type_name -> crimux.vm.v1.Snapshot
-	2,  // 15: crimux.vm.v1.ListSnapshotsRequest.vm:type_name -> crimux.vm.v1.VMRef
-	6,  // 16: crimux.vm.v1.ListSnapshotsResponse.snapshots:type_name -> crimux.vm.v1.Snapshot
-	2,  // 17: crimux.vm.v1.RestoreSnapshotRequest.vm:type_name -> crimux.vm.v1.VMRef
+	3,  // 13: crimux.vm.v1.CreateSnapshotRequest.vm:type_name -> crimux.vm.v1.VMRef
+	7,  // 14: crimux.vm.v1.CreateSnapshotResponse.snapshot:type_name -> crimux.vm.v1.Snapshot
+	3,  // 15: crimux.vm.v1.ListSnapshotsRequest.vm:type_name -> crimux.vm.v1.VMRef
+	7,  // 16: crimux.vm.v1.ListSnapshotsResponse.snapshots:type_name -> crimux.vm.v1.Snapshot
+	3,  // 17: crimux.vm.v1.RestoreSnapshotRequest.vm:type_name -> crimux.vm.v1.VMRef
 	0,  // 18: crimux.vm.v1.RestoreSnapshotResponse.state:type_name -> crimux.vm.v1.PowerState
-	2,  // 19: crimux.vm.v1.DeleteSnapshotRequest.vm:type_name -> crimux.vm.v1.VMRef
-	7,  // 20: crimux.vm.v1.VMService.ListVMs:input_type -> crimux.vm.v1.ListVMsRequest
-	9,  // 21: crimux.vm.v1.VMService.GetVM:input_type -> crimux.vm.v1.GetVMRequest
-	11, // 22: crimux.vm.v1.VMService.RebootVM:input_type -> crimux.vm.v1.RebootVMRequest
-	13, // 23: crimux.vm.v1.VMService.SetPowerState:input_type -> crimux.vm.v1.SetPowerStateRequest
-	15, // 24: crimux.vm.v1.VMService.CreateSnapshot:input_type -> crimux.vm.v1.CreateSnapshotRequest
-	17, // 25: crimux.vm.v1.VMService.ListSnapshots:input_type -> crimux.vm.v1.ListSnapshotsRequest
-	19, // 26: crimux.vm.v1.VMService.RestoreSnapshot:input_type -> crimux.vm.v1.RestoreSnapshotRequest
-	21, // 27: crimux.vm.v1.VMService.DeleteSnapshot:input_type -> crimux.vm.v1.DeleteSnapshotRequest
-	8,  // 28: crimux.vm.v1.VMService.ListVMs:output_type -> crimux.vm.v1.ListVMsResponse
-	10, // 29: crimux.vm.v1.VMService.GetVM:output_type -> crimux.vm.v1.GetVMResponse
-	12, // 30: crimux.vm.v1.VMService.RebootVM:output_type -> crimux.vm.v1.RebootVMResponse
-	14, // 31: crimux.vm.v1.VMService.SetPowerState:output_type -> crimux.vm.v1.SetPowerStateResponse
-	16, // 32: crimux.vm.v1.VMService.CreateSnapshot:output_type -> crimux.vm.v1.CreateSnapshotResponse
-	18, // 33: crimux.vm.v1.VMService.ListSnapshots:output_type -> crimux.vm.v1.ListSnapshotsResponse
-	20, // 34: crimux.vm.v1.VMService.RestoreSnapshot:output_type -> crimux.vm.v1.RestoreSnapshotResponse
-	22, // 35: crimux.vm.v1.VMService.DeleteSnapshot:output_type -> crimux.vm.v1.DeleteSnapshotResponse
-	28, // [28:36] is the sub-list for method output_type
-	20, // [20:28] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	3,  // 19: crimux.vm.v1.DeleteSnapshotRequest.vm:type_name -> crimux.vm.v1.VMRef
+	24, // 20: crimux.vm.v1.ListForeignResponse.resources:type_name -> crimux.vm.v1.ForeignResource
+	2,  // 21: crimux.vm.v1.CollectForeignRequest.action:type_name -> crimux.vm.v1.ForeignAction
+	8,  // 22: crimux.vm.v1.VMService.ListVMs:input_type -> crimux.vm.v1.ListVMsRequest
+	10, // 23: crimux.vm.v1.VMService.GetVM:input_type -> crimux.vm.v1.GetVMRequest
+	12, // 24: crimux.vm.v1.VMService.RebootVM:input_type -> crimux.vm.v1.RebootVMRequest
+	14, // 25: crimux.vm.v1.VMService.SetPowerState:input_type -> crimux.vm.v1.SetPowerStateRequest
+	16, // 26: crimux.vm.v1.VMService.CreateSnapshot:input_type -> crimux.vm.v1.CreateSnapshotRequest
+	18, // 27: crimux.vm.v1.VMService.ListSnapshots:input_type -> crimux.vm.v1.ListSnapshotsRequest
+	20, // 28: crimux.vm.v1.VMService.RestoreSnapshot:input_type -> crimux.vm.v1.RestoreSnapshotRequest
+	22, // 29: crimux.vm.v1.VMService.DeleteSnapshot:input_type -> crimux.vm.v1.DeleteSnapshotRequest
+	25, // 30: crimux.vm.v1.VMService.ListForeign:input_type -> crimux.vm.v1.ListForeignRequest
+	27, // 31: crimux.vm.v1.VMService.CollectForeign:input_type -> crimux.vm.v1.CollectForeignRequest
+	9,  // 32: crimux.vm.v1.VMService.ListVMs:output_type -> crimux.vm.v1.ListVMsResponse
+	11, // 33: crimux.vm.v1.VMService.GetVM:output_type -> crimux.vm.v1.GetVMResponse
+	13, // 34: crimux.vm.v1.VMService.RebootVM:output_type -> crimux.vm.v1.RebootVMResponse
+	15, // 35: crimux.vm.v1.VMService.SetPowerState:output_type -> crimux.vm.v1.SetPowerStateResponse
+	17, // 36: crimux.vm.v1.VMService.CreateSnapshot:output_type -> crimux.vm.v1.CreateSnapshotResponse
+	19, // 37: crimux.vm.v1.VMService.ListSnapshots:output_type -> crimux.vm.v1.ListSnapshotsResponse
+	21, // 38: crimux.vm.v1.VMService.RestoreSnapshot:output_type -> crimux.vm.v1.RestoreSnapshotResponse
+	23, // 39: crimux.vm.v1.VMService.DeleteSnapshot:output_type -> crimux.vm.v1.DeleteSnapshotResponse
+	26, // 40: crimux.vm.v1.VMService.ListForeign:output_type -> crimux.vm.v1.ListForeignResponse
+	28, // 41: crimux.vm.v1.VMService.CollectForeign:output_type -> crimux.vm.v1.CollectForeignResponse
+	32, // [32:42] is the sub-list for method output_type
+	22, // [22:32] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_vm_v1_vm_proto_init() }
@@ -1591,8 +1944,8 @@ func file_vm_v1_vm_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vm_v1_vm_proto_rawDesc), len(file_vm_v1_vm_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   21,
+			NumEnums:      3,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

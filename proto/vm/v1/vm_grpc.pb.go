@@ -40,6 +40,8 @@ const (
 	VMService_ListSnapshots_FullMethodName   = "/crimux.vm.v1.VMService/ListSnapshots"
 	VMService_RestoreSnapshot_FullMethodName = "/crimux.vm.v1.VMService/RestoreSnapshot"
 	VMService_DeleteSnapshot_FullMethodName  = "/crimux.vm.v1.VMService/DeleteSnapshot"
+	VMService_ListForeign_FullMethodName     = "/crimux.vm.v1.VMService/ListForeign"
+	VMService_CollectForeign_FullMethodName  = "/crimux.vm.v1.VMService/CollectForeign"
 )
 
 // VMServiceClient is the client API for VMService service.
@@ -70,6 +72,17 @@ type VMServiceClient interface {
 	RestoreSnapshot(ctx context.Context, in *RestoreSnapshotRequest, opts ...grpc.CallOption) (*RestoreSnapshotResponse, error)
 	// DeleteSnapshot deletes one snapshot. Snapshots are deleted with the VM.
 	DeleteSnapshot(ctx context.Context, in *DeleteSnapshotRequest, opts ...grpc.CallOption) (*DeleteSnapshotResponse, error)
+	// ListForeign lists the resources of another crimux identity on this
+	// node (a wiped or moved state dir, another crimux on the same
+	// libvirtd): libvirt domains named crimux-* whose crimux metadata names
+	// another instance or is missing, and VM pod network namespaces named
+	// for another instance. crimux reports them and never touches them on
+	// its own. Unavailable while libvirtd is down.
+	ListForeign(ctx context.Context, in *ListForeignRequest, opts ...grpc.CallOption) (*ListForeignResponse, error)
+	// CollectForeign adopts or deletes one foreign resource, by kind and
+	// name, on an operator's command. A resource of this crimux's own is
+	// refused (FailedPrecondition), an unknown one is NotFound.
+	CollectForeign(ctx context.Context, in *CollectForeignRequest, opts ...grpc.CallOption) (*CollectForeignResponse, error)
 }
 
 type vMServiceClient struct {
@@ -160,6 +173,26 @@ func (c *vMServiceClient) DeleteSnapshot(ctx context.Context, in *DeleteSnapshot
 	return out, nil
 }
 
+func (c *vMServiceClient) ListForeign(ctx context.Context, in *ListForeignRequest, opts ...grpc.CallOption) (*ListForeignResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListForeignResponse)
+	err := c.cc.Invoke(ctx, VMService_ListForeign_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *vMServiceClient) CollectForeign(ctx context.Context, in *CollectForeignRequest, opts ...grpc.CallOption) (*CollectForeignResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CollectForeignResponse)
+	err := c.cc.Invoke(ctx, VMService_CollectForeign_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // VMServiceServer is the server API for VMService service.
 // All implementations must embed UnimplementedVMServiceServer
 // for forward compatibility.
@@ -188,6 +221,17 @@ type VMServiceServer interface {
 	RestoreSnapshot(context.Context, *RestoreSnapshotRequest) (*RestoreSnapshotResponse, error)
 	// DeleteSnapshot deletes one snapshot. Snapshots are deleted with the VM.
 	DeleteSnapshot(context.Context, *DeleteSnapshotRequest) (*DeleteSnapshotResponse, error)
+	// ListForeign lists the resources of another crimux identity on this
+	// node (a wiped or moved state dir, another crimux on the same
+	// libvirtd): libvirt domains named crimux-* whose crimux metadata names
+	// another instance or is missing, and VM pod network namespaces named
+	// for another instance. crimux reports them and never touches them on
+	// its own. Unavailable while libvirtd is down.
+	ListForeign(context.Context, *ListForeignRequest) (*ListForeignResponse, error)
+	// CollectForeign adopts or deletes one foreign resource, by kind and
+	// name, on an operator's command. A resource of this crimux's own is
+	// refused (FailedPrecondition), an unknown one is NotFound.
+	CollectForeign(context.Context, *CollectForeignRequest) (*CollectForeignResponse, error)
 	mustEmbedUnimplementedVMServiceServer()
 }
 
@@ -221,6 +265,12 @@ func (UnimplementedVMServiceServer) RestoreSnapshot(context.Context, *RestoreSna
 }
 func (UnimplementedVMServiceServer) DeleteSnapshot(context.Context, *DeleteSnapshotRequest) (*DeleteSnapshotResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteSnapshot not implemented")
+}
+func (UnimplementedVMServiceServer) ListForeign(context.Context, *ListForeignRequest) (*ListForeignResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListForeign not implemented")
+}
+func (UnimplementedVMServiceServer) CollectForeign(context.Context, *CollectForeignRequest) (*CollectForeignResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CollectForeign not implemented")
 }
 func (UnimplementedVMServiceServer) mustEmbedUnimplementedVMServiceServer() {}
 func (UnimplementedVMServiceServer) testEmbeddedByValue()                   {}
@@ -387,6 +437,42 @@ func _VMService_DeleteSnapshot_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _VMService_ListForeign_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListForeignRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VMServiceServer).ListForeign(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: VMService_ListForeign_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VMServiceServer).ListForeign(ctx, req.(*ListForeignRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _VMService_CollectForeign_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CollectForeignRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VMServiceServer).CollectForeign(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: VMService_CollectForeign_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VMServiceServer).CollectForeign(ctx, req.(*CollectForeignRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // VMService_ServiceDesc is the grpc.ServiceDesc for VMService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -425,6 +511,14 @@ var VMService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteSnapshot",
 			Handler:    _VMService_DeleteSnapshot_Handler,
+		},
+		{
+			MethodName: "ListForeign",
+			Handler:    _VMService_ListForeign_Handler,
+		},
+		{
+			MethodName: "CollectForeign",
+			Handler:    _VMService_CollectForeign_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
