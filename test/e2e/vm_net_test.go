@@ -318,3 +318,56 @@ func bridgePorts(t *testing.T) []string {
 	}
 	return out
 }
+
+// TestVMNetworkDelRetried: a CNI DEL that fails (the bridge plugin gone)
+// fails stopp, is recorded, and is retried — here by the start-up
+// collector of a restarted crimux — until the address is back in the pool
+// and the namespace is gone.
+func TestVMNetworkDelRetried(t *testing.T) {
+	requireVM(t)
+	bin := t.TempDir()
+	plugins, _ := filepath.Glob("/usr/lib/cni/*")
+	for _, p := range plugins {
+		if err := os.Symlink(p, filepath.Join(bin, filepath.Base(p))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := writeJSON(t, "crimux.toml", fmt.Sprintf("[libvirt]\ncni_bin_dirs = [%q]\n", bin))
+	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg", "--config", cfg)
+	podID := c.crictl("runp", "--runtime", "vm", vmNetPodJSON(t, "vm-del-retry", "/crimux-e2e/del-retry", 0))
+	t.Cleanup(func() { c.crictlErr("rmp", "-f", podID) })
+	snap := snapshotPodNet(t, c, podID)
+
+	if err := os.Remove(filepath.Join(bin, "bridge")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.crictlErr("stopp", podID)
+	if err == nil || !strings.Contains(out, "Unavailable") || !strings.Contains(out, "CNI DEL") {
+		t.Fatalf("stopp with the bridge plugin gone: %v, %s; want Unavailable naming CNI DEL", err, out)
+	}
+	t.Logf("stopp with the bridge plugin gone: %s", strings.TrimSpace(out))
+	c.crictl("rmp", podID) // gone for CRI; the network is still owed
+	if out := c.crictl("pods", "-q"); strings.Contains(out, podID) {
+		t.Fatalf("removed pod still listed:\n%s", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(bed.ipamDir, snap.ip)); err != nil || !strings.Contains(string(b), snap.sandboxID) {
+		t.Fatalf("the lease of %s went although DEL failed (%q, %v): the test proves nothing", snap.ip, b, err)
+	}
+
+	if err := os.Symlink("/usr/lib/cni/bridge", filepath.Join(bin, "bridge")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	c.restart()
+	eventually(t, 20*time.Second, "the failed DEL retried", func() error {
+		if _, err := os.Lstat(snap.netns); err == nil {
+			return fmt.Errorf("netns %s still there", snap.netns)
+		}
+		if b, err := os.ReadFile(filepath.Join(bed.ipamDir, snap.ip)); err == nil && strings.Contains(string(b), snap.sandboxID) {
+			return fmt.Errorf("lease of %s still held", snap.ip)
+		}
+		return nil
+	})
+	snap.assertReleased(t, "after the retry")
+	t.Logf("released %.1f s after the restart", time.Since(start).Seconds())
+}
