@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/crimux/crimux/internal/mountinfo"
 )
 
 // Hierarchy is one mounted cgroup hierarchy.
@@ -130,7 +132,7 @@ func parseMountinfo(r io.Reader) ([]Hierarchy, error) {
 		if len(fields) < 5 || len(tail) < 3 {
 			return nil, fmt.Errorf("mountinfo: short line %q", line)
 		}
-		devID, root, mount, fstype := fields[2], fields[3], unescapeMount(fields[4]), tail[0]
+		devID, root, mount, fstype := fields[2], fields[3], mountinfo.Unescape(fields[4]), tail[0]
 		if fstype != "cgroup" && fstype != "cgroup2" {
 			continue
 		}
@@ -150,32 +152,4 @@ func parseMountinfo(r io.Reader) ([]Hierarchy, error) {
 		out = append(out, h)
 	}
 	return out, s.Err()
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space …).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v byte
-			ok := true
-			for _, c := range []byte(s[i+1 : i+4]) {
-				if c < '0' || c > '7' {
-					ok = false
-					break
-				}
-				v = v*8 + (c - '0')
-			}
-			if ok {
-				b.WriteByte(v)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -83,19 +83,6 @@ func TestParseMountinfo(t *testing.T) {
 	}
 }
 
-func TestUnescapeMount(t *testing.T) {
-	for in, want := range map[string]string{
-		`/mnt/a\040b`: "/mnt/a b",
-		`/mnt/plain`:  "/mnt/plain",
-		`/mnt/x\04`:   `/mnt/x\04`,
-		`/mnt/\134z`:  `/mnt/\z`,
-	} {
-		if got := unescapeMount(in); got != want {
-			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestCheckProcCgroup(t *testing.T) {
 	const leaf = "/kubepods/pod1/crimux-vm-1"
 	placed := "9:name=systemd:" + leaf + "\n4:memory:" + leaf + "\n1:cpu:" + leaf + "\n0::" + leaf + "\n"

@@ -1,15 +1,14 @@
 package podnet
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
-	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/crimux/crimux/internal/mountinfo"
 )
 
 // ensureSharedDir makes dir a mount point with shared propagation (a bind
@@ -19,7 +18,7 @@ func ensureSharedDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	mounted, err := isMountPoint(dir)
+	mounted, err := mountinfo.IsMountPoint(dir)
 	if err != nil {
 		return err
 	}
@@ -32,44 +31,6 @@ func ensureSharedDir(dir string) error {
 		return fmt.Errorf("make %s a shared mount: %w", dir, err)
 	}
 	return nil
-}
-
-// isMountPoint tells whether path is a mount point of this mount namespace.
-func isMountPoint(path string) (bool, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	path = filepath.Clean(path)
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMount(fields[4]) == path {
-			return true, nil
-		}
-	}
-	return false, sc.Err()
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space …).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v byte
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
-				b.WriteByte(v)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // createNetNS makes a new network namespace and bind-mounts it at path.
