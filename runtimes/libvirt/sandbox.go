@@ -58,6 +58,9 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 // abandonSandbox undoes a pod RunPodSandbox could not finish; what cannot
 // be undone now stays recorded (Removing) for the collector.
 func (r *Runtime) abandonSandbox(ctx context.Context, sb *sandboxRecord) {
+	// Not the caller's context: it may be what ended (kubelet gave up).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), networkGCTimeout)
+	defer cancel()
 	if err := r.finishSandboxRemoval(ctx, sb); err != nil {
 		r.log.Warn("failed VM pod not cleaned up yet; the collector will retry", "sandbox", sb.ID, "err", err)
 	}
