@@ -68,6 +68,18 @@ func httpGet(url string) (string, error) {
 	return string(b), err
 }
 
+// startVMCrimux starts crimux (TCG) with the VM image pulled, and names a
+// pod cgroup parent of the test's own, removed at cleanup.
+func startVMCrimux(t *testing.T) (*crimux, string) {
+	t.Helper()
+	requireVM(t)
+	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
+	c.crictl("pull", vmImage)
+	parent := fmt.Sprintf("/crimux-e2e/pod%d", time.Now().UnixNano())
+	t.Cleanup(func() { removeCgroupTree(parent) })
+	return c, parent
+}
+
 // requirePodIPAnswers waits for the guest's HTTP responder on the pod's
 // IP, as crictl inspectp reports it.
 func requirePodIPAnswers(t *testing.T, c *crimux, podID string, timeout time.Duration) {
@@ -100,11 +112,7 @@ func startVMNetPod(t *testing.T, c *crimux, name, parent string, hostPort int, c
 // reports answers within 15 s of the start; a port mapping (portmap)
 // reaches the guest too; removal gives everything back.
 func TestVMNetwork(t *testing.T) {
-	requireVM(t)
-	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
-	c.crictl("pull", vmImage)
-	parent := fmt.Sprintf("/crimux-e2e/pod%d", time.Now().UnixNano())
-	t.Cleanup(func() { removeCgroupTree(parent) })
+	c, parent := startVMCrimux(t)
 	hostPort := freePort(t)
 	podID, ctrID, start := startVMNetPod(t, c, "vm-net", parent, hostPort, "")
 
@@ -145,13 +153,9 @@ func TestVMNetwork(t *testing.T) {
 // same bridge: the container fetches from the guest, the guest (told the
 // container's address on its kernel command line) from the container.
 func TestVMAndContainerReachEachOther(t *testing.T) {
-	requireVM(t)
-	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
-	c.crictl("pull", vmImage)
+	c, parent := startVMCrimux(t)
 	c.crictl("pull", busyboxImage)
 	c.crictl("pull", nginxImage)
-	parent := fmt.Sprintf("/crimux-e2e/pod%d", time.Now().UnixNano())
-	t.Cleanup(func() { removeCgroupTree(parent) })
 
 	cpod := podJSON(t, "net-ctr", "")
 	cpodID := c.crictl("runp", cpod)
@@ -192,11 +196,7 @@ func TestVMAndContainerReachEachOther(t *testing.T) {
 // theirs is left in the host-local IPAM store, and no bridge port, tap,
 // namespace (file, mount or live namespace) of theirs remains.
 func TestVMNetworkCycles(t *testing.T) {
-	requireVM(t)
-	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
-	c.crictl("pull", vmImage)
-	parent := fmt.Sprintf("/crimux-e2e/pod%d", time.Now().UnixNano())
-	t.Cleanup(func() { removeCgroupTree(parent) })
+	c, parent := startVMCrimux(t)
 	portsBefore := bridgePorts(t)
 	var snaps []*podNetSnapshot
 	for i := 0; i < 20; i++ {
