@@ -128,6 +128,7 @@ type kubeletPod struct {
 	} `json:"metadata"`
 	Status struct {
 		Phase             string `json:"phase"`
+		PodIP             string `json:"podIP"`
 		ContainerStatuses []struct {
 			Name         string `json:"name"`
 			ContainerID  string `json:"containerID"`
@@ -205,6 +206,20 @@ func TestKubeletMixedPods(t *testing.T) {
 	checkCrictlSees(t, c, ctrID, vmID)
 	waitLogs(t, c, ctrID, ctrMarker, 30*time.Second)
 	waitLogs(t, c, vmID, vmMarker, 90*time.Second)
+	// kubelet knows the VM pod's IP (its pod network, CNI), and the guest
+	// answers on it.
+	var vmIP string
+	eventually(t, 30*time.Second, "the VM pod's IP in kubelet's /pods", func() error {
+		pods, err := k.pods()
+		if err == nil {
+			if vmIP = pods[vmName].Status.PodIP; !strings.HasPrefix(vmIP, "10.88.77.") {
+				err = fmt.Errorf("podIP %q", vmIP)
+			}
+		}
+		return err
+	})
+	requireGuestHTTP(t, fmt.Sprintf("http://%s:%d/", vmIP, vmHTTPPort), 30*time.Second)
+	t.Logf("kubelet reports VM pod IP %s; the guest answers on it", vmIP)
 
 	powerCycle(t, c, vmID, metricsAddr)
 	t.Log("waiting two minutes: kubelet must not restart, recreate or remove anything")

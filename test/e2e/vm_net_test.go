@@ -84,9 +84,14 @@ func startVMCrimux(t *testing.T) (*crimux, string) {
 // IP, as crictl inspectp reports it.
 func requirePodIPAnswers(t *testing.T, c *crimux, podID string, timeout time.Duration) {
 	t.Helper()
-	ip := podIP(t, c, podID)
-	eventually(t, timeout, "the guest answering on the pod IP "+ip, func() error {
-		body, err := httpGet(fmt.Sprintf("http://%s:%d/", ip, vmHTTPPort))
+	requireGuestHTTP(t, fmt.Sprintf("http://%s:%d/", podIP(t, c, podID), vmHTTPPort), timeout)
+}
+
+// requireGuestHTTP waits until url answers with the test VM's page.
+func requireGuestHTTP(t *testing.T, url string, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, "the guest answering at "+url, func() error {
+		body, err := httpGet(url)
 		if err == nil && !strings.Contains(body, vmHTTPAnswer) {
 			err = fmt.Errorf("answer %q", body)
 		}
@@ -130,13 +135,7 @@ func TestVMNetwork(t *testing.T) {
 	// portmap: the host port reaches the guest (through the host's address
 	// on the bridge, as from another node).
 	gw := strings.Join(strings.Split(ip, ".")[:3], ".") + ".1"
-	eventually(t, 10*time.Second, "the host port mapping", func() error {
-		body, err := httpGet(fmt.Sprintf("http://%s:%d/", gw, hostPort))
-		if err == nil && !strings.Contains(body, vmHTTPAnswer) {
-			err = fmt.Errorf("answer %q", body)
-		}
-		return err
-	})
+	requireGuestHTTP(t, fmt.Sprintf("http://%s:%d/", gw, hostPort), 10*time.Second)
 
 	c.crictl("stop", ctrID)
 	c.crictl("stopp", podID)
