@@ -23,10 +23,10 @@ type Observer func(method string, d time.Duration, err error)
 func UnaryInterceptor(log *slog.Logger, observe Observer) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		start := time.Now()
-		l := log.With("rpc", info.FullMethod, "req", requestID())
+		l := callLogger(ctx, log, info.FullMethod)
 		resp, err := handler(context.WithValue(ctx, loggerKey{}, l), req)
 		err = errdefs.ToGRPC(err)
-		finish(ctx, l, start, err)
+		finish(ctx, l, info.FullMethod, start, err)
 		if observe != nil {
 			observe(info.FullMethod, time.Since(start), err)
 		}
@@ -38,10 +38,10 @@ func UnaryInterceptor(log *slog.Logger, observe Observer) grpc.UnaryServerInterc
 func StreamInterceptor(log *slog.Logger, observe Observer) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		start := time.Now()
-		l := log.With("rpc", info.FullMethod, "req", requestID())
+		l := callLogger(ss.Context(), log, info.FullMethod)
 		err := handler(srv, &loggedStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), loggerKey{}, l)})
 		err = errdefs.ToGRPC(err)
-		finish(ss.Context(), l, start, err)
+		finish(ss.Context(), l, info.FullMethod, start, err)
 		if observe != nil {
 			observe(info.FullMethod, time.Since(start), err)
 		}
@@ -49,10 +49,26 @@ func StreamInterceptor(log *slog.Logger, observe Observer) grpc.StreamServerInte
 	}
 }
 
-func finish(ctx context.Context, l *slog.Logger, start time.Time, err error) {
+// callLogger is the logger of one call. With debug logging it carries the
+// method and a request ID on every line; without, it is log itself: a
+// logger's With formats its attributes at once, which cost a measurable
+// share of crimux's CPU per proxied call (docs/benchmarks.md), for lines
+// that are then never written. finish names the method on its own.
+func callLogger(ctx context.Context, log *slog.Logger, method string) *slog.Logger {
+	if !log.Enabled(ctx, slog.LevelDebug) {
+		return log
+	}
+	return log.With("rpc", method, "req", requestID())
+}
+
+func finish(ctx context.Context, l *slog.Logger, method string, start time.Time, err error) {
 	if err != nil {
-		l.LogAttrs(ctx, slog.LevelWarn, "call failed", slog.Duration("took", time.Since(start)),
-			slog.String("code", errdefs.Code(err).String()), slog.String("err", err.Error()))
+		attrs := []slog.Attr{slog.Duration("took", time.Since(start)),
+			slog.String("code", errdefs.Code(err).String()), slog.String("err", err.Error())}
+		if !l.Enabled(ctx, slog.LevelDebug) { // the logger does not name the call
+			attrs = append([]slog.Attr{slog.String("rpc", method)}, attrs...)
+		}
+		l.LogAttrs(ctx, slog.LevelWarn, "call failed", attrs...)
 		return
 	}
 	l.LogAttrs(ctx, slog.LevelDebug, "call done", slog.Duration("took", time.Since(start)))

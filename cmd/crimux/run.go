@@ -201,6 +201,7 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(lis) }()
 	d.serveMetrics(ctx)
+	servePprof(ctx, d.log)
 	d.recoverRuntimes(ctx, reg)
 	d.log.Info("crimux serving", "version", version.Version, "listen", d.cfg.Listen, "runtimes", runtimeNames(reg))
 	d.notify.send("READY=1\nSTATUS=serving on " + d.cfg.Listen)
