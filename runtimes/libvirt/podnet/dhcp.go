@@ -174,6 +174,11 @@ func startResponder(netns string, lease *Lease, log *slog.Logger) (*responder, e
 
 func (r *responder) stop() { _ = r.srv.Close() }
 
+// echoWindow: a hairpin echo is back within microseconds; a client's
+// retransmission of the same request (same transaction ID) comes a second
+// or more later and must be answered.
+const echoWindow = 100 * time.Millisecond
+
 // echoFilter drops a request seen a moment ago: a bridge port in hairpin
 // mode (the bridge plugin's hairpinMode) sends the guest's broadcasts
 // back into the pod, so each arrives twice.
@@ -188,7 +193,7 @@ func (f *echoFilter) repeat(req *dhcpv4.DHCPv4) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := time.Now()
-	if key == f.last && now.Sub(f.at) < time.Second {
+	if key == f.last && now.Sub(f.at) < echoWindow {
 		return true
 	}
 	f.last, f.at = key, now

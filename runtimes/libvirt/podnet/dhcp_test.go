@@ -118,4 +118,8 @@ func TestEchoFilterDropsHairpinRepeats(t *testing.T) {
 	if f.repeat(r) {
 		t.Fatal("the REQUEST after a DISCOVER is no repeat")
 	}
+	f.at = f.at.Add(-2 * echoWindow) // the client retransmits later
+	if f.repeat(r) {
+		t.Fatal("a retransmission was taken for an echo")
+	}
 }

@@ -171,13 +171,22 @@ func dhcpThroughTap(t *testing.T, tap *os.File, mac string) *dhcpv4.DHCPv4 {
 		t.Fatal(err)
 	}
 	fd := int(tap.Fd())
-	if _, err := unix.Write(fd, append(make([]byte, vnetHdrLen), dhcpFrame(hw, disc.ToBytes())...)); err != nil {
-		t.Fatalf("write to tap: %v", err)
-	}
+	frame := append(make([]byte, vnetHdrLen), dhcpFrame(hw, disc.ToBytes())...)
 	deadline := time.Now().Add(10 * time.Second)
 	buf := make([]byte, 65536)
+	// Sent again every half second, as a DHCP client does: the bridge
+	// port of a tap comes up only once the kernel has seen the carrier
+	// the attach gave it (link events are handled with a delay), and a
+	// frame before that is dropped.
+	var sent time.Time
 	for time.Now().Before(deadline) {
-		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 500)
+		if time.Since(sent) > 500*time.Millisecond {
+			if _, err := unix.Write(fd, frame); err != nil {
+				t.Fatalf("write to tap: %v", err)
+			}
+			sent = time.Now()
+		}
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 100)
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			t.Fatal(err)
 		}
