@@ -2,13 +2,10 @@ package podnet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // Namespaces of another crimux instance (foreign ones: Namespaces lists
@@ -88,20 +85,6 @@ func (m *Manager) AdoptNamespace(name string) (sandboxID string, err error) {
 	return id, nil
 }
 
-// bindNetNS mounts the namespace at src at dst too (a new file).
-func bindNetNS(src, dst string) error {
-	f, err := os.OpenFile(dst, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
-	if err != nil {
-		return fmt.Errorf("create netns file %s: %w", dst, err)
-	}
-	f.Close()
-	if err := unix.Mount(src, dst, "none", unix.MS_BIND, ""); err != nil {
-		_ = os.Remove(dst)
-		return fmt.Errorf("bind mount netns %s at %s: %w", src, dst, err)
-	}
-	return nil
-}
-
 // DeleteNamespace tears a foreign namespace down: CNI DEL with the conf
 // dir's current config (the config it was set up with is in the other
 // instance's records), the container ID its sandbox ID, as that instance
@@ -112,19 +95,8 @@ func (m *Manager) DeleteNamespace(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	_, conf, err := loadConfig(m.cfg.ConfDir)
-	if err != nil {
-		return err
-	}
-	netns := path
-	if !isNetNS(path) {
-		netns = "" // gone: DEL still releases the IP, CNI allows it
-	}
-	if err := m.del(ctx, conf, (&Pod{SandboxID: id}).runtimeConf(netns, ifName)); err != nil {
+	if err := m.teardownCurrent(ctx, id, path); err != nil {
 		return fmt.Errorf("namespace %q: %w", name, err)
-	}
-	if err := removeNetNS(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
 	}
 	return nil
 }

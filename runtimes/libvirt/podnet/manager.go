@@ -264,13 +264,18 @@ func (m *Manager) Namespaces() (own map[string]string, foreign []string, err err
 }
 
 // Collect tears down a namespace of this instance that no record owns
-// (a wiped store): CNI DEL with the config in the conf dir now, then the
-// namespace.
+// (a wiped store).
 func (m *Manager) Collect(ctx context.Context, sandboxID string) error {
+	return m.teardownCurrent(ctx, sandboxID, m.NetNSPath(sandboxID))
+}
+
+// teardownCurrent tears down the namespace at path of a sandbox whose
+// setup config is lost (no record of it here): CNI DEL with the conf
+// dir's config now, the sandbox ID as container ID, as ADD was run.
+func (m *Manager) teardownCurrent(ctx context.Context, sandboxID, path string) error {
 	_, conf, err := loadConfig(m.cfg.ConfDir)
 	if err != nil {
 		return err
 	}
-	a := &Attachment{NetNS: m.NetNSPath(sandboxID), Conf: conf}
-	return m.Teardown(ctx, &Pod{SandboxID: sandboxID}, a)
+	return m.Teardown(ctx, &Pod{SandboxID: sandboxID}, &Attachment{NetNS: path, Conf: conf})
 }

@@ -34,16 +34,15 @@ func ensureSharedDir(dir string) error {
 }
 
 // createNetNS makes a new network namespace and bind-mounts it at path.
-// An existing namespace at path is kept (a retried create).
+// An existing namespace at path is kept (a retried create); a file left
+// there without one (a crash between the two steps) is replaced.
 func createNetNS(path string) error {
 	if isNetNS(path) {
 		return nil
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o444)
-	if err != nil {
-		return fmt.Errorf("create netns file %s: %w", path, err)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("stale netns file %s: %w", path, err)
 	}
-	f.Close()
 	errc := make(chan error, 1)
 	go func() {
 		// This thread enters the new namespace and never leaves it: the
@@ -54,16 +53,22 @@ func createNetNS(path string) error {
 			errc <- fmt.Errorf("unshare network namespace: %w", err)
 			return
 		}
-		src := fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid())
-		if err := unix.Mount(src, path, "none", unix.MS_BIND, ""); err != nil {
-			errc <- fmt.Errorf("bind mount netns at %s: %w", path, err)
-			return
-		}
-		errc <- nil
+		errc <- bindNetNS(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), path)
 	}()
-	if err := <-errc; err != nil {
-		_ = os.Remove(path)
-		return err
+	return <-errc
+}
+
+// bindNetNS mounts the namespace at src (a /proc ns file or another
+// mount of one) at dst, a new file.
+func bindNetNS(src, dst string) error {
+	f, err := os.OpenFile(dst, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
+		return fmt.Errorf("create netns file %s: %w", dst, err)
+	}
+	f.Close()
+	if err := unix.Mount(src, dst, "none", unix.MS_BIND, ""); err != nil {
+		_ = os.Remove(dst)
+		return fmt.Errorf("bind mount netns %s at %s: %w", src, dst, err)
 	}
 	return nil
 }
