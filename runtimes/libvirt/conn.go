@@ -39,6 +39,8 @@ type conn struct {
 	mu      sync.RWMutex
 	l       *golibvirt.Libvirt
 	lastErr error
+	// done is closed when run has returned (the connection is closed).
+	done chan struct{}
 }
 
 // socketOf maps a local libvirt URI to its socket: qemu:///system, with an
@@ -58,7 +60,17 @@ func socketOf(uri string) (string, error) {
 }
 
 // run keeps the connection up until ctx ends.
+//
+// Event subscriptions live as long as their connection and are never
+// deregistered on a live one: the context handed to onConnect ends only
+// after the connection is closed, so go-libvirt's deregistration fails
+// locally and libvirtd drops the callbacks itself when the client goes.
+// libvirtd 9.0 (Debian 12) crashes (use after free in
+// remoteClientFreePrivateCallbacks) when a client's connection closes
+// while a deregistration of that client is in flight, which is what
+// cancelling the subscriptions and then disconnecting did.
 func (c *conn) run(ctx context.Context) {
+	defer close(c.done)
 	delay := reconnectMin
 	connected := false
 	for ctx.Err() == nil {
@@ -83,14 +95,15 @@ func (c *conn) run(ctx context.Context) {
 		c.mu.Lock()
 		c.l, c.lastErr = l, nil
 		c.mu.Unlock()
-		connCtx, cancel := context.WithCancel(ctx)
+		connCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		if c.onConnect != nil {
 			go c.onConnect(connCtx, l)
 		}
 		select {
 		case <-ctx.Done():
+			c.setDown(errors.New("crimux is shutting down"))
+			_ = l.Disconnect() // first: see above
 			cancel()
-			_ = l.Disconnect()
 			return
 		case <-l.Disconnected():
 			cancel()

@@ -63,13 +63,19 @@ func (r *Runtime) GetContainerEvents(req *runtimeapi.GetEventsRequest, stream ru
 	}
 }
 
-// onConnect runs on every libvirtd (re)connect: it follows lifecycle
-// events (libvirt's, not polling) and catches up with what happened while
-// crimux was not listening.
+// onConnect runs on every libvirtd (re)connect: it follows lifecycle and
+// reboot events (libvirt's, not polling) for as long as the connection
+// lives and catches up with what happened while crimux was not listening.
 func (r *Runtime) onConnect(ctx context.Context, l *golibvirt.Libvirt) {
-	events, err := l.LifecycleEvents(ctx)
+	lifecycle, err := l.LifecycleEvents(ctx)
 	if err != nil {
 		r.log.Error("subscribe to libvirt lifecycle events", "err", err)
+	}
+	reboots, err := l.SubscribeEvents(ctx, golibvirt.DomainEventIDReboot, golibvirt.OptDomain{})
+	if err != nil {
+		r.log.Error("subscribe to libvirt reboot events", "err", err)
+	} else {
+		defer r.reboots.follow(l)()
 	}
 	r.resync(l)
 	first := r.firstConnect.CompareAndSwap(false, true)
@@ -77,13 +83,33 @@ func (r *Runtime) onConnect(ctx context.Context, l *golibvirt.Libvirt) {
 	if first {
 		close(r.recovered)
 	}
-	for ev := range events {
-		if golibvirt.DomainEventType(ev.Event) != golibvirt.DomainEventStopped || !strings.HasPrefix(ev.Dom.Name, vm.DomainName("")) {
-			continue
+	for lifecycle != nil || reboots != nil {
+		select {
+		case ev, ok := <-lifecycle:
+			if !ok {
+				lifecycle = nil
+				continue
+			}
+			r.onLifecycle(ev)
+		case ev, ok := <-reboots:
+			if !ok {
+				reboots = nil
+				continue
+			}
+			if msg, isReboot := ev.(*golibvirt.DomainEventCallbackRebootMsg); isReboot {
+				r.reboots.fire(msg.Msg.Dom.Name)
+			}
 		}
-		code, reason := exitOf(golibvirt.DomainEventStoppedDetailType(ev.Detail))
-		r.domainStopped(ev.Dom.Name, code, reason)
 	}
+}
+
+// onLifecycle records the exit of a crimux VM that stopped.
+func (r *Runtime) onLifecycle(ev golibvirt.DomainEventLifecycleMsg) {
+	if golibvirt.DomainEventType(ev.Event) != golibvirt.DomainEventStopped || !strings.HasPrefix(ev.Dom.Name, vm.DomainName("")) {
+		return
+	}
+	code, reason := exitOf(golibvirt.DomainEventStoppedDetailType(ev.Detail))
+	r.domainStopped(ev.Dom.Name, code, reason)
 }
 
 // exitOf maps why a domain stopped to a container exit.

@@ -31,6 +31,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/cri-streaming/pkg/streaming"
@@ -110,6 +111,7 @@ type Runtime struct {
 	locks   keyedMutex
 	console *consoles
 	events  *eventHub
+	reboots *rebootWatch
 	log     *slog.Logger
 	stop    context.CancelFunc
 	// streaming serves Attach to the serial console.
@@ -122,6 +124,10 @@ type Runtime struct {
 	firstConnect atomic.Bool
 	recovered    chan struct{}
 }
+
+// closeTimeout bounds how long Close waits for libvirtd to confirm the
+// connection's close.
+const closeTimeout = 5 * time.Second
 
 // New opens the store and starts the libvirtd connection; Close undoes it.
 func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups, log *slog.Logger) (*Runtime, error) {
@@ -143,7 +149,7 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 	}
 	r := &Runtime{
 		opts: opts, accel: resolveAccel(opts.Accel), store: st, images: images, cgroups: cgroups,
-		console: newConsoles(log), events: newEventHub(), log: log.With("runtime", "vm"), onGC: countGC,
+		console: newConsoles(log), events: newEventHub(), reboots: newRebootWatch(), log: log.With("runtime", "vm"), onGC: countGC,
 		recovered: make(chan struct{}),
 	}
 	if opts.Network != nil {
@@ -156,7 +162,7 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 		}
 		r.net = m
 	}
-	r.conn = &conn{uri: opts.URI, socket: socket, log: r.log, onConnect: r.onConnect}
+	r.conn = &conn{uri: opts.URI, socket: socket, log: r.log, onConnect: r.onConnect, done: make(chan struct{})}
 	runCtx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
 	go r.conn.run(runCtx)
@@ -184,6 +190,11 @@ func (r *Runtime) Recovered() <-chan struct{} { return r.recovered }
 // VMs keep running: qemu outlives crimux.
 func (r *Runtime) Close() error {
 	r.stop()
+	select { // libvirtd may hang; crimux's shutdown must not
+	case <-r.conn.done:
+	case <-time.After(closeTimeout):
+		r.log.Warn("libvirtd connection not closed in time", "timeout", closeTimeout)
+	}
 	r.console.stopAll()
 	if r.net != nil {
 		r.net.Close()

@@ -69,40 +69,29 @@ func (r *Runtime) RebootVM(ctx context.Context, id string, hard bool, timeout ti
 
 // softReboot asks the guest to reboot and waits for libvirt's reboot event
 // of the domain; false when it did not come in time (or libvirt refused
-// the request). The subscription is made first, so the event cannot be
+// the request). The wait is registered first, so the event cannot be
 // missed.
 func (r *Runtime) softReboot(ctx context.Context, l *golibvirt.Libvirt, dom golibvirt.Domain, c *containerRecord, timeout time.Duration) (bool, error) {
-	subCtx, cancel := context.WithCancel(ctx)
-	events, err := l.SubscribeEvents(subCtx, golibvirt.DomainEventIDReboot, golibvirt.OptDomain{})
+	rebooted, cancel, err := r.reboots.wait(l, c.Domain)
 	if err != nil {
-		cancel()
-		return false, fmt.Errorf("subscribe to reboot events: %w", classify(err))
+		return false, err
 	}
-	defer func() {
-		cancel()
-		for range events { // the subscription ends when it is drained
-		}
-	}()
+	defer cancel()
 	if err := l.DomainReboot(dom, golibvirt.DomainRebootAcpiPowerBtn); err != nil {
 		r.log.Warn("soft reboot refused; resetting", "container", c.ID, "err", err)
 		return false, nil
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	for {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				return false, fmt.Errorf("libvirtd connection lost while waiting for VM %s to reboot: %w", c.Domain, errdefs.ErrUnavailable)
-			}
-			if msg, isReboot := ev.(*golibvirt.DomainEventCallbackRebootMsg); isReboot && msg.Msg.Dom.Name == c.Domain {
-				return true, nil
-			}
-		case <-timer.C:
-			return false, nil
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
+	select {
+	case <-rebooted:
+		return true, nil
+	case <-l.Disconnected():
+		return false, fmt.Errorf("libvirtd connection lost while waiting for VM %s to reboot: %w", c.Domain, errdefs.ErrUnavailable)
+	case <-timer.C:
+		return false, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
 	}
 }
 
