@@ -3,14 +3,42 @@ package cri
 import (
 	"context"
 
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/registry"
 )
 
 // ListContainers merges the containers of every runtime.
+// The primary runtime's answer is passed through undecoded (list_raw.go).
 func (s *Server) ListContainers(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
-	items, err := s.listContainers(ctx, req.GetFilter())
+	f := req.GetFilter()
+	backends := s.containerBackends(f)
+	if p, ok := splitRaw(backends); ok {
+		resp := &runtimeapi.ListContainersResponse{}
+		err := rawList[*runtimeapi.Container]{
+			method:     runtimeapi.RuntimeService_ListContainers_FullMethodName,
+			req:        &runtimeapi.ListContainersRequest{Filter: f},
+			cache:      s.rawContainers,
+			unfiltered: containerFilterEmpty(f),
+			cached: func(raw []byte) ([]*runtimeapi.Container, error) {
+				var old runtimeapi.ListContainersResponse
+				err := proto.Unmarshal(raw, &old)
+				return keep(old.GetContainers(), func(c *runtimeapi.Container) bool { return matchContainer(f, c) }), err
+			},
+			encode: func(items []*runtimeapi.Container) ([]byte, error) {
+				return proto.Marshal(&runtimeapi.ListContainersResponse{Containers: items})
+			},
+			others: func(ctx context.Context, others []*registry.Runtime) ([]*runtimeapi.Container, error) {
+				return s.listContainersOf(ctx, others, f)
+			},
+		}.run(ctx, s, p, resp.ProtoReflect())
+		if err != nil {
+			return nil, err
+		}
+		return resp, nil
+	}
+	items, err := s.listContainersOf(ctx, backends, f)
 	if err != nil {
 		return nil, err
 	}
@@ -29,14 +57,23 @@ func (s *Server) StreamContainers(req *runtimeapi.StreamContainersRequest, strea
 }
 
 func (s *Server) listContainers(ctx context.Context, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	return s.listContainersOf(ctx, s.containerBackends(f), f)
+}
+
+// containerBackends are the runtimes a container list asks.
+func (s *Server) containerBackends(f *runtimeapi.ContainerFilter) []*registry.Runtime {
 	reg := s.reg.Load()
-	backends := reg.Backends()
 	switch { // one owner: ask it alone
 	case f.GetId() != "":
-		backends = []*registry.Runtime{reg.ForID(f.GetId())}
+		return []*registry.Runtime{reg.ForID(f.GetId())}
 	case f.GetPodSandboxId() != "":
-		backends = []*registry.Runtime{reg.ForID(f.GetPodSandboxId())}
+		return []*registry.Runtime{reg.ForID(f.GetPodSandboxId())}
 	}
+	return reg.Backends()
+}
+
+// listContainersOf lists the containers of backends, decoded.
+func (s *Server) listContainersOf(ctx context.Context, backends []*registry.Runtime, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
 	return listFromAll(ctx, s, backends, s.containers, containerFilterEmpty(f),
 		func(ctx context.Context, rt *registry.Runtime) ([]*runtimeapi.Container, error) {
 			resp, err := rt.Backend.Runtime().ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: f})

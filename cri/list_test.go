@@ -261,3 +261,36 @@ func TestListServesLastKnownItemsWhenRuntimeHangs(t *testing.T) {
 		t.Errorf("ListPodSandbox = %v, want %v", got, want)
 	}
 }
+
+// The primary's answers are passed through undecoded (list_raw.go); when
+// the primary goes away its last unfiltered answer is decoded, filtered
+// and served, merged with the other runtimes' fresh items.
+func TestListServesPrimaryLastKnownItemsWhenItIsDown(t *testing.T) {
+	h := newHarness(t)
+	h.seed()
+	if _, err := h.listSandboxes(t, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"app": "none"}}); err != nil {
+		t.Fatal(err) // filtered: must not become the cache
+	}
+	if _, err := h.listSandboxes(t, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.listContainers(t, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.ctrdSrv.Stop()
+	h.vm.AddSandboxes(&runtimeapi.PodSandbox{Id: "p7", Metadata: podMeta("new-vm"), State: runtimeapi.PodSandboxState_SANDBOX_READY})
+
+	if got, err := h.listSandboxes(t, nil); err != nil || !sameIDs(got, []string{"p1", "p2", "vm--p1", "vm--p7"}) {
+		t.Errorf("ListPodSandbox with containerd down = %v, %v; want its last known pods and the VM runtime's", got, err)
+	}
+	notReady := &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY}}
+	if got, err := h.listSandboxes(t, notReady); err != nil || !sameIDs(got, []string{"p2"}) {
+		t.Errorf("ListPodSandbox(NOTREADY) with containerd down = %v, %v; want [p2]", got, err)
+	}
+	if got, err := h.listContainers(t, nil); err != nil || !sameIDs(got, []string{"c1", "c2", "vm--c1"}) {
+		t.Errorf("ListContainers with containerd down = %v, %v", got, err)
+	}
+	if logs := h.logs.String(); !strings.Contains(logs, "last known items") || !strings.Contains(logs, "runtime=containerd") {
+		t.Errorf("serving containerd's cached items was not logged naming it:\n%s", logs)
+	}
+}

@@ -3,6 +3,7 @@ package cri
 import (
 	"context"
 
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/registry"
@@ -12,8 +13,35 @@ import (
 const streamPage = 500
 
 // ListPodSandbox merges the pods of every runtime.
+// The primary runtime's answer is passed through undecoded (list_raw.go).
 func (s *Server) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
-	items, err := s.listSandboxes(ctx, req.GetFilter())
+	f := req.GetFilter()
+	backends := s.sandboxBackends(f)
+	if p, ok := splitRaw(backends); ok {
+		resp := &runtimeapi.ListPodSandboxResponse{}
+		err := rawList[*runtimeapi.PodSandbox]{
+			method:     runtimeapi.RuntimeService_ListPodSandbox_FullMethodName,
+			req:        &runtimeapi.ListPodSandboxRequest{Filter: f},
+			cache:      s.rawSandboxes,
+			unfiltered: sandboxFilterEmpty(f),
+			cached: func(raw []byte) ([]*runtimeapi.PodSandbox, error) {
+				var old runtimeapi.ListPodSandboxResponse
+				err := proto.Unmarshal(raw, &old)
+				return keep(old.GetItems(), func(sb *runtimeapi.PodSandbox) bool { return matchSandbox(f, sb) }), err
+			},
+			encode: func(items []*runtimeapi.PodSandbox) ([]byte, error) {
+				return proto.Marshal(&runtimeapi.ListPodSandboxResponse{Items: items})
+			},
+			others: func(ctx context.Context, others []*registry.Runtime) ([]*runtimeapi.PodSandbox, error) {
+				return s.listSandboxesOf(ctx, others, f)
+			},
+		}.run(ctx, s, p, resp.ProtoReflect())
+		if err != nil {
+			return nil, err
+		}
+		return resp, nil
+	}
+	items, err := s.listSandboxesOf(ctx, backends, f)
 	if err != nil {
 		return nil, err
 	}
@@ -32,10 +60,20 @@ func (s *Server) StreamPodSandboxes(req *runtimeapi.StreamPodSandboxesRequest, s
 }
 
 func (s *Server) listSandboxes(ctx context.Context, f *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
-	backends := s.reg.Load().Backends()
+	return s.listSandboxesOf(ctx, s.sandboxBackends(f), f)
+}
+
+// sandboxBackends are the runtimes a pod list asks.
+func (s *Server) sandboxBackends(f *runtimeapi.PodSandboxFilter) []*registry.Runtime {
+	reg := s.reg.Load()
 	if f.GetId() != "" { // one owner: ask it alone
-		backends = []*registry.Runtime{s.reg.Load().ForID(f.GetId())}
+		return []*registry.Runtime{reg.ForID(f.GetId())}
 	}
+	return reg.Backends()
+}
+
+// listSandboxesOf lists the pods of backends, decoded.
+func (s *Server) listSandboxesOf(ctx context.Context, backends []*registry.Runtime, f *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
 	return listFromAll(ctx, s, backends, s.sandboxes, sandboxFilterEmpty(f),
 		func(ctx context.Context, rt *registry.Runtime) ([]*runtimeapi.PodSandbox, error) {
 			resp, err := rt.Backend.Runtime().ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: f})

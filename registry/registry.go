@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 
+	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/config"
@@ -32,6 +33,13 @@ type Backend interface {
 	// Images is nil for a runtime that keeps no image store of its own.
 	Images() runtimeapi.ImageServiceClient
 	Close() error
+}
+
+// RawBackend is a Backend whose answers may be passed to clients as the
+// bytes they came in (cri/list_raw.go): its IDs need no rewriting. RawConn
+// is nil when they do.
+type RawBackend interface {
+	RawConn() grpc.ClientConnInterface
 }
 
 // Factory makes backends for one workload type. Runtimes whose Key is equal

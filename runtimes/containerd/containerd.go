@@ -27,6 +27,14 @@ import (
 // maxMsgSize matches kubelet's: list responses of busy nodes are large.
 const maxMsgSize = 16 << 20
 
+// windowSize is the HTTP/2 flow-control window crimux grants containerd
+// (per stream and per connection). gRPC's default of 64 KiB is smaller
+// than a list of 200 containers, so containerd stalled mid-answer until
+// crimux's window update came back, a round trip per 64 KiB
+// (docs/benchmarks.md). The socket is local: memory, not bandwidth, is
+// what a window costs.
+const windowSize = 4 << 20
+
 // Factory makes containerd backends; the global [containerd] section gives
 // the defaults an entry may override.
 type Factory struct {
@@ -65,7 +73,9 @@ type Options struct {
 
 // Backend is a connection to containerd's CRI service.
 type Backend struct {
-	conn    *grpc.ClientConn
+	conn *grpc.ClientConn
+	// raw: the connection's answers need no ID rewriting (no codec).
+	raw     bool
 	runtime runtimeapi.RuntimeServiceClient
 	images  runtimeapi.ImageServiceClient
 	stop    context.CancelFunc
@@ -104,6 +114,8 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 	conn, err := grpc.NewClient("unix://"+path,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
+		grpc.WithInitialWindowSize(windowSize),
+		grpc.WithInitialConnWindowSize(windowSize),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
 			MinConnectTimeout: 2 * time.Second,
@@ -117,6 +129,7 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 	go metrics.WatchReconnects(conn, endpoint)
 	b := &Backend{
 		conn:    conn,
+		raw:     opts.Codec == nil,
 		runtime: runtimeapi.NewRuntimeServiceClient(conn),
 		images:  runtimeapi.NewImageServiceClient(conn),
 		stop:    func() {},
@@ -132,6 +145,16 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 
 // Runtime returns the RuntimeService client.
 func (b *Backend) Runtime() runtimeapi.RuntimeServiceClient { return b.runtime }
+
+// RawConn returns the connection for pass-through calls when containerd's
+// IDs are shown unchanged (registry.RawBackend); nil when a codec rewrites
+// them.
+func (b *Backend) RawConn() grpc.ClientConnInterface {
+	if !b.raw {
+		return nil
+	}
+	return b.conn
+}
 
 // Images returns the ImageService client.
 func (b *Backend) Images() runtimeapi.ImageServiceClient { return b.images }

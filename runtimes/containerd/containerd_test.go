@@ -342,3 +342,17 @@ func TestFactory(t *testing.T) {
 		t.Errorf("deadline %v away (set: %v), want the configured call_timeout of 1s", d, ok)
 	}
 }
+
+// Only a backend whose IDs are shown unchanged offers its connection for
+// pass-through (cri/list_raw.go).
+func TestRawConnOnlyWithoutCodec(t *testing.T) {
+	_, _, plain := serve(t, nil)
+	if plain.RawConn() == nil {
+		t.Error("RawConn() = nil without a codec")
+	}
+	codec := idcodec.New("vm")
+	_, _, prefixed := serve(t, &codec)
+	if prefixed.RawConn() != nil {
+		t.Error("RawConn() offered with an ID codec: its answers need rewriting")
+	}
+}

@@ -1,0 +1,133 @@
+package cri
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/registry"
+)
+
+// rawConn answers every call with fixed bytes, as a server would send
+// them, decoded by the caller's message.
+type rawConn struct {
+	answer []byte
+	calls  int
+}
+
+func (c *rawConn) Invoke(_ context.Context, _ string, _, reply any, opts ...grpc.CallOption) error {
+	c.calls++
+	for _, o := range opts {
+		if f, ok := o.(grpc.ForceCodecV2CallOption); ok {
+			return f.CodecV2.Unmarshal(mem.BufferSlice{mem.SliceBuffer(c.answer)}, reply)
+		}
+	}
+	return proto.Unmarshal(c.answer, reply.(proto.Message))
+}
+
+func (c *rawConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+	panic("not used")
+}
+
+type rawBackend struct{ conn *rawConn }
+
+func (b rawBackend) Runtime() runtimeapi.RuntimeServiceClient { return nil }
+func (b rawBackend) Images() runtimeapi.ImageServiceClient    { return nil }
+func (b rawBackend) Close() error                             { return nil }
+func (b rawBackend) RawConn() grpc.ClientConnInterface        { return b.conn }
+
+// nonCanonical encodes a container with its fields in reverse order:
+// valid protobuf that a decode and re-encode would reorder.
+func nonCanonical(id string) []byte {
+	var c []byte
+	c = protowire.AppendTag(c, 4, protowire.VarintType) // state
+	c = protowire.AppendVarint(c, uint64(runtimeapi.ContainerState_CONTAINER_RUNNING))
+	c = protowire.AppendTag(c, 1, protowire.BytesType) // id
+	c = protowire.AppendString(c, id)
+	var resp []byte
+	resp = protowire.AppendTag(resp, 1, protowire.BytesType) // containers
+	return protowire.AppendBytes(resp, c)
+}
+
+// The primary's answer reaches the client byte for byte, followed by the
+// other runtimes' items.
+func TestRawListPassesThePrimaryAnswerThrough(t *testing.T) {
+	answer := append(nonCanonical("c1"), nonCanonical("c2")...)
+	conn := &rawConn{answer: answer}
+	primary := &registry.Runtime{Name: "containerd", Primary: true, Backend: rawBackend{conn}}
+	other := &registry.Runtime{Name: "vm"}
+	p, ok := splitRaw([]*registry.Runtime{primary, other})
+	if !ok || p.rt != primary || len(p.others) != 1 || p.others[0] != other {
+		t.Fatalf("splitRaw = %+v, %v; want containerd raw, vm the other", p, ok)
+	}
+	vmItem := &runtimeapi.Container{Id: "vm--c9", State: runtimeapi.ContainerState_CONTAINER_RUNNING}
+	s := &Server{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	resp := &runtimeapi.ListContainersResponse{}
+	err := rawList[*runtimeapi.Container]{
+		method: runtimeapi.RuntimeService_ListContainers_FullMethodName,
+		req:    &runtimeapi.ListContainersRequest{},
+		cache:  &rawCache{}, unfiltered: true,
+		encode: func(items []*runtimeapi.Container) ([]byte, error) {
+			return proto.Marshal(&runtimeapi.ListContainersResponse{Containers: items})
+		},
+		others: func(context.Context, []*registry.Runtime) ([]*runtimeapi.Container, error) {
+			return []*runtimeapi.Container{vmItem}, nil
+		},
+	}.run(context.Background(), s, p, resp.ProtoReflect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire, err := proto.Marshal(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmWire, _ := proto.Marshal(&runtimeapi.ListContainersResponse{Containers: []*runtimeapi.Container{vmItem}})
+	if want := append(append([]byte{}, answer...), vmWire...); !bytes.Equal(wire, want) {
+		t.Errorf("response on the wire:\n%x\nwant the primary's answer unchanged, then the VM runtime's items:\n%x", wire, want)
+	}
+	var got runtimeapi.ListContainersResponse
+	if err := proto.Unmarshal(wire, &got); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range got.Containers {
+		ids = append(ids, c.Id)
+	}
+	if len(ids) != 3 || ids[0] != "c1" || ids[1] != "c2" || ids[2] != "vm--c9" {
+		t.Errorf("client decodes %v, want [c1 c2 vm--c9]", ids)
+	}
+	if conn.calls != 1 {
+		t.Errorf("primary asked %d times, want 1", conn.calls)
+	}
+}
+
+// A primary that is not a RawBackend (or whose IDs are rewritten:
+// containerd.Backend.RawConn is nil then) is listed decoded.
+func TestSplitRawNeedsARawPrimary(t *testing.T) {
+	noCodec := &registry.Runtime{Name: "containerd", Primary: true, Backend: rawBackend{&rawConn{}}}
+	plain := &registry.Runtime{Name: "containerd", Primary: true, Backend: plainBackend{}}
+	other := &registry.Runtime{Name: "vm"}
+	if _, ok := splitRaw([]*registry.Runtime{other}); ok {
+		t.Error("raw without the primary among the backends")
+	}
+	if _, ok := splitRaw([]*registry.Runtime{plain, other}); ok {
+		t.Error("raw with a primary that is no RawBackend")
+	}
+	if _, ok := splitRaw([]*registry.Runtime{noCodec, other}); !ok {
+		t.Error("not raw with a raw primary")
+	}
+}
+
+type plainBackend struct{}
+
+func (plainBackend) Runtime() runtimeapi.RuntimeServiceClient { return nil }
+func (plainBackend) Images() runtimeapi.ImageServiceClient    { return nil }
+func (plainBackend) Close() error                             { return nil }
