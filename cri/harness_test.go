@@ -1,7 +1,6 @@
 package cri_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
@@ -19,6 +18,7 @@ import (
 	"github.com/crimux/crimux/config"
 	"github.com/crimux/crimux/cri"
 	"github.com/crimux/crimux/internal/crifake"
+	"github.com/crimux/crimux/internal/testutil"
 	"github.com/crimux/crimux/registry"
 	"github.com/crimux/crimux/runtimes/containerd"
 )
@@ -35,7 +35,7 @@ type harness struct {
 	rs             runtimeapi.RuntimeServiceClient
 	is             runtimeapi.ImageServiceClient
 	conn           *grpc.ClientConn
-	logs           *syncBuffer
+	logs           *testutil.SyncBuffer
 
 	mu       sync.Mutex
 	observed []observation
@@ -54,7 +54,7 @@ func newHarness(t *testing.T) *harness {
 // newHarnessWithTimeout sets the backends' call_timeout.
 func newHarnessWithTimeout(t *testing.T, callTimeout time.Duration) *harness {
 	t.Helper()
-	h := &harness{ctrd: crifake.New("ctrd"), vm: crifake.New("vm"), logs: &syncBuffer{}}
+	h := &harness{ctrd: crifake.New("ctrd"), vm: crifake.New("vm"), logs: &testutil.SyncBuffer{}}
 	h.ctrdSrv = crifake.Serve(t, h.ctrd, crifake.SocketPath(t, "containerd.sock"))
 	h.vmSrv = crifake.Serve(t, h.vm, crifake.SocketPath(t, "vm.sock"))
 
@@ -184,21 +184,3 @@ func sameIDs(got, want []string) bool {
 
 // stopVM makes the VM runtime go away, as if it crashed.
 func (h *harness) stopVM() { h.vmSrv.Stop() }
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}

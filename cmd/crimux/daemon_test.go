@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +19,7 @@ import (
 
 	"github.com/crimux/crimux/config"
 	"github.com/crimux/crimux/internal/crifake"
+	"github.com/crimux/crimux/internal/testutil"
 	"github.com/crimux/crimux/registry"
 	"github.com/crimux/crimux/runtimes/containerd"
 )
@@ -33,7 +31,7 @@ type testDaemon struct {
 	fake    *crifake.Fake
 	cfgPath string
 	socket  string
-	logs    *syncBuffer
+	logs    *testutil.SyncBuffer
 	hup     chan os.Signal
 	rs      runtimeapi.RuntimeServiceClient
 	done    chan error
@@ -51,7 +49,7 @@ func startTestDaemon(t *testing.T, configTOML string) *testDaemon {
 	t.Helper()
 	dir := t.TempDir()
 	td := &testDaemon{fake: crifake.New("ctrd"), cfgPath: filepath.Join(dir, "config.toml"),
-		socket: crifake.SocketPath(t, "crimux.sock"), logs: &syncBuffer{}, hup: make(chan os.Signal, 1), done: make(chan error, 1)}
+		socket: crifake.SocketPath(t, "crimux.sock"), logs: &testutil.SyncBuffer{}, hup: make(chan os.Signal, 1), done: make(chan error, 1)}
 	srv := crifake.Serve(t, td.fake, crifake.SocketPath(t, "containerd.sock"))
 	td.writeConfig(t, configTOML)
 	f, fs, err := parseFlags([]string{"--config", td.cfgPath, "--listen", td.socket, "--state-dir", filepath.Join(dir, "state"),
@@ -85,7 +83,7 @@ func startTestDaemon(t *testing.T, configTOML string) *testDaemon {
 	}
 	t.Cleanup(func() { conn.Close() })
 	td.rs = runtimeapi.NewRuntimeServiceClient(conn)
-	waitFor(t, 5*time.Second, "crimux listening", func() error {
+	testutil.Eventually(t, 5*time.Second, "crimux listening", func() error {
 		_, err := td.rs.Version(context.Background(), &runtimeapi.VersionRequest{})
 		return err
 	})
@@ -106,7 +104,7 @@ func (td *testDaemon) reload(t *testing.T, content, wantLog string) {
 	before := strings.Count(td.logs.String(), wantLog)
 	td.writeConfig(t, content)
 	td.hup <- os.Interrupt // any signal value: serve only receives
-	waitFor(t, 5*time.Second, "log "+wantLog, func() error {
+	testutil.Eventually(t, 5*time.Second, "log "+wantLog, func() error {
 		if strings.Count(td.logs.String(), wantLog) == before {
 			return errors.New("not logged yet")
 		}
@@ -179,25 +177,26 @@ handlers = ["runc2"]
 }
 
 func TestReadyAndWatchdog(t *testing.T) {
-	notify := listenNotify(t)
+	notify := testutil.ListenNotify(t, crifake.SocketPath(t, "notify.sock"))
+	t.Setenv("NOTIFY_SOCKET", notify.Path)
 	t.Setenv("WATCHDOG_USEC", "200000")
 	td := startTestDaemon(t, oneRuntime)
-	notify.expect(t, "READY=1", 2*time.Second)
-	notify.expect(t, "WATCHDOG=1", 2*time.Second)
+	notify.Next(t, "READY=1", 2*time.Second)
+	notify.Next(t, "WATCHDOG=1", 2*time.Second)
 
 	// The primary stops answering: no more pings, readiness 0.
 	td.fake.SetError("Status", status.Error(codes.Unavailable, "down"))
 	time.Sleep(300 * time.Millisecond) // a check in flight may still ping
-	notify.drain()
+	notify.Drain()
 	time.Sleep(500 * time.Millisecond)
-	if got := notify.drain(); strings.Contains(got, "WATCHDOG=1") {
+	if got := notify.Drain(); strings.Contains(got, "WATCHDOG=1") {
 		t.Fatalf("watchdog pinged while the primary does not answer: %q", got)
 	}
 	if got := gathered(t, td, "crimux_runtime_ready", "containerd", config.TypeContainer); got != 0 {
 		t.Errorf("crimux_runtime_ready{runtime=containerd} = %v, want 0", got)
 	}
 	td.fake.SetError("Status", nil)
-	notify.expect(t, "WATCHDOG=1", 2*time.Second)
+	notify.Next(t, "WATCHDOG=1", 2*time.Second)
 	if got := gathered(t, td, "crimux_runtime_ready", "containerd", config.TypeContainer); got != 1 {
 		t.Errorf("crimux_runtime_ready{runtime=containerd} = %v, want 1", got)
 	}
@@ -271,93 +270,4 @@ func TestKeepRestartOnly(t *testing.T) {
 	if next.LogLevel != "debug" {
 		t.Errorf("log_level = %q: a live setting was reset", next.LogLevel)
 	}
-}
-
-// notifySocket is a stand-in for systemd's notify socket.
-type notifySocket struct {
-	conn *net.UnixConn
-	mu   sync.Mutex
-	got  []string
-}
-
-func listenNotify(t *testing.T) *notifySocket {
-	t.Helper()
-	path := crifake.SocketPath(t, "notify.sock")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	t.Setenv("NOTIFY_SOCKET", path)
-	n := &notifySocket{conn: conn}
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			k, err := conn.Read(buf)
-			if err != nil {
-				return
-			}
-			n.mu.Lock()
-			n.got = append(n.got, string(buf[:k]))
-			n.mu.Unlock()
-		}
-	}()
-	return n
-}
-
-// expect waits for a message containing want and consumes the messages up
-// to it.
-func (n *notifySocket) expect(t *testing.T, want string, timeout time.Duration) {
-	t.Helper()
-	waitFor(t, timeout, "sd_notify "+want, func() error {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		for i, m := range n.got {
-			if strings.Contains(m, want) {
-				n.got = n.got[i+1:]
-				return nil
-			}
-		}
-		return fmt.Errorf("got %q", n.got)
-	})
-}
-
-func (n *notifySocket) drain() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	all := strings.Join(n.got, "|")
-	n.got = nil
-	return all
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

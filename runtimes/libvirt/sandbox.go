@@ -85,11 +85,7 @@ func (r *Runtime) finishSandboxRemoval(ctx context.Context, sb *sandboxRecord) e
 // container its grace period) and marks the pod not ready.
 func (r *Runtime) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
 	defer r.locks.lock(req.GetPodSandboxId())()
-	sb, err := r.store.sandbox(req.GetPodSandboxId())
-	if err != nil {
-		return nil, err
-	}
-	ctrs, err := r.store.containersOf(sb.ID)
+	sb, ctrs, err := r.sandboxWithContainers(req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
 	}
@@ -114,11 +110,7 @@ func (r *Runtime) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 // RemovePodSandbox removes the VM with everything it owns, then the pod.
 func (r *Runtime) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
 	defer r.locks.lock(req.GetPodSandboxId())()
-	sb, err := r.store.sandbox(req.GetPodSandboxId())
-	if err != nil {
-		return nil, err
-	}
-	ctrs, err := r.store.containersOf(sb.ID)
+	sb, ctrs, err := r.sandboxWithContainers(req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
 	}
@@ -208,4 +200,17 @@ func verboseInfo(sb *sandboxRecord) string {
 
 func podName(cfg *runtimeapi.PodSandboxConfig) string {
 	return cfg.GetMetadata().GetNamespace() + "/" + cfg.GetMetadata().GetName()
+}
+
+// sandboxWithContainers reads a pod and its containers from the store.
+func (r *Runtime) sandboxWithContainers(id string) (*sandboxRecord, []*containerRecord, error) {
+	sb, err := r.store.sandbox(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctrs, err := r.store.containersOf(sb.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sb, ctrs, nil
 }

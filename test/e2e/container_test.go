@@ -13,6 +13,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/internal/testutil"
 )
 
 const (
@@ -80,7 +82,7 @@ func TestContainerLifecycleThroughCrimux(t *testing.T) {
 		}
 	})
 	t.Run("logs", func(t *testing.T) {
-		eventually(t, 10*time.Second, "log line", func() error {
+		testutil.Eventually(t, 10*time.Second, "log line", func() error {
 			if out, _ := c.crictlErr("logs", ctrID); !strings.Contains(out, "hello-from-crimux") {
 				return fmt.Errorf("logs: %q", out)
 			}
@@ -159,7 +161,7 @@ func TestPortForwardThroughCrimux(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pf.Process.Kill(); _ = pf.Wait() })
-	eventually(t, 20*time.Second, "HTTP through port-forward", func() error {
+	testutil.Eventually(t, 20*time.Second, "HTTP through port-forward", func() error {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
 		if err != nil {
 			return err

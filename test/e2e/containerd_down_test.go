@@ -11,6 +11,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/internal/testutil"
 )
 
 // privateContainerd is a throwaway containerd of one test (its own root,
@@ -58,7 +60,7 @@ func (p *privateContainerd) start() {
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}
-	eventually(p.t, 20*time.Second, "private containerd socket", func() error {
+	testutil.Eventually(p.t, 20*time.Second, "private containerd socket", func() error {
 		_, err := os.Stat(p.socket)
 		return err
 	})
@@ -116,7 +118,7 @@ func TestContainerdStopped(t *testing.T) {
 	}
 
 	ctrd.start()
-	eventually(t, 15*time.Second, "crimux reconnects to containerd", func() error {
+	testutil.Eventually(t, 15*time.Second, "crimux reconnects to containerd", func() error {
 		_, err := rs.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: "0123456789abcdef"})
 		if code := statusCode(err); code != codes.NotFound {
 			return fmt.Errorf("ContainerStatus: %v", err)

@@ -4,17 +4,17 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/crimux/crimux/internal/testutil"
 )
 
 // The node-integration tests: crimux as systemd runs it (sd_notify READY
@@ -96,7 +96,7 @@ func (d *daemonRun) reload(t *testing.T, content, wantLog string) {
 	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "crimux logs "+wantLog, func() error {
+	testutil.Eventually(t, 10*time.Second, "crimux logs "+wantLog, func() error {
 		if strings.Count(d.log(), wantLog) == before {
 			return fmt.Errorf("not yet; log tail:\n%s", tail(d.log(), 5))
 		}
@@ -112,96 +112,41 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// notifySocket stands in for systemd's notify socket.
-type notifySocket struct {
-	path string
-	mu   sync.Mutex
-	msgs []string
-}
-
-func listenNotify(t *testing.T) *notifySocket {
-	t.Helper()
-	n := &notifySocket{path: filepath.Join(t.TempDir(), "notify.sock")}
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: n.path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			k, err := conn.Read(buf)
-			if err != nil {
-				return
-			}
-			n.mu.Lock()
-			n.msgs = append(n.msgs, string(buf[:k]))
-			n.mu.Unlock()
-		}
-	}()
-	return n
-}
-
-// next waits for a message containing want, consumes the messages up to
-// it and returns it.
-func (n *notifySocket) next(t *testing.T, want string, timeout time.Duration) string {
-	t.Helper()
-	var got string
-	eventually(t, timeout, "sd_notify "+want, func() error {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		for i, m := range n.msgs {
-			if strings.Contains(m, want) {
-				got, n.msgs = m, n.msgs[i+1:]
-				return nil
-			}
-		}
-		return fmt.Errorf("messages so far: %q", n.msgs)
-	})
-	return got
-}
-
-func (n *notifySocket) all() []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return append([]string(nil), n.msgs...)
-}
-
 // TestNotifyReadyThenWatchdog: under systemd (NOTIFY_SOCKET, WATCHDOG_USEC)
 // crimux says READY=1 only once its socket listens, then pings the
 // watchdog; SIGHUP is wrapped in RELOADING=1 … READY=1 and SIGTERM says
 // STOPPING=1.
 func TestNotifyReadyThenWatchdog(t *testing.T) {
 	requireBed(t)
-	n := listenNotify(t)
-	d := startDaemon(t, containerOnly, []string{"NOTIFY_SOCKET=" + n.path, "WATCHDOG_USEC=2000000"})
-	n.next(t, "READY=1", 10*time.Second)
+	n := testutil.ListenNotify(t, filepath.Join(t.TempDir(), "notify.sock"))
+	d := startDaemon(t, containerOnly, []string{"NOTIFY_SOCKET=" + n.Path, "WATCHDOG_USEC=2000000"})
+	n.Next(t, "READY=1", 10*time.Second)
 	if _, err := os.Stat(d.socket); err != nil {
 		t.Fatalf("READY=1 before the socket exists: %v", err)
 	}
-	n.next(t, "WATCHDOG=1", 3*time.Second)
-	n.next(t, "WATCHDOG=1", 3*time.Second) // and again: a loop, not a one-off
+	n.Next(t, "WATCHDOG=1", 3*time.Second)
+	n.Next(t, "WATCHDOG=1", 3*time.Second) // and again: a loop, not a one-off
 
 	d.reload(t, containerOnly, "config reloaded")
-	n.next(t, "RELOADING=1", 3*time.Second)
-	n.next(t, "READY=1", 3*time.Second)
+	n.Next(t, "RELOADING=1", 3*time.Second)
+	n.Next(t, "READY=1", 3*time.Second)
 
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	n.next(t, "STOPPING=1", 10*time.Second)
+	n.Next(t, "STOPPING=1", 10*time.Second)
 }
 
 // TestWatchdogSilentWhilePrimaryDown: the watchdog is fed only while the
 // primary runtime answers; crimux still serves and says READY.
 func TestWatchdogSilentWhilePrimaryDown(t *testing.T) {
 	requireBed(t)
-	n := listenNotify(t)
-	startDaemon(t, containerOnly, []string{"NOTIFY_SOCKET=" + n.path, "WATCHDOG_USEC=1000000"},
+	n := testutil.ListenNotify(t, filepath.Join(t.TempDir(), "notify.sock"))
+	startDaemon(t, containerOnly, []string{"NOTIFY_SOCKET=" + n.Path, "WATCHDOG_USEC=1000000"},
 		"--containerd-endpoint", "unix:///run/crimux-testbed/no-such-containerd.sock")
-	n.next(t, "READY=1", 10*time.Second)
+	n.Next(t, "READY=1", 10*time.Second)
 	time.Sleep(3 * time.Second)
-	for _, m := range n.all() {
+	for _, m := range n.All() {
 		if strings.Contains(m, "WATCHDOG=1") {
-			t.Fatalf("watchdog pinged although the primary cannot be reached: %q", n.all())
+			t.Fatalf("watchdog pinged although the primary cannot be reached: %q", n.All())
 		}
 	}
 }
@@ -307,7 +252,7 @@ handlers = ["runc2"]
 		}
 		ctrID := d.crictl("create", podID, containerJSON(t, "hello", busyboxImage, []string{"echo", "hello from runc2"}), pod)
 		d.crictl("start", ctrID)
-		eventually(t, 10*time.Second, "the container's output", func() error {
+		testutil.Eventually(t, 10*time.Second, "the container's output", func() error {
 			if out, _ := d.crictlErr("logs", ctrID); !strings.Contains(out, "hello from runc2") {
 				return fmt.Errorf("logs: %q", out)
 			}
@@ -393,15 +338,15 @@ endpoint = "unix://%s"
 		}
 		return string(b)
 	}
-	eventually(t, 10*time.Second, "spare runtime ready", func() error {
+	testutil.Eventually(t, 10*time.Second, "spare runtime ready", func() error {
 		return hasSample(get(), `crimux_runtime_ready{runtime="spare",type="container"}`, true)
 	})
 	private.stop()
-	eventually(t, 10*time.Second, "spare runtime not ready", func() error {
+	testutil.Eventually(t, 10*time.Second, "spare runtime not ready", func() error {
 		return hasSample(get(), `crimux_runtime_ready{runtime="spare",type="container"} 0`, false)
 	})
 	private.start()
-	eventually(t, 15*time.Second, "a reconnect counted", func() error {
+	testutil.Eventually(t, 15*time.Second, "a reconnect counted", func() error {
 		return hasSample(get(), fmt.Sprintf(`crimux_reconnects_total{target="unix://%s"}`, private.socket), true)
 	})
 

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/crimux/crimux/internal/testutil"
 )
 
 // A real kubelet (unmodified v1.37, built by test/kubelet/build.sh; make
@@ -188,7 +190,7 @@ func TestKubeletMixedPods(t *testing.T) {
 	k.writeManifest("vm.yaml", vmManifest)
 	ctrName, vmName := "kl-ctr-"+kubeletNode, "kl-vm-"+kubeletNode
 	var ctrID, vmID string
-	eventually(t, 4*time.Minute, "both static pods Running in kubelet's /pods", func() error {
+	testutil.Eventually(t, 4*time.Minute, "both static pods Running in kubelet's /pods", func() error {
 		pods, err := k.pods()
 		if err != nil {
 			return err
@@ -209,7 +211,7 @@ func TestKubeletMixedPods(t *testing.T) {
 	// kubelet knows the VM pod's IP (its pod network, CNI), and the guest
 	// answers on it.
 	var vmIP string
-	eventually(t, 30*time.Second, "the VM pod's IP in kubelet's /pods", func() error {
+	testutil.Eventually(t, 30*time.Second, "the VM pod's IP in kubelet's /pods", func() error {
 		pods, err := k.pods()
 		if err == nil {
 			if vmIP = pods[vmName].Status.PodIP; !strings.HasPrefix(vmIP, "10.88.77.") {
@@ -252,7 +254,7 @@ func TestKubeletMixedPods(t *testing.T) {
 
 	k.removeManifest("ctr.yaml")
 	k.removeManifest("vm.yaml")
-	eventually(t, 60*time.Second, "kubelet's /pods empty", func() error {
+	testutil.Eventually(t, 60*time.Second, "kubelet's /pods empty", func() error {
 		pods, err := k.pods()
 		if err == nil && len(pods) > 0 {
 			err = fmt.Errorf("still %d pods", len(pods))
@@ -260,7 +262,7 @@ func TestKubeletMixedPods(t *testing.T) {
 		return err
 	})
 	// kubelet removes a stopped sandbox on its once-a-minute cleanup.
-	eventually(t, 3*time.Minute, "both sandboxes removed", func() error {
+	testutil.Eventually(t, 3*time.Minute, "both sandboxes removed", func() error {
 		if out := c.crictl("pods", "--namespace", kubeletNamespace, "-q"); out != "" {
 			return fmt.Errorf("crictl pods: %s", out)
 		}
@@ -324,7 +326,7 @@ func startKubelet(t *testing.T, bin, endpoint string) *kubeletRun {
 			t.Logf("kubelet log (errors and the last lines):\n%s", kubeletLogDigest(string(b)))
 		}
 	})
-	eventually(t, 60*time.Second, "kubelet serving /pods", func() error {
+	testutil.Eventually(t, 60*time.Second, "kubelet serving /pods", func() error {
 		_, err := k.pods()
 		if err != nil && k.cmd.ProcessState != nil {
 			t.Fatalf("kubelet exited: %v", k.cmd.ProcessState)
@@ -435,7 +437,7 @@ func checkCrictlSees(t *testing.T, c *daemonRun, ctrID, vmID string) {
 
 func waitLogs(t *testing.T, c *daemonRun, id, marker string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, marker+" in crictl logs "+id, func() error {
+	testutil.Eventually(t, timeout, marker+" in crictl logs "+id, func() error {
 		if out, _ := c.crictlErr("logs", id); !strings.Contains(out, marker) {
 			return fmt.Errorf("logs so far: %.300q", out)
 		}
@@ -478,7 +480,7 @@ func powerCycle(t *testing.T, c *daemonRun, vmID, metricsAddr string) {
 		}
 		t.Logf("crimuxctl vm power %s %s: %s", vmID, state, out)
 	}
-	eventually(t, 30*time.Second, "the VM's domain running again", func() error {
+	testutil.Eventually(t, 30*time.Second, "the VM's domain running again", func() error {
 		if st := virsh(t, "domstate", domainOf(vmID)); st != "running" {
 			return fmt.Errorf("domstate %s", st)
 		}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/crimux/crimux/internal/testutil"
 )
 
 // podsAndContainers is what kubelet sees: every pod and container with its
@@ -113,7 +115,7 @@ func TestLibvirtdRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { startLibvirtd(t) })
-	eventually(t, 10*time.Second, "VM runtime condition false", func() error {
+	testutil.Eventually(t, 10*time.Second, "VM runtime condition false", func() error {
 		cond := runtimeCondition(t, c, "VMRuntimeReady")
 		if cond.Status || cond.Reason == "" {
 			return fmt.Errorf("VMRuntimeReady %+v", cond)
@@ -133,7 +135,7 @@ func TestLibvirtdRestart(t *testing.T) {
 
 	startLibvirtd(t)
 	back := time.Now()
-	eventually(t, 5*time.Second, "VM work served again", func() error {
+	testutil.Eventually(t, 5*time.Second, "VM work served again", func() error {
 		if cond := runtimeCondition(t, c, "VMRuntimeReady"); !cond.Status {
 			return fmt.Errorf("VMRuntimeReady %+v", cond)
 		}
@@ -210,7 +212,7 @@ func TestContainerdRestart(t *testing.T) {
 		t.Fatalf("restart containerd: %v\n%s", err, out)
 	}
 	back := time.Now()
-	eventually(t, 5*time.Second, "container served again through crimux", func() error {
+	testutil.Eventually(t, 5*time.Second, "container served again through crimux", func() error {
 		out, err := c.crictlErr("inspect", "-o", "json", ctrID)
 		if err != nil || !strings.Contains(out, "CONTAINER_RUNNING") {
 			return fmt.Errorf("inspect: %v %.200s", err, out)
@@ -242,7 +244,7 @@ func TestWipedStateDirAdoptsOwnVMs(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.start()
-	eventually(t, 15*time.Second, "adopted VM listed", func() error {
+	testutil.Eventually(t, 15*time.Second, "adopted VM listed", func() error {
 		pods, ctrs := podsAndContainers(t, c)
 		if pods[vmPod] == "" || ctrs[vmID] != "CONTAINER_RUNNING" {
 			return fmt.Errorf("pods %v containers %v", pods, ctrs)

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/crimux/crimux/internal/testutil"
 )
 
 // VM pod networking (runtimes/libvirt/podnet) against the bed's real CNI
@@ -90,7 +92,7 @@ func requirePodIPAnswers(t *testing.T, c *crimux, podID string, timeout time.Dur
 // requireGuestHTTP waits until url answers with the test VM's page.
 func requireGuestHTTP(t *testing.T, url string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, "the guest answering at "+url, func() error {
+	testutil.Eventually(t, timeout, "the guest answering at "+url, func() error {
 		body, err := httpGet(url)
 		if err == nil && !strings.Contains(body, vmHTTPAnswer) {
 			err = fmt.Errorf("answer %q", body)
@@ -169,7 +171,7 @@ func TestVMAndContainerReachEachOther(t *testing.T) {
 	vpodID, vID, _ := startVMNetPod(t, c, "net-vm", parent, 0, args)
 	vIP := podIP(t, c, vpodID)
 
-	eventually(t, 60*time.Second, "the VM reaching the container "+cIP, func() error {
+	testutil.Eventually(t, 60*time.Second, "the VM reaching the container "+cIP, func() error {
 		logs, _ := c.crictlErr("logs", vID)
 		if strings.Contains(logs, "CRIMUX-PROBE-FAIL") {
 			t.Fatalf("the guest gave up reaching %s:80:\n%s", cIP, logs)
@@ -179,7 +181,7 @@ func TestVMAndContainerReachEachOther(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, 30*time.Second, "the container reaching the VM "+vIP, func() error {
+	testutil.Eventually(t, 30*time.Second, "the container reaching the VM "+vIP, func() error {
 		// nc: the image's busybox wget crashes looking the port up.
 		get := fmt.Sprintf(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 %s %d`, vIP, vmHTTPPort)
 		out, err := c.crictlErr("exec", client, "sh", "-c", get)
@@ -201,7 +203,7 @@ func TestVMNetworkCycles(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		podID, ctrID, start := startVMNetPod(t, c, fmt.Sprintf("vm-cycle-%d", i), parent, 0, "")
 		snap := snapshotPodNet(t, c, podID)
-		eventually(t, 20*time.Second-time.Since(start), "the guest's lease in cycle "+fmt.Sprint(i), func() error {
+		testutil.Eventually(t, 20*time.Second-time.Since(start), "the guest's lease in cycle "+fmt.Sprint(i), func() error {
 			if logs, _ := c.crictlErr("logs", ctrID); !strings.Contains(logs, vmNetMarker+snap.ip+"/") {
 				return fmt.Errorf("console so far:\n%s", logs)
 			}
@@ -358,7 +360,7 @@ func TestVMNetworkDelRetried(t *testing.T) {
 	}
 	start := time.Now()
 	c.restart()
-	eventually(t, 20*time.Second, "the failed DEL retried", func() error {
+	testutil.Eventually(t, 20*time.Second, "the failed DEL retried", func() error {
 		if _, err := os.Lstat(snap.netns); err == nil {
 			return fmt.Errorf("netns %s still there", snap.netns)
 		}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crimux/crimux/internal/testutil"
 )
 
 // The VM test image (test/images, served by the bed's registry): a Debian
@@ -93,13 +95,13 @@ func TestVMPodLifecycle(t *testing.T) {
 	checkThreadsUnder(t, pid, parent)
 	checkLimits(t, parent+"/"+domain)
 
-	eventually(t, 10*time.Second-time.Since(start), "console marker in crictl logs", func() error {
+	testutil.Eventually(t, 10*time.Second-time.Since(start), "console marker in crictl logs", func() error {
 		if out, _ := c.crictlErr("logs", ctrID); !strings.Contains(out, vmMarker) {
 			return fmt.Errorf("logs so far: %q", out)
 		}
 		return nil
 	})
-	eventually(t, 10*time.Second, "non-zero CPU in crictl stats", func() error {
+	testutil.Eventually(t, 10*time.Second, "non-zero CPU in crictl stats", func() error {
 		var st struct {
 			Stats []struct {
 				CPU struct {

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/crimux/crimux/internal/testutil"
 )
 
 // Helpers of the VM API's e2e tests: crimuxctl, a running test VM, and its
@@ -133,7 +135,7 @@ func (v *testVM) consoleSize() int { return len(v.consoleLog()) }
 func (v *testVM) waitConsole(t *testing.T, from int, timeout time.Duration, re *regexp.Regexp) string {
 	t.Helper()
 	var got string
-	eventually(t, timeout, fmt.Sprintf("console shows %s", re), func() error {
+	testutil.Eventually(t, timeout, fmt.Sprintf("console shows %s", re), func() error {
 		log := v.consoleLog()
 		if from > len(log) {
 			from = 0 // replaced
@@ -165,7 +167,7 @@ func (v *testVM) typeLine(t *testing.T, line string, wait time.Duration, done fu
 	t.Helper()
 	sock := filepath.Join(v.c.stateDir, "vms", strings.TrimPrefix(v.ctrID, "vm--"), "console.sock")
 	var conn net.Conn
-	eventually(t, 10*time.Second, "connect to the console socket", func() error {
+	testutil.Eventually(t, 10*time.Second, "connect to the console socket", func() error {
 		var err error
 		conn, err = net.DialTimeout("unix", sock, time.Second)
 		return err

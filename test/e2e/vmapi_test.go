@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/crimux/crimux/internal/testutil"
 )
 
 // The VM API (crimux.vm.v1.VMService) end to end, driven with crimuxctl
@@ -94,7 +96,7 @@ func TestVMAPIReboot(t *testing.T) {
 		t.Fatalf("reboot answered %+v, want a soft reboot (the guest runs acpid)", soft)
 	}
 	t.Logf("soft reboot answered in %s", time.Since(start).Round(time.Millisecond))
-	eventually(t, bootTimeout, "a second boot on the console", func() error {
+	testutil.Eventually(t, bootTimeout, "a second boot on the console", func() error {
 		if n := v.count(vmMarker); n != 2 {
 			return fmt.Errorf("%d boot markers", n)
 		}
@@ -107,13 +109,13 @@ func TestVMAPIReboot(t *testing.T) {
 	if !strings.Contains(out, "reset (hard)") {
 		t.Fatalf("hard reboot printed %q", out)
 	}
-	eventually(t, bootTimeout, "a third boot on the console", func() error {
+	testutil.Eventually(t, bootTimeout, "a third boot on the console", func() error {
 		if n := v.count(vmMarker); n != 3 {
 			return fmt.Errorf("%d boot markers", n)
 		}
 		return nil
 	})
-	eventually(t, 10*time.Second, "three boots in crictl logs", func() error {
+	testutil.Eventually(t, 10*time.Second, "three boots in crictl logs", func() error {
 		if n := strings.Count(c.crictl("logs", v.ctrID), vmMarker); n != 3 {
 			return fmt.Errorf("%d boot markers in crictl logs", n)
 		}
@@ -380,7 +382,7 @@ func TestVMAPIPower(t *testing.T) {
 		state, _ := v.criState(t)
 		return state == "CONTAINER_EXITED"
 	})
-	eventually(t, 30*time.Second, "the container exits after the guest powered off", func() error {
+	testutil.Eventually(t, 30*time.Second, "the container exits after the guest powered off", func() error {
 		if state, reason := v.criState(t); state != "CONTAINER_EXITED" || reason != "Completed" {
 			return fmt.Errorf("state %s reason %q", state, reason)
 		}
