@@ -24,10 +24,10 @@ import (
 // written in pieces: the encoding of ListContainersResponse{A} followed by
 // that of ListContainersResponse{B} decodes as ListContainersResponse{A+B}.
 // crimux therefore takes the primary's answer as bytes (rawCodec: not even
-// a scan of its fields) and sends it on as the unknown fields of its own response, followed by
-// the encoding of the other runtimes' items (primary first, as on the
-// decoded path). Decoding and re-encoding containerd's 200 items
-// was half of crimux's CPU in a list (docs/benchmarks.md).
+// a scan of its fields) and sends it on as the unknown fields of its own
+// response, followed by the encoding of the other runtimes' items (primary
+// first, as on the decoded path). Decoding and re-encoding containerd's
+// 200 items was half of crimux's CPU in a list (docs/benchmarks.md).
 //
 // Filters are the primary's to apply, as on the decoded path. When the
 // primary is unavailable its last unfiltered answer is decoded and
