@@ -89,11 +89,11 @@ func TestRestartKeepsEverything(t *testing.T) {
 // libvirtdPID returns the pid of the running libvirtd.
 func libvirtdPID(t *testing.T) int {
 	t.Helper()
-	out, err := exec.Command("pidof", "libvirtd").Output()
-	if err != nil {
-		t.Fatalf("libvirtd is not running: %v", err)
+	pids := libvirtdRunning()
+	if pids == "" {
+		t.Fatal("libvirtd is not running")
 	}
-	pid, _ := strconv.Atoi(strings.Fields(string(out))[0])
+	pid, _ := strconv.Atoi(strings.Fields(pids)[0])
 	return pid
 }
 
@@ -157,7 +157,7 @@ func TestLibvirtdRestart(t *testing.T) {
 
 func startLibvirtd(t *testing.T) {
 	t.Helper()
-	if exec.Command("pidof", "libvirtd").Run() == nil {
+	if libvirtdRunning() != "" {
 		return
 	}
 	// Through the bed's script, which records the daemon it starts, so
