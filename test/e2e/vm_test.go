@@ -17,10 +17,13 @@ import (
 // cloud kernel, a busybox initramfs whose /init prints vmMarker on the
 // serial console, and a small qcow2 disk.
 const (
-	vmImage    = "127.0.0.1:5117/crimux/vm-busybox:latest"
-	vmMarker   = "CRIMUX-VM-BOOTED"
-	vmMemory   = 256 << 20
-	vmCPUQuota = 50000
+	vmImage  = "127.0.0.1:5117/crimux/vm-busybox:latest"
+	vmMarker = "CRIMUX-VM-BOOTED"
+	vmMemory = 256 << 20
+	// One CPU: qemu emulates the guest's CPU in software (TCG), so a
+	// quota of half a CPU stretches the boot to ~8 s, too close to the
+	// 10 s the console marker is given on a loaded 2-core CI machine.
+	vmCPUQuota = 100000
 	vmOverhead = 256 << 20 // config default memory_overhead_mib
 )
 
@@ -101,6 +104,7 @@ func TestVMPodLifecycle(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("console marker in crictl logs %v after crictl start", time.Since(start).Round(time.Millisecond))
 	testutil.Eventually(t, 10*time.Second, "non-zero CPU in crictl stats", func() error {
 		var st struct {
 			Stats []struct {
