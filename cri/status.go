@@ -9,6 +9,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crimux/crimux/cri/statusinfo"
 	"github.com/crimux/crimux/registry"
 )
 
@@ -51,10 +52,10 @@ type statusAnswer struct {
 
 func mergeStatus(answers []statusAnswer, verbose bool) *runtimeapi.StatusResponse {
 	out := &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{}}
-	var info []runtimeInfo
+	var info statusinfo.Info
 	for _, a := range answers {
 		ready, reason, msg := conditionOf(a, runtimeapi.RuntimeReady)
-		info = append(info, runtimeInfo{Name: a.rt.Name, Type: a.rt.Type, Handlers: a.rt.Handlers, Primary: a.rt.Primary, Ready: ready, Reason: reason, Message: msg})
+		info.Runtimes = append(info.Runtimes, statusinfo.Runtime{Name: a.rt.Name, Type: a.rt.Type, Handlers: a.rt.Handlers, Primary: a.rt.Primary, Ready: ready, Reason: reason, Message: msg})
 		if a.rt.Primary {
 			out.Status.Conditions = append(out.Status.Conditions, primaryConditions(a)...)
 			out.Features = a.resp.GetFeatures()
@@ -71,20 +72,10 @@ func mergeStatus(answers []statusAnswer, verbose bool) *runtimeapi.StatusRespons
 		if out.Info == nil {
 			out.Info = map[string]string{}
 		}
-		b, _ := json.Marshal(map[string]any{"runtimes": info})
-		out.Info["crimux"] = string(b)
+		b, _ := json.Marshal(info)
+		out.Info[statusinfo.Key] = string(b)
 	}
 	return out
-}
-
-type runtimeInfo struct {
-	Name     string   `json:"name"`
-	Type     string   `json:"type"`
-	Handlers []string `json:"handlers"`
-	Primary  bool     `json:"primary"`
-	Ready    bool     `json:"ready"`
-	Reason   string   `json:"reason,omitempty"`
-	Message  string   `json:"message,omitempty"`
 }
 
 // primaryConditions are the primary's own RuntimeReady and NetworkReady, or

@@ -28,6 +28,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/cri/statusinfo"
 )
 
 // Exit codes scripts can rely on.
@@ -184,25 +186,13 @@ func (c *cli) version(ctx context.Context, rs runtimeapi.RuntimeServiceClient) e
 	return nil
 }
 
-type runtimeRow struct {
-	Name     string   `json:"name"`
-	Type     string   `json:"type"`
-	Handlers []string `json:"handlers"`
-	Primary  bool     `json:"primary"`
-	Ready    bool     `json:"ready"`
-	Reason   string   `json:"reason,omitempty"`
-	Message  string   `json:"message,omitempty"`
-}
-
 func (c *cli) runtimes(ctx context.Context, rs runtimeapi.RuntimeServiceClient) error {
 	st, err := rs.Status(ctx, &runtimeapi.StatusRequest{Verbose: true})
 	if err != nil {
 		return err
 	}
-	var info struct {
-		Runtimes []runtimeRow `json:"runtimes"`
-	}
-	if err := json.Unmarshal([]byte(st.Info["crimux"]), &info); err != nil {
+	var info statusinfo.Info
+	if err := json.Unmarshal([]byte(st.Info[statusinfo.Key]), &info); err != nil {
 		return fmt.Errorf("status info has no crimux runtimes: %w", err)
 	}
 	if c.output == "json" {
