@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,8 +36,7 @@ func TestGCForeign(t *testing.T) {
 	ctl := ctlBin(t)
 	a := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
 	a.crictl("pull", vmImage)
-	parent := fmt.Sprintf("/crimux-e2e/pod%d", time.Now().UnixNano())
-	t.Cleanup(func() { removeCgroupTree(parent) })
+	parent := testCgroupParent(t)
 	podID, ctrID, _ := startVMNetPod(t, a, "gc-foreign", parent, 0, "")
 	snap := snapshotPodNet(t, a, podID)
 	domain, netns := domainOf(ctrID), filepath.Base(snap.netns)

@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"fmt"
 	"strings"
 	"testing"
-	"time"
 )
 
 // Hostile and broken VM images of the test bed (test/images).
@@ -23,8 +21,7 @@ func TestVMBadInput(t *testing.T) {
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
 	c.crictl("pull", vmImage)
-	parent := fmt.Sprintf("/crimux-e2e/pod%d", time.Now().UnixNano())
-	t.Cleanup(func() { removeCgroupTree(parent) })
+	parent := testCgroupParent(t)
 	pod := vmPodJSON(t, "vm-bad", parent, "")
 	podID := c.crictl("runp", "--runtime", "vm", pod)
 	t.Cleanup(func() { c.crictlErr("rmp", "-f", podID) })

@@ -77,8 +77,7 @@ func startVMCrimux(t *testing.T) (*crimux, string) {
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
 	c.crictl("pull", vmImage)
-	parent := fmt.Sprintf("/crimux-e2e/pod%d", time.Now().UnixNano())
-	t.Cleanup(func() { removeCgroupTree(parent) })
+	parent := testCgroupParent(t)
 	return c, parent
 }
 

@@ -78,8 +78,7 @@ func TestVMPodLifecycle(t *testing.T) {
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
 	c.crictl("pull", vmImage)
-	parent := fmt.Sprintf("/crimux-e2e/pod%d", time.Now().UnixNano())
-	t.Cleanup(func() { removeCgroupTree(parent) })
+	parent := testCgroupParent(t)
 	pod := vmPodJSON(t, "vm-lifecycle", parent, "")
 	podID := c.crictl("runp", "--runtime", "vm", pod)
 	t.Cleanup(func() { c.crictlErr("rmp", "-f", podID) })
@@ -163,8 +162,7 @@ func TestContainerAndVMSideBySide(t *testing.T) {
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
 	c.crictl("pull", busyboxImage)
 	c.crictl("pull", vmImage)
-	parent := fmt.Sprintf("/crimux-e2e/pod%d", time.Now().UnixNano())
-	t.Cleanup(func() { removeCgroupTree(parent) })
+	parent := testCgroupParent(t)
 
 	cpod := podJSON(t, "side-ctr", "")
 	cpodID := c.crictl("runp", cpod)
@@ -294,6 +292,14 @@ func cgroupDirs(path string) []string {
 		}
 	}
 	return append(out, "/sys/fs/cgroup"+path)
+}
+
+// testCgroupParent names a fresh pod cgroup parent under /crimux-e2e,
+// removed again when the test ends.
+func testCgroupParent(t *testing.T) string {
+	parent := fmt.Sprintf("/crimux-e2e/pod%d", time.Now().UnixNano())
+	t.Cleanup(func() { removeCgroupTree(parent) })
+	return parent
 }
 
 // removeCgroupTree removes a test's pod cgroup parent (deepest first).

@@ -103,8 +103,7 @@ type testVM struct {
 func startTestVM(t *testing.T, c *crimux, name string) *testVM {
 	t.Helper()
 	c.crictl("pull", vmImage)
-	parent := fmt.Sprintf("/crimux-e2e/pod%d", time.Now().UnixNano())
-	t.Cleanup(func() { removeCgroupTree(parent) })
+	parent := testCgroupParent(t)
 	pod := vmPodJSON(t, name, parent, "")
 	podID := c.crictl("runp", "--runtime", "vm", pod)
 	t.Cleanup(func() { c.crictlErr("rmp", "-f", podID) })
