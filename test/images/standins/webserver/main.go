@@ -11,7 +11,8 @@
 //     /usr/local/apache2/logs/httpd.pid.
 //
 // Both serve a small page on STANDIN_LISTEN (default ":80") and exit 0 on
-// SIGINT, SIGTERM or SIGQUIT.
+// SIGINT, SIGTERM or SIGQUIT. STANDIN_PID_FILE overrides the pid file's
+// path (for tests on the host).
 package main
 
 import (
@@ -21,11 +22,22 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 )
 
 const masterTitle = "nginx: master process "
+
+// The nginx personality re-executes itself at once, and an exec by a thread
+// other than the thread group leader makes Linux turn the leader into a
+// zombie until the exec completes (de_thread). runc calls a container whose
+// init pid is a zombie stopped, so an exec arriving in that instant failed
+// with "cannot exec in a stopped container" (critest's ContainerPID spec,
+// which execs right after the start, failed so about once in a hundred
+// runs). Locking the main goroutine to the main thread here makes main,
+// and its exec, run on the leader.
+func init() { runtime.LockOSThread() }
 
 func main() {
 	exe, err := os.Readlink("/proc/self/exe")
@@ -54,6 +66,9 @@ func main() {
 		page = "<html><body><h1>It works!</h1></body></html>\n"
 	}
 
+	if f := os.Getenv("STANDIN_PID_FILE"); f != "" {
+		pidFile = f
+	}
 	if err := os.MkdirAll(filepath.Dir(pidFile), 0o755); err == nil {
 		if err := os.WriteFile(pidFile, []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o644); err != nil {
 			log.Printf("%s: write pid file: %v", personality, err)
