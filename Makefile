@@ -13,7 +13,7 @@ RUNDIR    ?= /run/crimux-testbed
 BIN       := $(CURDIR)/bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X github.com/crimux/crimux/internal/version.Version=$(VERSION)
-UNIT_PKGS  = $(shell $(GO) list ./... | grep -v /test/)
+UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/bench)
 # Packages whose tests include integration tests against the test bed
 # (internal/testbed): they skip under `make unit` and run under `make e2e`.
 INTEG_PKGS = ./runtimes/libvirt/ ./runtimes/libvirt/cgroup/ ./runtimes/libvirt/podnet/ ./runtimes/libvirt/vmimage/
@@ -63,9 +63,13 @@ host-tools:
 
 # run: crimux on the default config at /run/crimux/crimux.sock, in front of
 # the containerd at /run/containerd/containerd.sock or, if none answers
-# there, the test bed's own containerd (installed and started here).
+# there, the test bed's own containerd, and of the libvirtd at
+# qemu:///system or the test bed's (both installed and started here: see
+# hack/run.sh). Flags for crimux in RUN_FLAGS, e.g.
+# make run RUN_FLAGS='--vm-accel tcg'.
+RUN_FLAGS ?=
 run: build
-	./hack/run.sh
+	./hack/run.sh $(RUN_FLAGS)
 
 test: vet fmt-check unit e2e e2e-kubelet chaos critest
 
