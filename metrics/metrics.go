@@ -54,7 +54,7 @@ var (
 
 // GCKinds are the kinds of objects GC removes (exported at 0 from the
 // start); others may be counted too.
-var GCKinds = []string{"domain", "dir", "record", "network", "container_cgroup", "foreign_domain", "foreign_netns"}
+var GCKinds = []string{"domain", "dir", "record", "network", "container_cgroup", "orphan_task", "foreign_domain", "foreign_netns"}
 
 // latencyBuckets span a cached Status (sub-millisecond) to a slow image
 // pull or VM start (minutes).

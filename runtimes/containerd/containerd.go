@@ -106,6 +106,11 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 		}
 		unary = append(unary, recordParents(sweeper, opts.Log))
 	}
+	var reaper *taskReaper
+	if sweeper != nil {
+		reaper = &taskReaper{}
+		unary = append(unary, reaper.count)
+	}
 	var stream []grpc.StreamClientInterceptor
 	if opts.Codec != nil {
 		unary = append(unary, opts.Codec.UnaryClientInterceptor())
@@ -136,6 +141,8 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 	}
 	if sweeper != nil {
 		client = b.runtime
+		reaper.connect(conn)
+		sweeper.SetReaper(reaper)
 		ctx, cancel := context.WithCancel(context.Background())
 		b.stop = cancel
 		go sweeper.Run(ctx, sweepInterval, countSweeps)

@@ -79,5 +79,8 @@ func recordParents(s *cgroupgc.Sweeper, log *slog.Logger) grpc.UnaryClientInterc
 	}
 }
 
-// countSweeps adds removed cgroups to crimux_gc_removals_total.
-func countSweeps(n int) { metrics.GCRemovals.WithLabelValues("container_cgroup").Add(float64(n)) }
+// countSweeps adds what a sweep removed to crimux_gc_removals_total.
+func countSweeps(rep cgroupgc.Report) {
+	metrics.GCRemovals.WithLabelValues("container_cgroup").Add(float64(len(rep.Removed)))
+	metrics.GCRemovals.WithLabelValues("orphan_task").Add(float64(len(rep.Reaped)))
+}

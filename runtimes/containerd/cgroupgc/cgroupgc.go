@@ -17,6 +17,17 @@
 // (rmdir, which the kernel refuses for a cgroup in use) and counted. A
 // record is dropped once its parent is gone from every hierarchy (kubelet
 // removed the pod's cgroup).
+//
+// A leaf that still holds processes under an ID containerd's CRI does not
+// know is an orphaned task: containerd 2.4 leaves the pause task of a
+// RunPodSandbox cancelled half way running (its cleanup fails with
+// "cannot delete running task", and the later StopPodSandbox and
+// RemovePodSandbox of the SANDBOX_UNKNOWN pod do not stop it). With a
+// Reaper, a sweep ends such a task through containerd's task API, but
+// only when no call that creates or starts a task ran through crimux while
+// it looked (Reaper.Calls), so a pod or container being set up right now,
+// which containerd's CRI lists only once it is done, is never taken for
+// one.
 package cgroupgc
 
 import (
@@ -55,7 +66,22 @@ type Sweeper struct {
 	// rmdir removes a cgroup (on cgroupfs a plain rmdir, which the kernel
 	// refuses for a cgroup with processes or children).
 	rmdir func(string) error
+	// reaper ends orphaned tasks; nil: leaves with processes are kept.
+	reaper Reaper
 }
+
+// Reaper ends orphaned tasks (see the package comment).
+type Reaper interface {
+	// Calls counts the calls that create or start a task begun so far,
+	// and tells whether one is in flight now.
+	Calls() (begun uint64, inFlight bool)
+	// Reap kills and deletes the task of container or sandbox id and its
+	// container record; one that is already gone is no error.
+	Reap(ctx context.Context, id string) error
+}
+
+// SetReaper makes sweeps end orphaned tasks with r.
+func (s *Sweeper) SetReaper(r Reaper) { s.reaper = r }
 
 // New returns a Sweeper keeping its records in dir.
 func New(dir string, roots func() ([]string, error), parentPath func(string) (string, error),
@@ -90,6 +116,7 @@ func (s *Sweeper) Record(parent string) error {
 type Report struct {
 	Removed []string // cgroup directories removed
 	Dropped int      // records whose parent is gone
+	Reaped  []string // IDs of orphaned tasks ended
 }
 
 // Sweep removes the stray leaves under every recorded parent.
@@ -103,10 +130,24 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	quiet := s.quietSince()
 	known, err := s.known(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("containerd's containers: %w", err)
 	}
+	orphans := s.sweepRecords(records, roots, known, &rep)
+	if rep.Reaped = s.reap(ctx, orphans, quiet); len(rep.Reaped) > 0 {
+		// The ended tasks' leaves, if runc left them, are strays now.
+		s.sweepRecords(records, roots, known, &rep)
+	}
+	return rep, nil
+}
+
+// sweepRecords sweeps under every recorded parent into rep, drops the
+// records of parents gone from every hierarchy, and returns the unknown
+// IDs whose leaves hold processes.
+func (s *Sweeper) sweepRecords(records map[string]string, roots []string, known map[string]bool, rep *Report) map[string]bool {
+	orphans := map[string]bool{}
 	for file, parent := range records {
 		rel, err := s.parentPath(parent)
 		if err != nil {
@@ -119,28 +160,72 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 				continue
 			}
 			exists = true
-			rep.Removed = append(rep.Removed, s.sweepDir(dir, known)...)
+			removed, busy := s.sweepDir(dir, known)
+			rep.Removed = append(rep.Removed, removed...)
+			for _, id := range busy {
+				orphans[id] = true
+			}
 		}
 		if !exists && os.Remove(file) == nil {
 			rep.Dropped++
 		}
 	}
-	return rep, nil
+	return orphans
 }
 
-func (s *Sweeper) sweepDir(dir string, known map[string]bool) []string {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
+// quietSince returns a check that no call creating or starting a task
+// began, or was in flight, since quietSince was called.
+func (s *Sweeper) quietSince() func() bool {
+	if s.reaper == nil {
+		return func() bool { return false }
+	}
+	begun, inFlight := s.reaper.Calls()
+	return func() bool {
+		now, still := s.reaper.Calls()
+		return !inFlight && !still && now == begun
+	}
+}
+
+// reap ends the orphaned tasks ids, provided quiet still holds: the IDs
+// containerd listed were complete for every task that existed then.
+func (s *Sweeper) reap(ctx context.Context, ids map[string]bool, quiet func() bool) []string {
+	if len(ids) == 0 {
 		return nil
 	}
-	var removed []string
+	if !quiet() {
+		s.log.Debug("orphaned tasks left for a quieter sweep", "count", len(ids))
+		return nil
+	}
+	var reaped []string
+	for id := range ids {
+		if err := s.reaper.Reap(ctx, id); err != nil {
+			s.log.Warn("orphaned task not ended", "id", id, "err", err)
+			continue
+		}
+		s.log.Info("ended an orphaned task containerd's CRI no longer knows", "id", id)
+		reaped = append(reaped, id)
+	}
+	return reaped
+}
+
+// sweepDir removes the stray leaves in dir and returns them, and the IDs
+// of unknown leaves that still hold processes.
+func (s *Sweeper) sweepDir(dir string, known map[string]bool) (removed, orphans []string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil
+	}
 	for _, e := range entries {
 		m := leafName.FindStringSubmatch(e.Name())
 		if !e.IsDir() || m == nil || known[m[1]] {
 			continue
 		}
 		leaf := filepath.Join(dir, e.Name())
-		if !s.stray(leaf) {
+		switch s.state(leaf) {
+		case leafBusy:
+			orphans = append(orphans, m[1])
+			continue
+		case leafKeep:
 			continue
 		}
 		if err := s.rmdir(leaf); err != nil {
@@ -150,26 +235,41 @@ func (s *Sweeper) sweepDir(dir string, known map[string]bool) []string {
 		s.log.Info("removed a stray container cgroup containerd no longer knows", "cgroup", leaf)
 		removed = append(removed, leaf)
 	}
-	return removed
+	return removed, orphans
 }
 
-// stray: old enough, no process in it, no child cgroup.
-func (s *Sweeper) stray(leaf string) bool {
+// What a sweep makes of a leaf whose ID containerd does not know.
+type leafState int
+
+const (
+	leafKeep  leafState = iota // too young, unreadable, or with child cgroups
+	leafStray                  // old enough, no process, no child: remove
+	leafBusy                   // old enough, with processes: an orphaned task
+)
+
+func (s *Sweeper) state(leaf string) leafState {
 	fi, err := os.Stat(leaf)
 	if err != nil || s.now().Sub(fi.ModTime()) < minAge {
-		return false
+		return leafKeep
 	}
 	entries, err := os.ReadDir(leaf)
 	if err != nil {
-		return false
+		return leafKeep
 	}
 	for _, e := range entries {
 		if e.IsDir() {
-			return false
+			return leafKeep
 		}
 	}
 	procs, err := os.ReadFile(filepath.Join(leaf, "cgroup.procs"))
-	return err == nil && strings.TrimSpace(string(procs)) == ""
+	switch {
+	case err != nil:
+		return leafKeep
+	case strings.TrimSpace(string(procs)) == "":
+		return leafStray
+	default:
+		return leafBusy
+	}
 }
 
 // records maps record files to the parents they hold.
@@ -195,8 +295,8 @@ func (s *Sweeper) records() (map[string]string, error) {
 }
 
 // Run sweeps at once and then every interval until ctx ends, reporting
-// each removal to onRemove (metrics).
-func (s *Sweeper) Run(ctx context.Context, interval time.Duration, onRemove func(n int)) {
+// each sweep that did something to onSweep (metrics).
+func (s *Sweeper) Run(ctx context.Context, interval time.Duration, onSweep func(Report)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for first := true; ; first = false {
@@ -212,8 +312,8 @@ func (s *Sweeper) Run(ctx context.Context, interval time.Duration, onRemove func
 			s.log.Debug("cgroup sweep skipped", "err", err)
 			continue
 		}
-		if n := len(rep.Removed); n > 0 && onRemove != nil {
-			onRemove(n)
+		if len(rep.Removed)+len(rep.Reaped) > 0 && onSweep != nil {
+			onSweep(rep)
 		}
 	}
 }

@@ -113,3 +113,94 @@ func TestSweepWithoutContainerdRemovesNothing(t *testing.T) {
 		t.Fatal("a leaf was removed without knowing containerd's containers")
 	}
 }
+
+// fakeReaper ends a task by emptying its leaves' cgroup.procs, as a killed
+// and deleted task leaves them; begun and inFlight are what Calls reports.
+type fakeReaper struct {
+	leaves   map[string][]string // id -> its leaves
+	reaped   []string
+	begun    uint64
+	inFlight bool
+}
+
+func (f *fakeReaper) Calls() (uint64, bool) { return f.begun, f.inFlight }
+
+func (f *fakeReaper) Reap(_ context.Context, id string) error {
+	f.reaped = append(f.reaped, id)
+	for _, l := range f.leaves[id] {
+		if err := os.WriteFile(filepath.Join(l, "cgroup.procs"), nil, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestSweepReapsOrphanedTasksOnlyWhenQuiet(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		inFlight   bool
+		callDuring bool // a task-making call begins while the sweep lists IDs
+		wantReaped bool
+	}{
+		{"quiet", false, false, true},
+		{"a call in flight", true, false, false},
+		{"a call began meanwhile", false, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			roots := []string{filepath.Join(root, "cpuset"), filepath.Join(root, "memory")}
+			f := &fakeReaper{inFlight: tc.inFlight}
+			s, err := New(filepath.Join(root, "records"), func() ([]string, error) { return roots, nil },
+				func(p string) (string, error) { return p, nil },
+				func(context.Context) (map[string]bool, error) {
+					if tc.callDuring {
+						f.begun++
+					}
+					return map[string]bool{liveID: true}, nil
+				},
+				slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.SetReaper(f)
+			s.rmdir = os.RemoveAll
+			parent := "/kubepods/pod1"
+			_ = s.Record(parent)
+			orphan := []string{
+				mkleaf(t, filepath.Join(roots[0], parent, busyID), "4242\n", time.Hour),
+				mkleaf(t, filepath.Join(roots[1], parent, busyID), "4242\n", time.Hour),
+			}
+			f.leaves = map[string][]string{busyID: orphan}
+			live := mkleaf(t, filepath.Join(roots[0], parent, liveID), "77\n", time.Hour)
+			young := mkleaf(t, filepath.Join(roots[0], parent, freshID), "88\n", time.Second)
+
+			rep, err := s.Sweep(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.wantReaped {
+				if len(f.reaped) != 0 || len(rep.Reaped) != 0 {
+					t.Fatalf("reaped %v (report %v) while task-making calls ran", f.reaped, rep.Reaped)
+				}
+				for _, l := range orphan {
+					if _, err := os.Stat(l); err != nil {
+						t.Errorf("%s removed: %v", l, err)
+					}
+				}
+				return
+			}
+			if strings.Join(f.reaped, ",") != busyID || strings.Join(rep.Reaped, ",") != busyID {
+				t.Fatalf("reaped %v (report %v), want %s once", f.reaped, rep.Reaped, busyID)
+			}
+			sort.Strings(rep.Removed)
+			if strings.Join(rep.Removed, ",") != strings.Join(orphan, ",") {
+				t.Fatalf("removed %v, want the ended task's leaves %v", rep.Removed, orphan)
+			}
+			for _, kept := range []string{live, young} {
+				if _, err := os.Stat(kept); err != nil {
+					t.Errorf("%s was removed: %v", kept, err)
+				}
+			}
+		})
+	}
+}
