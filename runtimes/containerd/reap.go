@@ -81,7 +81,10 @@ func (r *taskReaper) Reap(ctx context.Context, id string) error {
 	return nil
 }
 
-// deleteTask deletes id's task, retrying while it is still stopping.
+// deleteTask deletes id's task, retrying while it is still stopping: the
+// kill is asynchronous, and until the process has exited containerd
+// answers "cannot delete a running process" (as code Unknown, from the
+// shim), so every error but NotFound is retried until reapWait.
 func (r *taskReaper) deleteTask(ctx context.Context, id string) error {
 	deadline := time.Now().Add(reapWait)
 	for {
@@ -89,7 +92,7 @@ func (r *taskReaper) deleteTask(ctx context.Context, id string) error {
 		switch {
 		case err == nil || status.Code(err) == codes.NotFound:
 			return nil
-		case status.Code(err) != codes.FailedPrecondition || time.Now().After(deadline):
+		case time.Now().After(deadline):
 			return fmt.Errorf("delete task %s: %w", id, err)
 		}
 		select {
