@@ -67,14 +67,15 @@ func (r *taskReaper) count(ctx context.Context, method string, req, reply any, c
 // then the task deleted (once it has stopped) and the container record.
 func (r *taskReaper) Reap(ctx context.Context, id string) error {
 	ctx = namespaces.WithNamespace(ctx, criNamespace)
-	_, err := r.tasks.Kill(ctx, &tasksapi.KillRequest{ContainerID: id, Signal: uint32(unix.SIGKILL), All: true})
-	if err != nil && status.Code(err) != codes.NotFound {
-		return fmt.Errorf("kill task %s: %w", id, err)
-	}
+	// A task that has already exited refuses the kill; its delete decides.
+	_, killErr := r.tasks.Kill(ctx, &tasksapi.KillRequest{ContainerID: id, Signal: uint32(unix.SIGKILL), All: true})
 	if err := r.deleteTask(ctx, id); err != nil {
+		if killErr != nil && status.Code(killErr) != codes.NotFound {
+			return fmt.Errorf("kill task %s: %w (and %w)", id, killErr, err)
+		}
 		return err
 	}
-	_, err = r.containers.Delete(ctx, &containersapi.DeleteContainerRequest{ID: id})
+	_, err := r.containers.Delete(ctx, &containersapi.DeleteContainerRequest{ID: id})
 	if err != nil && status.Code(err) != codes.NotFound {
 		return fmt.Errorf("delete container %s: %w", id, err)
 	}
