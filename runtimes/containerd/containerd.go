@@ -96,6 +96,7 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 	}
 	unary := []grpc.UnaryClientInterceptor{deadlines(opts.CallTimeout)}
 	var sweeper *cgroupgc.Sweeper
+	var reaper *taskReaper                     // ends orphaned tasks for the sweeper
 	var client runtimeapi.RuntimeServiceClient // the sweep's, set once conn exists
 	if opts.StateDir != "" {
 		var err error
@@ -104,12 +105,8 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 		if err != nil {
 			return nil, err
 		}
-		unary = append(unary, recordParents(sweeper, opts.Log))
-	}
-	var reaper *taskReaper
-	if sweeper != nil {
 		reaper = &taskReaper{}
-		unary = append(unary, reaper.count)
+		unary = append(unary, recordParents(sweeper, opts.Log), reaper.count)
 	}
 	var stream []grpc.StreamClientInterceptor
 	if opts.Codec != nil {

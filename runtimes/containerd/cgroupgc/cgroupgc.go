@@ -174,7 +174,8 @@ func (s *Sweeper) sweepRecords(records map[string]string, roots []string, known 
 }
 
 // quietSince returns a check that no call creating or starting a task
-// began, or was in flight, since quietSince was called.
+// began, or was in flight, since quietSince was called (never true
+// without a reaper).
 func (s *Sweeper) quietSince() func() bool {
 	if s.reaper == nil {
 		return func() bool { return false }
@@ -189,7 +190,7 @@ func (s *Sweeper) quietSince() func() bool {
 // reap ends the orphaned tasks ids, provided quiet still holds: the IDs
 // containerd listed were complete for every task that existed then.
 func (s *Sweeper) reap(ctx context.Context, ids map[string]bool, quiet func() bool) []string {
-	if len(ids) == 0 {
+	if len(ids) == 0 || s.reaper == nil {
 		return nil
 	}
 	if !quiet() {
