@@ -33,7 +33,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/crimux/crimux/runtimes/libvirt/cgroup/placement"
+	"github.com/crimux/crimux/runtimes/libvirt/placement"
 )
 
 var (

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crimux/crimux/runtimes/libvirt/cgroup/placement"
+	"github.com/crimux/crimux/runtimes/libvirt/placement"
 )
 
 // The test binary plays both parts: run with wrapperEnv set to a path it

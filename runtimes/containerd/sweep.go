@@ -10,9 +10,9 @@ import (
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crimux/crimux/cgroup"
 	"github.com/crimux/crimux/metrics"
 	"github.com/crimux/crimux/runtimes/containerd/cgroupgc"
-	"github.com/crimux/crimux/runtimes/libvirt/cgroup"
 )
 
 // sweepInterval is how often stray container cgroups are looked for.

@@ -3,6 +3,7 @@ package libvirt
 import (
 	"context"
 	"fmt"
+	"github.com/crimux/crimux/runtimes/libvirt/placer"
 	"os"
 	"os/user"
 	"strconv"
@@ -10,8 +11,8 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 
-	"github.com/crimux/crimux/runtimes/libvirt/cgroup"
-	"github.com/crimux/crimux/runtimes/libvirt/cgroup/placement"
+	"github.com/crimux/crimux/cgroup"
+	"github.com/crimux/crimux/runtimes/libvirt/placement"
 	"github.com/crimux/crimux/runtimes/libvirt/vmimage"
 )
 
@@ -72,11 +73,11 @@ func (r *Runtime) servePlacement(ctx context.Context, socket string) {
 			uids = append(uids, uint32(uid))
 		}
 	}
-	p := cgroup.NewPlacer(socket, func(domain string) (cgroup.Spec, bool) {
+	p := placer.New(socket, func(domain string) (cgroup.Spec, bool) {
 		cg, ok := r.CgroupForDomain(domain)
 		return cgroup.Spec(cg), ok
-	}, cgroup.WithAttach(r.attachForDomain), cgroup.WithLogger(r.log.With("component", "placement")),
-		cgroup.WithExecutable(r.opts.Emulator), cgroup.WithPeerUIDs(uids...))
+	}, placer.WithAttach(r.attachForDomain), placer.WithLogger(r.log.With("component", "placement")),
+		placer.WithExecutable(r.opts.Emulator), placer.WithPeerUIDs(uids...))
 	go func() {
 		if err := p.Serve(ctx); err != nil && ctx.Err() == nil {
 			r.log.Error("placement server stopped", "socket", socket, "err", err)
@@ -86,10 +87,10 @@ func (r *Runtime) servePlacement(ctx context.Context, socket string) {
 
 // attachForDomain hands a VM's qemu its guest NIC: the pod's tap, opened
 // in the pod's namespace (see runtimes/libvirt/podnet).
-func (r *Runtime) attachForDomain(domain string) (cgroup.Attachment, error) {
+func (r *Runtime) attachForDomain(domain string) (placer.Attachment, error) {
 	f, args, err := r.NICForDomain(domain, placement.FDPlaceholder(0))
 	if err != nil || f == nil {
-		return cgroup.Attachment{}, err
+		return placer.Attachment{}, err
 	}
-	return cgroup.Attachment{Files: []*os.File{f}, Args: args}, nil
+	return placer.Attachment{Files: []*os.File{f}, Args: args}, nil
 }

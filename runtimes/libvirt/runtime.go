@@ -50,7 +50,7 @@ type Options struct {
 	// Accel is auto, kvm or tcg.
 	Accel string
 	// Emulator is the qemu wrapper that places qemu into the pod's cgroup
-	// before it runs (see runtimes/libvirt/cgroup).
+	// before it runs (see runtimes/libvirt/placer).
 	Emulator string
 	// Instance is crimux's identity, stamped on every domain.
 	Instance string

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts the VM side of the test bed: installs libvirt and qemu if missing,
 # turns off libvirt's own cgroup handling (crimux places qemu itself, see
-# runtimes/libvirt/cgroup), starts virtlogd and libvirtd (no systemd here)
+# runtimes/libvirt/placer), starts virtlogd and libvirtd (no systemd here)
 # and installs crimux-qemu-wrapper as /usr/local/lib/crimux/crimux-qemu-wrapper.
 # Idempotent: whatever already runs and answers is left alone, except that a
 # libvirtd this script started is restarted when qemu.conf changed.
@@ -55,7 +55,7 @@ want=$(
 		/^# crimux: libvirt must not manage qemu.s cgroups/ { next }
 		{ print }
 	' "$QEMU_CONF"
-	echo "# crimux: libvirt must not manage qemu's cgroups (runtimes/libvirt/cgroup places qemu)"
+	echo "# crimux: libvirt must not manage qemu's cgroups (runtimes/libvirt/placer places qemu)"
 	echo 'cgroup_controllers = [ ]'
 )
 if [ "$want" != "$(cat "$QEMU_CONF")" ]; then

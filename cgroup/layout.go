@@ -57,9 +57,9 @@ func (l Layout) Mode() string {
 	return "none"
 }
 
-// controller returns the hierarchy where a controller's files live: its v1
+// Controller returns the hierarchy where a controller's files live: its v1
 // mount, or the unified hierarchy where that offers it.
-func (l Layout) controller(name string) (Hierarchy, bool) {
+func (l Layout) Controller(name string) (Hierarchy, bool) {
 	for _, h := range l.Hierarchies {
 		if !h.Unified && h.Has(name) {
 			return h, true

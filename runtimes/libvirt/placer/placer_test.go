@@ -1,6 +1,8 @@
-package cgroup
+package placer
 
 import (
+	"github.com/crimux/crimux/cgroup"
+
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crimux/crimux/runtimes/libvirt/cgroup/placement"
+	"github.com/crimux/crimux/runtimes/libvirt/placement"
 )
 
 // The test binary doubles as a fake wrapper: with these variables set it
@@ -26,6 +28,15 @@ const (
 	helperSocketEnv = "CRIMUX_TEST_PLACER_SOCKET"
 	helperAskEnv    = "CRIMUX_TEST_PLACER_ASK"
 )
+
+// hybridLayout is this test bed's v1 hybrid layout (see cgroup's tests).
+var hybridLayout = cgroup.Layout{Hierarchies: []cgroup.Hierarchy{
+	{Mount: "/sys/fs/cgroup/cpu", Controllers: []string{"cpu"}},
+	{Mount: "/sys/fs/cgroup/cpuacct", Controllers: []string{"cpuacct"}},
+	{Mount: "/sys/fs/cgroup/memory", Controllers: []string{"memory"}},
+	{Mount: "/sys/fs/cgroup/systemd", Controllers: []string{"name=systemd"}},
+	{Mount: "/sys/fs/cgroup/unified", Unified: true, Controllers: []string{"hugetlb"}},
+}}
 
 func TestMain(m *testing.M) {
 	if sock := os.Getenv(helperSocketEnv); sock != "" {
@@ -70,7 +81,7 @@ func runHelper(t *testing.T, sock, is, asks string) (int, string, error) {
 }
 
 type placed struct {
-	spec Spec
+	spec cgroup.Spec
 	pid  int
 }
 
@@ -83,13 +94,13 @@ func startPlacer(t *testing.T, placeErr error, opts ...PlacerOption) (sock strin
 		t.Fatal(err)
 	}
 	sock = filepath.Join(dir, "placement.sock")
-	specs := map[string]Spec{"crimux-vm-1": {Parent: "/kubepods/pod1", Name: "crimux-vm-1"}}
+	specs := map[string]cgroup.Spec{"crimux-vm-1": {Parent: "/kubepods/pod1", Name: "crimux-vm-1"}}
 	opts = append([]PlacerOption{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)
-	p := NewPlacer(sock, func(name string) (Spec, bool) { s, ok := specs[name]; return s, ok }, opts...)
+	p := New(sock, func(name string) (cgroup.Spec, bool) { s, ok := specs[name]; return s, ok }, opts...)
 	var mu sync.Mutex
 	var calls []placed
-	p.layout = func() (Layout, error) { return hybridLayout, nil }
-	p.place = func(_ Layout, s Spec, pid int) error {
+	p.layout = func() (cgroup.Layout, error) { return hybridLayout, nil }
+	p.place = func(_ cgroup.Layout, s cgroup.Spec, pid int) error {
 		mu.Lock()
 		defer mu.Unlock()
 		calls = append(calls, placed{s, pid})

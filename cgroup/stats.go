@@ -32,7 +32,7 @@ func (l Layout) Stats(s Spec) (cpuUsageNanos, memoryWorkingSetBytes uint64, err 
 }
 
 func (l Layout) cpuUsage(leaf string) (uint64, error) {
-	if h, ok := l.controller("cpuacct"); ok && !h.Unified {
+	if h, ok := l.Controller("cpuacct"); ok && !h.Unified {
 		return readUint(filepath.Join(h.Mount, leaf, "cpuacct.usage"))
 	}
 	if h, ok := l.unified(); ok {
@@ -43,7 +43,7 @@ func (l Layout) cpuUsage(leaf string) (uint64, error) {
 }
 
 func (l Layout) workingSet(leaf string) (uint64, error) {
-	h, ok := l.controller("memory")
+	h, ok := l.Controller("memory")
 	if !ok {
 		return 0, fmt.Errorf("no hierarchy holds the memory controller")
 	}

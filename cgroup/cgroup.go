@@ -158,15 +158,15 @@ func (l Layout) Place(s Spec, pid int) error {
 	if err != nil {
 		return fmt.Errorf("check placement of pid %d: %w", pid, err)
 	}
-	if err := checkProcCgroup(string(b), leaf); err != nil {
+	if err := CheckProcCgroup(string(b), leaf); err != nil {
 		return fmt.Errorf("check placement of pid %d: %w", pid, err)
 	}
 	return nil
 }
 
-// checkProcCgroup checks that every line of a /proc/<pid>/cgroup file
+// CheckProcCgroup checks that every line of a /proc/<pid>/cgroup file
 // names leaf.
-func checkProcCgroup(content, leaf string) error {
+func CheckProcCgroup(content, leaf string) error {
 	n := 0
 	for _, line := range strings.Split(strings.TrimSpace(content), "\n") {
 		parts := strings.SplitN(line, ":", 3)

@@ -86,7 +86,7 @@ func TestParseMountinfo(t *testing.T) {
 func TestCheckProcCgroup(t *testing.T) {
 	const leaf = "/kubepods/pod1/crimux-vm-1"
 	placed := "9:name=systemd:" + leaf + "\n4:memory:" + leaf + "\n1:cpu:" + leaf + "\n0::" + leaf + "\n"
-	if err := checkProcCgroup(placed, leaf); err != nil {
+	if err := CheckProcCgroup(placed, leaf); err != nil {
 		t.Errorf("placed process: %v", err)
 	}
 	for name, content := range map[string]string{
@@ -95,7 +95,7 @@ func TestCheckProcCgroup(t *testing.T) {
 		"garbage":             "nonsense\n",
 		"empty":               "",
 	} {
-		if err := checkProcCgroup(content, leaf); err == nil {
+		if err := CheckProcCgroup(content, leaf); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}

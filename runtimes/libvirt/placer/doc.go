@@ -1,13 +1,13 @@
-// Package cgroup owns the cgroup of each VM: a leaf "crimux-…" under the
-// pod's cgroup parent, in every mounted hierarchy, holding qemu and all its
-// threads, with the VM's CPU and memory limits — and the Placer that puts
-// each new qemu process there before qemu runs.
+// Package placer puts each new qemu process of a crimux VM into its VM's
+// cgroup (package cgroup makes the leaf) before qemu runs, and hands it the
+// files it needs from crimux (its NIC's tap). It is the server side of the
+// protocol in package placement; cmd/crimux-qemu-wrapper is the client.
 //
 // # How qemu gets there
 //
-// This is the one recipe of the four measured in /work/shared/TESTBED.md
-// that held through start, suspend/resume, reset, vCPU hotplug, snapshot
-// revert and managed-save restore:
+// This is the one recipe of the four measured on the test bed (libvirt
+// 9.0, qemu 7.2, Debian 12) that held through start, suspend/resume,
+// reset, vCPU hotplug, snapshot revert and managed-save restore:
 //
 //   - libvirt's own cgroup handling is off: cgroup_controllers = [ ] in
 //     /etc/libvirt/qemu.conf (as KubeVirt does; global to that libvirtd).
@@ -36,31 +36,6 @@
 // What it costs: virsh schedinfo, memtune and blkiotune fail; libvirt
 // applies no device cgroup (libvirt's private /dev namespace for qemu
 // stays). The limits are crimux's to set and update (Create, Update).
-//
-// # Code
-//
-// Spec.Paths and Spec.Values are pure: the leaf's path relative to every
-// root (a systemd slice parent is expanded as systemd lays it out) and the
-// list of (hierarchy, file, value) the limits write, for a Layout read from
-// /proc/self/mountinfo. One step applies them. containerd/cgroups/v3 is
-// used where it fits: cgroup1 for making the leaf in the v1 hierarchies (a
-// custom Hierarchy of one subsystem per mount, so any grouping of
-// controllers works; its cpuset subsystem copies cpus and mems down, without
-// which no task could join) and for cgroup.procs writes (retrying EINVAL on
-// a task being born); cgroup2.NewManager for the unified leaf (on a pure v2
-// host it enables cpu and memory in every ancestor's subtree_control); its
-// shares→weight conversion (runc's) and cpu.max formatting. Plain file
-// operations elsewhere: the limit values themselves (so Values is exactly
-// what is written; failed writes are retried once after the others, which
-// settles the cfs period/quota ordering runc handles by hand), Remove (rmdir
-// while EBUSY, up to 5 s for exiting tasks; the libraries' Delete neither
-// waits nor treats a missing leaf as done), and Stats (four small files,
-// cadvisor's working-set formula; the libraries parse every stat file).
-//
-// The leaf's name is its only identity stamp (cgroupfs takes no files of
-// ours): Spec.Name must start with "crimux-", which is how a later
-// List/Orphans will find crimux's leaves. Parents are created when missing
-// but never removed.
 //
 // # Measured here (Debian 12, libvirt 9.0, qemu 7.2, v1 hybrid, TCG)
 //
@@ -102,4 +77,4 @@
 //     host, AppArmor/SELinux confinement of qemu (a profile must allow the
 //     wrapper to connect to the socket and exec qemu), and crimux inside a
 //     cgroup namespace (/proc/<pid>/cgroup paths would be relative to it).
-package cgroup
+package placer

@@ -1,6 +1,8 @@
-package cgroup
+package placer
 
 import (
+	"github.com/crimux/crimux/cgroup"
+
 	"bufio"
 	"context"
 	"errors"
@@ -17,7 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/crimux/crimux/runtimes/libvirt/cgroup/placement"
+	"github.com/crimux/crimux/runtimes/libvirt/placement"
 )
 
 // requestTimeout bounds how long a client may take to send its request.
@@ -30,13 +32,13 @@ const requestTimeout = 10 * time.Second
 // itself as the VM it really is.
 type Placer struct {
 	socket  string
-	lookup  func(domainName string) (Spec, bool)
+	lookup  func(domainName string) (cgroup.Spec, bool)
 	log     *slog.Logger
 	uids    []uint32
 	exe     string
 	proc    string
-	layout  func() (Layout, error)
-	place   func(l Layout, s Spec, pid int) error
+	layout  func() (cgroup.Layout, error)
+	place   func(l cgroup.Layout, s cgroup.Spec, pid int) error
 	placeMu sync.Mutex
 	attach  func(domain string) (Attachment, error)
 }
@@ -90,13 +92,13 @@ func WithAttach(attach func(domain string) (Attachment, error)) PlacerOption {
 // domain is first started until it is undefined: libvirt starts a new qemu
 // process, through the wrapper, on every start, snapshot revert and
 // managed-save restore.
-func NewPlacer(socketPath string, lookup func(domainName string) (Spec, bool), opts ...PlacerOption) *Placer {
+func New(socketPath string, lookup func(domainName string) (cgroup.Spec, bool), opts ...PlacerOption) *Placer {
 	p := &Placer{
 		socket: socketPath,
 		lookup: lookup,
 		log:    slog.Default(),
 		proc:   "/proc",
-		layout: Discover,
+		layout: cgroup.Discover,
 		place:  ensureAndPlace,
 	}
 	for _, o := range opts {
@@ -276,7 +278,7 @@ func (p *Placer) placeVM(name string, pid int) error {
 
 // ensureAndPlace creates the leaf with its limits where it is missing (the
 // VM runtime normally has), then moves pid in.
-func ensureAndPlace(l Layout, s Spec, pid int) error {
+func ensureAndPlace(l cgroup.Layout, s cgroup.Spec, pid int) error {
 	ok, err := l.Exists(s)
 	if err != nil {
 		return err

@@ -1,6 +1,8 @@
-package cgroup
+package placer
 
 import (
+	"github.com/crimux/crimux/cgroup"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -148,7 +150,7 @@ func checkAllThreads(t *testing.T, pid int, leaf string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := checkProcCgroup(string(b), leaf); err != nil {
+		if err := cgroup.CheckProcCgroup(string(b), leaf); err != nil {
 			t.Errorf("qemu pid %d thread %s: %v", pid, task.Name(), err)
 		}
 		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/comm", pid, task.Name()))
@@ -158,6 +160,15 @@ func checkAllThreads(t *testing.T, pid int, leaf string) {
 		t.Errorf("qemu pid %d has %d threads (%v), expected vCPU threads too", pid, len(tasks), names)
 	}
 	t.Logf("qemu pid %d: %d threads in %s: %s", pid, len(tasks), leaf, strings.Join(names, ", "))
+}
+
+// readTrimUint reads a file holding one number.
+func readTrimUint(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 }
 
 func readTrim(t *testing.T, path string) string {
@@ -171,7 +182,7 @@ func readTrim(t *testing.T, path string) string {
 
 // removeTestParents removes the pod parent and, if empty, the test root in
 // every hierarchy: the package never removes a parent itself.
-func removeTestParents(t *testing.T, l Layout, parent string) {
+func removeTestParents(t *testing.T, l cgroup.Layout, parent string) {
 	t.Helper()
 	for _, h := range l.Hierarchies {
 		for _, p := range []string{parent, testParentRoot} {
@@ -186,7 +197,7 @@ func removeTestParents(t *testing.T, l Layout, parent string) {
 func TestVMInPodCgroup(t *testing.T) {
 	skipWithoutLibvirt(t)
 	kernel, initrd := cloudKernel(t)
-	layout, err := Discover()
+	layout, err := cgroup.Discover()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +205,7 @@ func TestVMInPodCgroup(t *testing.T) {
 
 	id := randomHex(t, 4)
 	domain := "crimux-cgtest-" + id
-	spec := Spec{
+	spec := cgroup.Spec{
 		Parent: testParentRoot + "/pod" + id, Name: "crimux-vm-" + id,
 		CPUQuota: 50000, CPUPeriod: 100000, CPUShares: 512,
 		// 128 MiB of guest RAM plus qemu's own (TCG's translation cache,
@@ -235,9 +246,9 @@ func TestVMInPodCgroup(t *testing.T) {
 		uids = append(uids, uint32(uid))
 	}
 	newPlacer := func() *Placer {
-		return NewPlacer(sock, func(name string) (Spec, bool) {
+		return New(sock, func(name string) (cgroup.Spec, bool) {
 			if name != domain {
-				return Spec{}, false
+				return cgroup.Spec{}, false
 			}
 			placements.Add(1)
 			return spec, true
@@ -283,12 +294,12 @@ func TestVMInPodCgroup(t *testing.T) {
 	checkAllThreads(t, pid, leaf)
 
 	t.Run("limits", func(t *testing.T) {
-		if h, ok := layout.controller("memory"); ok && !h.Unified {
+		if h, ok := layout.Controller("memory"); ok && !h.Unified {
 			if got := readTrim(t, filepath.Join(h.Mount, leaf, "memory.limit_in_bytes")); got != strconv.FormatInt(spec.MemoryLimit, 10) {
 				t.Errorf("memory.limit_in_bytes = %s, want %d", got, spec.MemoryLimit)
 			}
 		}
-		if h, ok := layout.controller("cpu"); ok && !h.Unified {
+		if h, ok := layout.Controller("cpu"); ok && !h.Unified {
 			if got := readTrim(t, filepath.Join(h.Mount, leaf, "cpu.cfs_quota_us")); got != "50000" {
 				t.Errorf("cpu.cfs_quota_us = %s, want 50000", got)
 			}
@@ -296,7 +307,7 @@ func TestVMInPodCgroup(t *testing.T) {
 				t.Errorf("cpu.shares = %s, want 512", got)
 			}
 		}
-		if h, ok := layout.controller("memory"); ok && h.Unified {
+		if h, ok := layout.Controller("memory"); ok && h.Unified {
 			if got := readTrim(t, filepath.Join(h.Mount, leaf, "memory.max")); got != strconv.FormatInt(spec.MemoryLimit, 10) {
 				t.Errorf("memory.max = %s, want %d", got, spec.MemoryLimit)
 			}
@@ -335,7 +346,7 @@ func TestVMInPodCgroup(t *testing.T) {
 		if err := layout.Update(up); err != nil {
 			t.Fatal(err)
 		}
-		if h, ok := layout.controller("cpu"); ok && !h.Unified {
+		if h, ok := layout.Controller("cpu"); ok && !h.Unified {
 			if got := readTrim(t, filepath.Join(h.Mount, leaf, "cpu.cfs_quota_us")); got != "30000" {
 				t.Errorf("cpu.cfs_quota_us after Update = %s, want 30000", got)
 			}
@@ -426,9 +437,9 @@ func TestVMInPodCgroup(t *testing.T) {
 		t.Logf("virsh create of an unknown VM: %s", out)
 	})
 
-	if h, ok := layout.controller("memory"); ok && !h.Unified {
+	if h, ok := layout.Controller("memory"); ok && !h.Unified {
 		// A data point for the VM runtime's memory overhead.
-		if peak, err := readUint(filepath.Join(h.Mount, leaf, "memory.max_usage_in_bytes")); err == nil {
+		if peak, err := readTrimUint(filepath.Join(h.Mount, leaf, "memory.max_usage_in_bytes")); err == nil {
 			t.Logf("peak memory of the VM's cgroup (128 MiB guest, TCG, save/restore included): %d MiB", peak>>20)
 		}
 	}

@@ -47,7 +47,7 @@ func (s Spec) Values(l Layout) ([]Value, error) {
 	add := func(h Hierarchy, file, data string) {
 		out = append(out, Value{Hierarchy: h.Mount, File: file, Data: data})
 	}
-	if h, ok := l.controller("cpu"); ok {
+	if h, ok := l.Controller("cpu"); ok {
 		if h.Unified {
 			if s.CPUShares > 0 {
 				add(h, "cpu.weight", strconv.FormatUint(cgroup2.ConvertCPUSharesToCgroupV2Value(s.CPUShares), 10))
@@ -81,7 +81,7 @@ func (s Spec) Values(l Layout) ([]Value, error) {
 	} else if s.CPUQuota > 0 || s.CPUShares > 0 {
 		return nil, fmt.Errorf("cgroup %s: cpu limits set but no hierarchy holds the cpu controller", s.Name)
 	}
-	if h, ok := l.controller("memory"); ok {
+	if h, ok := l.Controller("memory"); ok {
 		switch {
 		case h.Unified && s.MemoryLimit > 0:
 			add(h, "memory.max", strconv.FormatInt(s.MemoryLimit, 10))
