@@ -2,11 +2,11 @@ package vmapi
 
 import (
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
-	"github.com/crimux/crimux/runtimes/libvirt"
+	"github.com/crimux/crimux/vmtypes"
 )
 
 // toVM converts the runtime's view of a VM, its IDs as clients see them.
-func toVM(v libvirt.VMInfo, c ids) *vmv1.VM {
+func toVM(v vmtypes.VMInfo, c ids) *vmv1.VM {
 	out := &vmv1.VM{
 		PodSandboxId: c.encode(v.SandboxID), Namespace: v.Namespace, Name: v.Name,
 		PodState: v.PodState.String(), PowerState: powerStateToPB(v.PowerState),
@@ -24,25 +24,25 @@ func toVM(v libvirt.VMInfo, c ids) *vmv1.VM {
 	return out
 }
 
-func toSnapshot(s libvirt.SnapshotInfo) *vmv1.Snapshot {
+func toSnapshot(s vmtypes.SnapshotInfo) *vmv1.Snapshot {
 	return &vmv1.Snapshot{
 		Name: s.Name, Description: s.Description, CreatedAt: s.CreatedAt,
 		VmState: s.VMState, HasMemory: s.Memory, Current: s.Current,
 	}
 }
 
-var powerStates = map[libvirt.PowerState]vmv1.PowerState{
-	libvirt.PowerRunning:   vmv1.PowerState_POWER_STATE_RUNNING,
-	libvirt.PowerPaused:    vmv1.PowerState_POWER_STATE_PAUSED,
-	libvirt.PowerShutdown:  vmv1.PowerState_POWER_STATE_SHUTDOWN,
-	libvirt.PowerHibernate: vmv1.PowerState_POWER_STATE_HIBERNATE,
+var powerStates = map[vmtypes.PowerState]vmv1.PowerState{
+	vmtypes.PowerRunning:   vmv1.PowerState_POWER_STATE_RUNNING,
+	vmtypes.PowerPaused:    vmv1.PowerState_POWER_STATE_PAUSED,
+	vmtypes.PowerShutdown:  vmv1.PowerState_POWER_STATE_SHUTDOWN,
+	vmtypes.PowerHibernate: vmv1.PowerState_POWER_STATE_HIBERNATE,
 }
 
-func powerStateToPB(p libvirt.PowerState) vmv1.PowerState {
+func powerStateToPB(p vmtypes.PowerState) vmv1.PowerState {
 	return powerStates[p] // "" (not running): UNSPECIFIED
 }
 
-func powerStateFromPB(p vmv1.PowerState) (libvirt.PowerState, bool) {
+func powerStateFromPB(p vmv1.PowerState) (vmtypes.PowerState, bool) {
 	for k, v := range powerStates {
 		if v == p {
 			return k, true

@@ -8,7 +8,7 @@ import (
 
 	"github.com/crimux/crimux/internal/errdefs"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
-	"github.com/crimux/crimux/runtimes/libvirt"
+	"github.com/crimux/crimux/vmtypes"
 )
 
 // maxForeignNameLen bounds a foreign resource's name (a file name).
@@ -68,8 +68,8 @@ func validateForeign(req *vmv1.CollectForeignRequest) error {
 	default:
 		return errdefs.Invalid("action", "%s: want FOREIGN_ACTION_ADOPT or FOREIGN_ACTION_DELETE", a)
 	}
-	if k := req.GetKind(); k != libvirt.ForeignDomain && k != libvirt.ForeignNetns {
-		return errdefs.Invalid("kind", "%q: want %s or %s", k, libvirt.ForeignDomain, libvirt.ForeignNetns)
+	if k := req.GetKind(); k != vmtypes.ForeignDomain && k != vmtypes.ForeignNetns {
+		return errdefs.Invalid("kind", "%q: want %s or %s", k, vmtypes.ForeignDomain, vmtypes.ForeignNetns)
 	}
 	name := req.GetName()
 	switch {

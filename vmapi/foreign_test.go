@@ -9,12 +9,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
-	"github.com/crimux/crimux/runtimes/libvirt"
+	"github.com/crimux/crimux/vmtypes"
 )
 
 func foreignVMs() *fakeVMs {
 	vms := newVMs()
-	vms.foreign = []libvirt.ForeignResource{
+	vms.foreign = []vmtypes.ForeignResource{
 		{Kind: "domain", Name: "crimux-abc", Instance: "crimux-0123", State: "running", Detail: "pod ns/web, sandbox sb9"},
 		{Kind: "netns", Name: "crimux-0123_sb9", Instance: "crimux-0123", Detail: "sandbox sb9"},
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/crimux/crimux/internal/idcodec"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 	"github.com/crimux/crimux/registry"
-	"github.com/crimux/crimux/runtimes/libvirt"
+	"github.com/crimux/crimux/vmtypes"
 )
 
 // A VM is named by an ID as CRI clients see it ("vm--<id>": the registry
@@ -152,7 +152,7 @@ func (s *Server) resolvePod(ctx context.Context, namespace, name string) (target
 
 type candidate struct {
 	target
-	info libvirt.VMInfo
+	info vmtypes.VMInfo
 }
 
 // pickPod chooses among the VM pods of one name (kubelet makes a new

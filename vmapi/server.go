@@ -17,7 +17,7 @@ import (
 	"github.com/crimux/crimux/internal/errdefs"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 	"github.com/crimux/crimux/registry"
-	"github.com/crimux/crimux/runtimes/libvirt"
+	"github.com/crimux/crimux/vmtypes"
 )
 
 // maxTimeout bounds the deadlines a request may ask for.
@@ -26,17 +26,17 @@ const maxTimeout = 10 * time.Minute
 // VMRuntime is a VM runtime as the VM API calls it (*libvirt.Runtime), by
 // the runtime's own pod sandbox or container IDs.
 type VMRuntime interface {
-	ListVMs(ctx context.Context) ([]libvirt.VMInfo, error)
-	GetVM(ctx context.Context, id string) (libvirt.VMInfo, error)
-	RebootVM(ctx context.Context, id string, hard bool, timeout time.Duration) (libvirt.RebootResult, error)
-	SetPowerState(ctx context.Context, id string, target libvirt.PowerState, grace time.Duration) (libvirt.PowerChange, error)
-	CreateSnapshot(ctx context.Context, id, name, description string) (libvirt.SnapshotInfo, error)
-	ListSnapshots(ctx context.Context, id string) ([]libvirt.SnapshotInfo, error)
-	RestoreSnapshot(ctx context.Context, id, name string) (libvirt.PowerState, error)
+	ListVMs(ctx context.Context) ([]vmtypes.VMInfo, error)
+	GetVM(ctx context.Context, id string) (vmtypes.VMInfo, error)
+	RebootVM(ctx context.Context, id string, hard bool, timeout time.Duration) (vmtypes.RebootResult, error)
+	SetPowerState(ctx context.Context, id string, target vmtypes.PowerState, grace time.Duration) (vmtypes.PowerChange, error)
+	CreateSnapshot(ctx context.Context, id, name, description string) (vmtypes.SnapshotInfo, error)
+	ListSnapshots(ctx context.Context, id string) ([]vmtypes.SnapshotInfo, error)
+	RestoreSnapshot(ctx context.Context, id, name string) (vmtypes.PowerState, error)
 	DeleteSnapshot(ctx context.Context, id, name string) error
 	// Resources of another crimux identity (foreign.go), by kind
-	// (libvirt.ForeignDomain, libvirt.ForeignNetns) and name.
-	ListForeign(ctx context.Context) ([]libvirt.ForeignResource, error)
+	// (vmtypes.ForeignDomain, vmtypes.ForeignNetns) and name.
+	ListForeign(ctx context.Context) ([]vmtypes.ForeignResource, error)
 	AdoptForeign(ctx context.Context, kind, name string) error
 	DeleteForeign(ctx context.Context, kind, name string) error
 }
@@ -135,7 +135,7 @@ func (s *Server) SetPowerState(ctx context.Context, req *vmv1.SetPowerStateReque
 
 // CreateSnapshot snapshots a VM.
 func (s *Server) CreateSnapshot(ctx context.Context, req *vmv1.CreateSnapshotRequest) (*vmv1.CreateSnapshotResponse, error) {
-	if err := libvirt.ValidateSnapshotName(req.GetSnapshotName()); err != nil {
+	if err := vmtypes.ValidateSnapshotName(req.GetSnapshotName()); err != nil {
 		return nil, err
 	}
 	t, err := s.resolve(ctx, req.GetVm())
@@ -168,7 +168,7 @@ func (s *Server) ListSnapshots(ctx context.Context, req *vmv1.ListSnapshotsReque
 
 // RestoreSnapshot reverts a VM to one of its snapshots.
 func (s *Server) RestoreSnapshot(ctx context.Context, req *vmv1.RestoreSnapshotRequest) (*vmv1.RestoreSnapshotResponse, error) {
-	if err := libvirt.ValidateSnapshotName(req.GetSnapshotName()); err != nil {
+	if err := vmtypes.ValidateSnapshotName(req.GetSnapshotName()); err != nil {
 		return nil, err
 	}
 	t, err := s.resolve(ctx, req.GetVm())
@@ -184,7 +184,7 @@ func (s *Server) RestoreSnapshot(ctx context.Context, req *vmv1.RestoreSnapshotR
 
 // DeleteSnapshot deletes one snapshot of a VM.
 func (s *Server) DeleteSnapshot(ctx context.Context, req *vmv1.DeleteSnapshotRequest) (*vmv1.DeleteSnapshotResponse, error) {
-	if err := libvirt.ValidateSnapshotName(req.GetSnapshotName()); err != nil {
+	if err := vmtypes.ValidateSnapshotName(req.GetSnapshotName()); err != nil {
 		return nil, err
 	}
 	t, err := s.resolve(ctx, req.GetVm())

@@ -24,20 +24,20 @@ import (
 	"github.com/crimux/crimux/internal/idcodec"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 	"github.com/crimux/crimux/registry"
-	"github.com/crimux/crimux/runtimes/libvirt"
 	"github.com/crimux/crimux/vmapi"
+	"github.com/crimux/crimux/vmtypes"
 )
 
 // fakeVMs is a VM runtime in memory. It records the IDs it is called with
 // (the runtime's own, without the "vm--" prefix).
 type fakeVMs struct {
 	mu    sync.Mutex
-	vms   []libvirt.VMInfo
+	vms   []vmtypes.VMInfo
 	calls []string
 	// reboot is what RebootVM answers.
-	reboot libvirt.RebootResult
+	reboot vmtypes.RebootResult
 	// foreign is what ListForeign answers; Adopt/DeleteForeign act on it.
-	foreign []libvirt.ForeignResource
+	foreign []vmtypes.ForeignResource
 }
 
 func (f *fakeVMs) record(format string, args ...any) {
@@ -55,41 +55,41 @@ func (f *fakeVMs) lastCall() string {
 	return f.calls[len(f.calls)-1]
 }
 
-func (f *fakeVMs) find(id string) (libvirt.VMInfo, error) {
+func (f *fakeVMs) find(id string) (vmtypes.VMInfo, error) {
 	for _, v := range f.vms {
 		if v.SandboxID == id || v.ContainerID == id {
 			return v, nil
 		}
 	}
-	return libvirt.VMInfo{}, fmt.Errorf("no VM pod or VM container has ID %q: %w", id, errdefs.ErrNotFound)
+	return vmtypes.VMInfo{}, fmt.Errorf("no VM pod or VM container has ID %q: %w", id, errdefs.ErrNotFound)
 }
 
-func (f *fakeVMs) ListVMs(context.Context) ([]libvirt.VMInfo, error) { return f.vms, nil }
-func (f *fakeVMs) GetVM(_ context.Context, id string) (libvirt.VMInfo, error) {
+func (f *fakeVMs) ListVMs(context.Context) ([]vmtypes.VMInfo, error) { return f.vms, nil }
+func (f *fakeVMs) GetVM(_ context.Context, id string) (vmtypes.VMInfo, error) {
 	f.record("GetVM %s", id)
 	return f.find(id)
 }
-func (f *fakeVMs) RebootVM(_ context.Context, id string, hard bool, timeout time.Duration) (libvirt.RebootResult, error) {
+func (f *fakeVMs) RebootVM(_ context.Context, id string, hard bool, timeout time.Duration) (vmtypes.RebootResult, error) {
 	f.record("RebootVM %s hard=%v timeout=%s", id, hard, timeout)
 	_, err := f.find(id)
 	return f.reboot, err
 }
-func (f *fakeVMs) SetPowerState(_ context.Context, id string, p libvirt.PowerState, grace time.Duration) (libvirt.PowerChange, error) {
+func (f *fakeVMs) SetPowerState(_ context.Context, id string, p vmtypes.PowerState, grace time.Duration) (vmtypes.PowerChange, error) {
 	f.record("SetPowerState %s %s grace=%s", id, p, grace)
 	_, err := f.find(id)
-	return libvirt.PowerChange{Previous: libvirt.PowerRunning, State: p, Forced: true}, err
+	return vmtypes.PowerChange{Previous: vmtypes.PowerRunning, State: p, Forced: true}, err
 }
-func (f *fakeVMs) CreateSnapshot(_ context.Context, id, name, desc string) (libvirt.SnapshotInfo, error) {
+func (f *fakeVMs) CreateSnapshot(_ context.Context, id, name, desc string) (vmtypes.SnapshotInfo, error) {
 	f.record("CreateSnapshot %s %s", id, name)
 	_, err := f.find(id)
-	return libvirt.SnapshotInfo{Name: name, Description: desc, VMState: "running", Memory: true}, err
+	return vmtypes.SnapshotInfo{Name: name, Description: desc, VMState: "running", Memory: true}, err
 }
-func (f *fakeVMs) ListSnapshots(_ context.Context, id string) ([]libvirt.SnapshotInfo, error) {
+func (f *fakeVMs) ListSnapshots(_ context.Context, id string) ([]vmtypes.SnapshotInfo, error) {
 	f.record("ListSnapshots %s", id)
 	v, err := f.find(id)
 	return v.Snapshots, err
 }
-func (f *fakeVMs) RestoreSnapshot(_ context.Context, id, name string) (libvirt.PowerState, error) {
+func (f *fakeVMs) RestoreSnapshot(_ context.Context, id, name string) (vmtypes.PowerState, error) {
 	f.record("RestoreSnapshot %s %s", id, name)
 	if _, err := f.find(id); err != nil {
 		return "", err
@@ -102,7 +102,7 @@ func (f *fakeVMs) DeleteSnapshot(_ context.Context, id, name string) error {
 	return err
 }
 
-func (f *fakeVMs) ListForeign(context.Context) ([]libvirt.ForeignResource, error) {
+func (f *fakeVMs) ListForeign(context.Context) ([]vmtypes.ForeignResource, error) {
 	return f.foreign, nil
 }
 func (f *fakeVMs) AdoptForeign(_ context.Context, kind, name string) error {
@@ -197,11 +197,11 @@ func dial(t *testing.T, endpoint string) *grpc.ClientConn {
 }
 
 func newVMs() *fakeVMs {
-	return &fakeVMs{vms: []libvirt.VMInfo{{
+	return &fakeVMs{vms: []vmtypes.VMInfo{{
 		SandboxID: "sb1", ContainerID: "c1", Namespace: "default", Name: "db",
 		PodState: runtimeapi.PodSandboxState_SANDBOX_READY, ContainerState: runtimeapi.ContainerState_CONTAINER_RUNNING,
-		PowerState: libvirt.PowerPaused, Domain: "crimux-c1", DomainState: "paused", Accel: "tcg", VCPUs: 2, MemoryMiB: 256,
-		Snapshots: []libvirt.SnapshotInfo{{Name: "s1", VMState: "running", Memory: true, CreatedAt: 42}},
+		PowerState: vmtypes.PowerPaused, Domain: "crimux-c1", DomainState: "paused", Accel: "tcg", VCPUs: 2, MemoryMiB: 256,
+		Snapshots: []vmtypes.SnapshotInfo{{Name: "s1", VMState: "running", Memory: true, CreatedAt: 42}},
 	}}}
 }
 
@@ -251,7 +251,7 @@ func TestOperations(t *testing.T) {
 	vms := newVMs()
 	c := newClient(t, vms)
 
-	vms.reboot = libvirt.RebootResult{Hard: true, SoftTimedOut: true}
+	vms.reboot = vmtypes.RebootResult{Hard: true, SoftTimedOut: true}
 	rb, err := c.RebootVM(ctx, &vmv1.RebootVMRequest{Vm: byID("vm--c1"), TimeoutSeconds: 5})
 	if err != nil || rb.Method != vmv1.RebootMethod_REBOOT_METHOD_HARD || !rb.SoftTimedOut {
 		t.Fatalf("RebootVM = %v, %v", rb, err)
@@ -259,7 +259,7 @@ func TestOperations(t *testing.T) {
 	if got := vms.lastCall(); got != "RebootVM c1 hard=false timeout=5s" {
 		t.Fatalf("RebootVM called %q", got)
 	}
-	vms.reboot = libvirt.RebootResult{}
+	vms.reboot = vmtypes.RebootResult{}
 	if rb, _ := c.RebootVM(ctx, &vmv1.RebootVMRequest{Vm: byID("vm--c1")}); rb.GetMethod() != vmv1.RebootMethod_REBOOT_METHOD_SOFT {
 		t.Fatalf("soft reboot answered %v", rb)
 	}
@@ -294,10 +294,10 @@ func TestBadInput(t *testing.T) {
 	ctx := context.Background()
 	vms := newVMs()
 	vms.vms = append(vms.vms,
-		libvirt.VMInfo{SandboxID: "twin1", Namespace: "default", Name: "twin", PodState: runtimeapi.PodSandboxState_SANDBOX_READY},
-		libvirt.VMInfo{SandboxID: "twin2", Namespace: "default", Name: "twin", PodState: runtimeapi.PodSandboxState_SANDBOX_READY},
-		libvirt.VMInfo{SandboxID: "old", Namespace: "default", Name: "again", PodState: runtimeapi.PodSandboxState_SANDBOX_NOTREADY, CreatedAt: 1},
-		libvirt.VMInfo{SandboxID: "new", Namespace: "default", Name: "again", PodState: runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: 2},
+		vmtypes.VMInfo{SandboxID: "twin1", Namespace: "default", Name: "twin", PodState: runtimeapi.PodSandboxState_SANDBOX_READY},
+		vmtypes.VMInfo{SandboxID: "twin2", Namespace: "default", Name: "twin", PodState: runtimeapi.PodSandboxState_SANDBOX_READY},
+		vmtypes.VMInfo{SandboxID: "old", Namespace: "default", Name: "again", PodState: runtimeapi.PodSandboxState_SANDBOX_NOTREADY, CreatedAt: 1},
+		vmtypes.VMInfo{SandboxID: "new", Namespace: "default", Name: "again", PodState: runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: 2},
 	)
 	c := newClient(t, vms)
 	get := func(ref *vmv1.VMRef) error { _, err := c.GetVM(ctx, &vmv1.GetVMRequest{Vm: ref}); return err }

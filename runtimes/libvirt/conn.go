@@ -13,7 +13,6 @@ import (
 	"github.com/digitalocean/go-libvirt/socket/dialers"
 
 	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/metrics"
 )
 
 // defaultSocket is libvirtd's socket for qemu:///system.
@@ -35,6 +34,8 @@ type conn struct {
 	// onConnect runs after every (re)connect, e.g. to resubscribe to events
 	// and resync state; it gets a context that ends with the connection.
 	onConnect func(ctx context.Context, l *golibvirt.Libvirt)
+	// onReconnect counts every connect after the first (metrics).
+	onReconnect func(uri string)
 
 	mu      sync.RWMutex
 	l       *golibvirt.Libvirt
@@ -89,7 +90,7 @@ func (c *conn) run(ctx context.Context) {
 		delay = reconnectMin
 		c.log.Info("connected to libvirtd", "socket", c.socket)
 		if connected {
-			metrics.Reconnects.WithLabelValues(c.uri).Inc()
+			c.onReconnect(c.uri)
 		}
 		connected = true
 		c.mu.Lock()

@@ -74,9 +74,7 @@ func (r *Runtime) CollectGarbage(ctx context.Context, afterStart bool) GCReport 
 			"records_removed", rep.Records, "networks_removed", rep.Networks, "adopted", rep.Adopted,
 			"foreign", rep.Foreign, "foreign_netns", rep.ForeignNetns, "pending", rep.Pending)
 	}
-	if r.onGC != nil {
-		r.onGC(rep)
-	}
+	r.countGC(rep)
 	return rep
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/xml"
 	"fmt"
+	"github.com/crimux/crimux/vmtypes"
 	"sort"
 	"strings"
 
@@ -12,7 +13,6 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/metrics"
 )
 
 // Foreign resources are those of another crimux identity: crimux-named
@@ -23,27 +23,8 @@ import (
 // (crimuxctl gc). Each operation checks again that what it is about to
 // touch is foreign: nothing of this crimux's own is reachable this way.
 
-// Kinds of foreign resources.
-const (
-	ForeignDomain = "domain"
-	ForeignNetns  = "netns"
-)
-
 // metadataNS is the XML namespace of crimux's domain metadata (vm.Metadata).
 const metadataNS = "https://crimux.io/xmlns/vm/1"
-
-// ForeignResource is one resource of another crimux identity.
-type ForeignResource struct {
-	Kind string // ForeignDomain or ForeignNetns
-	// Name is the domain's name or the namespace's file name in netns_dir.
-	Name string
-	// Instance is the identity it carries; "" when it carries none.
-	Instance string
-	// State is the domain's state as libvirt reports it; "" for a netns.
-	State string
-	// Detail says what it belonged to, as far as crimux can tell.
-	Detail string
-}
 
 // foreignLibvirt is what this file asks of libvirt (*golibvirt.Libvirt;
 // a fake in tests).
@@ -59,7 +40,7 @@ type foreignLibvirt interface {
 
 // ListForeign lists the foreign domains, then the foreign namespaces.
 // It needs libvirtd (Unavailable while it is down).
-func (r *Runtime) ListForeign(ctx context.Context) ([]ForeignResource, error) {
+func (r *Runtime) ListForeign(ctx context.Context) ([]vmtypes.ForeignResource, error) {
 	l, err := r.conn.get()
 	if err != nil {
 		return nil, err
@@ -75,7 +56,7 @@ func (r *Runtime) ListForeign(ctx context.Context) ([]ForeignResource, error) {
 // VM is refused (adopt the domain instead).
 func (r *Runtime) AdoptForeign(ctx context.Context, kind, name string) error {
 	switch kind {
-	case ForeignDomain:
+	case vmtypes.ForeignDomain:
 		l, err := r.conn.get()
 		if err != nil {
 			return err
@@ -86,7 +67,7 @@ func (r *Runtime) AdoptForeign(ctx context.Context, kind, name string) error {
 		}
 		r.CollectGarbage(ctx, false) // the domain first: its pod then owns the namespace
 		r.adoptPodNamespace(l, m)
-	case ForeignNetns:
+	case vmtypes.ForeignNetns:
 		l, err := r.conn.get()
 		if err != nil {
 			return fmt.Errorf("netns %q: cannot tell whether a VM of another identity uses it: %w", name, err)
@@ -107,29 +88,29 @@ func (r *Runtime) AdoptForeign(ctx context.Context, kind, name string) error {
 // node's current config and is removed.
 func (r *Runtime) DeleteForeign(ctx context.Context, kind, name string) error {
 	switch kind {
-	case ForeignDomain:
+	case vmtypes.ForeignDomain:
 		l, err := r.conn.get()
 		if err != nil {
 			return err
 		}
 		return r.deleteForeignDomain(l, name, func(n string) error { return destroyAndUndefine(l, n) })
-	case ForeignNetns:
+	case vmtypes.ForeignNetns:
 		return r.deleteForeignNetns(ctx, name)
 	}
 	return badForeignKind(kind)
 }
 
 func badForeignKind(kind string) error {
-	return errdefs.Invalid("kind", "%q is not a kind of foreign resource: want %s or %s", kind, ForeignDomain, ForeignNetns)
+	return errdefs.Invalid("kind", "%q is not a kind of foreign resource: want %s or %s", kind, vmtypes.ForeignDomain, vmtypes.ForeignNetns)
 }
 
-func (r *Runtime) listForeign(l foreignLibvirt) ([]ForeignResource, error) {
+func (r *Runtime) listForeign(l foreignLibvirt) ([]vmtypes.ForeignResource, error) {
 	doms, _, err := l.ConnectListAllDomains(1, 0)
 	if err != nil {
 		return nil, fmt.Errorf("list libvirt domains: %w", classify(err))
 	}
 	sort.Slice(doms, func(i, j int) bool { return doms[i].Name < doms[j].Name })
-	var out []ForeignResource
+	var out []vmtypes.ForeignResource
 	pods := map[string]string{} // sandbox ID -> its foreign domain
 	for _, d := range doms {
 		f, m, ok, err := r.describeDomain(l, d)
@@ -148,16 +129,16 @@ func (r *Runtime) listForeign(l foreignLibvirt) ([]ForeignResource, error) {
 }
 
 // describeDomain reports d when it is a foreign crimux domain.
-func (r *Runtime) describeDomain(l foreignLibvirt, d golibvirt.Domain) (ForeignResource, vm.Metadata, bool, error) {
+func (r *Runtime) describeDomain(l foreignLibvirt, d golibvirt.Domain) (vmtypes.ForeignResource, vm.Metadata, bool, error) {
 	var m vm.Metadata
 	id, crimux := strings.CutPrefix(d.Name, vm.DomainName(""))
 	if !crimux || id == "" {
-		return ForeignResource{}, m, false, nil
+		return vmtypes.ForeignResource{}, m, false, nil
 	}
 	if owned, err := r.ownsContainer(id); err != nil || owned {
-		return ForeignResource{}, m, false, err
+		return vmtypes.ForeignResource{}, m, false, err
 	}
-	f := ForeignResource{Kind: ForeignDomain, Name: d.Name, State: "unknown"}
+	f := vmtypes.ForeignResource{Kind: vmtypes.ForeignDomain, Name: d.Name, State: "unknown"}
 	if s, _, err := l.DomainGetState(d, 0); err == nil {
 		f.State = domainStateName(golibvirt.DomainState(s))
 	}
@@ -168,7 +149,7 @@ func (r *Runtime) describeDomain(l foreignLibvirt, d golibvirt.Domain) (ForeignR
 	case !stamped:
 		f.Detail = "no crimux metadata"
 	case m.Instance == r.opts.Instance:
-		return ForeignResource{}, m, false, nil // this crimux's: the collector adopts or removes it
+		return vmtypes.ForeignResource{}, m, false, nil // this crimux's: the collector adopts or removes it
 	default:
 		f.Instance = m.Instance
 		f.Detail = fmt.Sprintf("pod %s/%s, sandbox %s", m.PodNamespace, m.PodName, m.SandboxID)
@@ -315,6 +296,6 @@ func (r *Runtime) deleteForeignDomain(l foreignLibvirt, name string, remove func
 	}
 	r.log.Warn("foreign domain deleted on an operator's command", "domain", name, "instance", f.meta.Instance,
 		"pod", f.meta.PodNamespace+"/"+f.meta.PodName, "sandbox", f.meta.SandboxID)
-	metrics.GCRemovals.WithLabelValues("foreign_domain").Inc()
+	r.counters.GCRemoved("foreign_domain", 1)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/crimux/crimux/vmtypes"
 	"os"
 	"slices"
 	"strings"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/metrics"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 )
 
@@ -21,7 +21,7 @@ import (
 
 // foreignNamespaces reports the namespaces of other instances; pods names
 // the foreign domain of a sandbox.
-func (r *Runtime) foreignNamespaces(pods map[string]string) ([]ForeignResource, error) {
+func (r *Runtime) foreignNamespaces(pods map[string]string) ([]vmtypes.ForeignResource, error) {
 	if r.net == nil {
 		return nil, nil
 	}
@@ -29,9 +29,9 @@ func (r *Runtime) foreignNamespaces(pods map[string]string) ([]ForeignResource, 
 	if err != nil {
 		return nil, fmt.Errorf("list VM pod namespaces: %w", err)
 	}
-	out := make([]ForeignResource, 0, len(names))
+	out := make([]vmtypes.ForeignResource, 0, len(names))
 	for _, n := range names {
-		f := ForeignResource{Kind: ForeignNetns, Name: n}
+		f := vmtypes.ForeignResource{Kind: vmtypes.ForeignNetns, Name: n}
 		if inst, id, err := podnet.SplitNamespace(n); err != nil {
 			f.Detail = err.Error() + ": its pod is unknown"
 		} else {
@@ -156,7 +156,7 @@ func (r *Runtime) deleteForeignNetns(ctx context.Context, name string) error {
 		return netnsError(name, "delete", err)
 	}
 	r.log.Warn("foreign VM pod namespace deleted on an operator's command", "netns", name, "sandbox", id)
-	metrics.GCRemovals.WithLabelValues("foreign_netns").Inc()
+	r.counters.GCRemoved("foreign_netns", 1)
 	return nil
 }
 

@@ -5,17 +5,16 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"github.com/crimux/crimux/vmtypes"
 	"strings"
 	"testing"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/metrics"
 )
 
 // fakeDomain is a domain of fakeLibvirt: its <metadata> content as
@@ -129,15 +128,15 @@ func TestListForeign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []ForeignResource{
-		{ForeignDomain, "crimux-a", "other", "running", "pod ns/web, sandbox sbA"},
-		{ForeignDomain, "crimux-b", "", "shutoff", "no crimux metadata"},
-		{ForeignDomain, "crimux-c", "other", "shutoff", "pod ns/web, sandbox sbC"},
-		{ForeignNetns, "other_sbA", "other", "", "sandbox sbA, the network of domain crimux-a"},
-		{ForeignNetns, "other_orphan", "other", "", "sandbox orphan"},
-		{ForeignNetns, "other_dup", "other", "", "sandbox dup"},
-		{ForeignNetns, "other_sb1", "other", "", "sandbox sb1"},
-		{ForeignNetns, "cni-1234", "", "", `namespace "cni-1234" is not named <instance>_<sandbox ID>: its pod is unknown`},
+	want := []vmtypes.ForeignResource{
+		{Kind: vmtypes.ForeignDomain, Name: "crimux-a", Instance: "other", State: "running", Detail: "pod ns/web, sandbox sbA"},
+		{Kind: vmtypes.ForeignDomain, Name: "crimux-b", Instance: "", State: "shutoff", Detail: "no crimux metadata"},
+		{Kind: vmtypes.ForeignDomain, Name: "crimux-c", Instance: "other", State: "shutoff", Detail: "pod ns/web, sandbox sbC"},
+		{Kind: vmtypes.ForeignNetns, Name: "other_sbA", Instance: "other", State: "", Detail: "sandbox sbA, the network of domain crimux-a"},
+		{Kind: vmtypes.ForeignNetns, Name: "other_orphan", Instance: "other", State: "", Detail: "sandbox orphan"},
+		{Kind: vmtypes.ForeignNetns, Name: "other_dup", Instance: "other", State: "", Detail: "sandbox dup"},
+		{Kind: vmtypes.ForeignNetns, Name: "other_sb1", Instance: "other", State: "", Detail: "sandbox sb1"},
+		{Kind: vmtypes.ForeignNetns, Name: "cni-1234", Instance: "", State: "", Detail: `namespace "cni-1234" is not named <instance>_<sandbox ID>: its pod is unknown`},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("listForeign:\n%v\nwant\n%v", got, want)
@@ -205,32 +204,19 @@ func TestStampXMLHasNoNamespace(t *testing.T) {
 	}
 }
 
-// removals is crimux_gc_removals_total of a kind.
-func removals(t *testing.T, kind string) float64 {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.GCRemovals)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "kind" && l.GetValue() == kind {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+// removals is what r counted as removed of a kind.
+func removals(r *Runtime, kind string) int {
+	c := r.counters.(*countingCounters)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.removed[kind]
 }
 
 // TestDeleteForeign: a foreign domain (stamped or not) is removed and
 // counted; a namespace gets DEL and is counted; failures say so.
 func TestDeleteForeign(t *testing.T) {
 	r, l, n := foreignRuntime(t)
-	domains := removals(t, "foreign_domain")
+	domains := removals(r, "foreign_domain")
 	var removed []string
 	remove := func(name string) error { removed = append(removed, name); return nil }
 	for _, name := range []string{"crimux-a", "crimux-b", "crimux-c"} {
@@ -238,8 +224,8 @@ func TestDeleteForeign(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if fmt.Sprint(removed) != "[crimux-a crimux-b crimux-c]" || removals(t, "foreign_domain") != domains+3 {
-		t.Fatalf("removed %v, counter %v (was %v)", removed, removals(t, "foreign_domain"), domains)
+	if fmt.Sprint(removed) != "[crimux-a crimux-b crimux-c]" || removals(r, "foreign_domain") != domains+3 {
+		t.Fatalf("removed %v, counter %v (was %v)", removed, removals(r, "foreign_domain"), domains)
 	}
 	err := r.deleteForeignDomain(l, "crimux-a", func(string) error { return errors.New("libvirt: operation failed") })
 	if err == nil || !strings.Contains(err.Error(), `delete domain "crimux-a"`) {
@@ -247,16 +233,16 @@ func TestDeleteForeign(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	netns := removals(t, "foreign_netns")
+	netns := removals(r, "foreign_netns")
 	n.failDel = errors.New("plugin bridge: exec: not found")
-	if err := r.DeleteForeign(ctx, ForeignNetns, "other_orphan"); !errdefs.IsUnavailable(err) || !strings.Contains(err.Error(), "other_orphan") {
+	if err := r.DeleteForeign(ctx, vmtypes.ForeignNetns, "other_orphan"); !errdefs.IsUnavailable(err) || !strings.Contains(err.Error(), "other_orphan") {
 		t.Fatalf("DEL failing: %v, want Unavailable naming the namespace", err)
 	}
 	n.failDel = nil
-	if err := r.DeleteForeign(ctx, ForeignNetns, "other_orphan"); err != nil {
+	if err := r.DeleteForeign(ctx, vmtypes.ForeignNetns, "other_orphan"); err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(n.deletedNS) != "[other_orphan]" || removals(t, "foreign_netns") != netns+1 {
+	if fmt.Sprint(n.deletedNS) != "[other_orphan]" || removals(r, "foreign_netns") != netns+1 {
 		t.Fatalf("deleted %v", n.deletedNS)
 	}
 }
@@ -304,16 +290,16 @@ func TestForeignRefusals(t *testing.T) {
 		{"another container", adoptDom("crimux-c"), codes.FailedPrecondition, `names container "elsewhere"`},
 		{"no such domain", adoptDom("crimux-gone"), codes.NotFound, `"crimux-gone"`},
 		{"not crimux's", r.deleteForeignDomain(l, "vanilla", noop), codes.InvalidArgument, `name: domain "vanilla"`},
-		{"libvirtd down", r.AdoptForeign(ctx, ForeignDomain, "crimux-a"), codes.Unavailable, "libvirtd"},
-		{"libvirtd down, delete", r.DeleteForeign(ctx, ForeignDomain, "crimux-a"), codes.Unavailable, "libvirtd"},
+		{"libvirtd down", r.AdoptForeign(ctx, vmtypes.ForeignDomain, "crimux-a"), codes.Unavailable, "libvirtd"},
+		{"libvirtd down, delete", r.DeleteForeign(ctx, vmtypes.ForeignDomain, "crimux-a"), codes.Unavailable, "libvirtd"},
 		{"our netns", r.adoptForeignNetns(l, "i_sb1"), codes.FailedPrecondition, `"i_sb1" carries this crimux's identity`},
-		{"no such netns", r.DeleteForeign(ctx, ForeignNetns, "other_nope"), codes.NotFound, `"other_nope"`},
+		{"no such netns", r.DeleteForeign(ctx, vmtypes.ForeignNetns, "other_nope"), codes.NotFound, `"other_nope"`},
 		{"path", r.adoptForeignNetns(l, "../x"), codes.InvalidArgument, "name"},
-		{"unnamed netns", r.DeleteForeign(ctx, ForeignNetns, "cni-1234"), codes.FailedPrecondition, "remove it by hand"},
+		{"unnamed netns", r.DeleteForeign(ctx, vmtypes.ForeignNetns, "cni-1234"), codes.FailedPrecondition, "remove it by hand"},
 		{"taken sandbox", r.adoptForeignNetns(l, "other_dup"), codes.FailedPrecondition, "sandbox dup already"},
 		{"a foreign VM's netns", r.adoptForeignNetns(l, "other_sbA"), codes.FailedPrecondition, "network of domain crimux-a"},
-		{"libvirtd down, netns", r.AdoptForeign(ctx, ForeignNetns, "other_orphan"), codes.Unavailable, "cannot tell"},
-		{"our pod's sandbox", r.DeleteForeign(ctx, ForeignNetns, "other_sb1"), codes.FailedPrecondition, "adopt the namespace instead"},
+		{"libvirtd down, netns", r.AdoptForeign(ctx, vmtypes.ForeignNetns, "other_orphan"), codes.Unavailable, "cannot tell"},
+		{"our pod's sandbox", r.DeleteForeign(ctx, vmtypes.ForeignNetns, "other_sb1"), codes.FailedPrecondition, "adopt the namespace instead"},
 		{"no pod network", bare.adoptForeignNetns(l, "other_x"), codes.FailedPrecondition, "no pod network"},
 	} {
 		if errdefs.Code(tc.err) != tc.code || !strings.Contains(tc.err.Error(), tc.words) {

@@ -3,17 +3,14 @@ package libvirt
 import (
 	golibvirt "github.com/digitalocean/go-libvirt"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/crimux/crimux/metrics"
 )
 
-// countGC adds what a collector pass removed to crimux_gc_removals_total
-// (the runtime's onGC).
-func countGC(rep GCReport) {
-	metrics.GCRemovals.WithLabelValues("domain").Add(float64(rep.Domains))
-	metrics.GCRemovals.WithLabelValues("dir").Add(float64(rep.Dirs))
-	metrics.GCRemovals.WithLabelValues("record").Add(float64(rep.Records))
-	metrics.GCRemovals.WithLabelValues("network").Add(float64(rep.Networks))
+// countGC counts what a collector pass removed, by kind.
+func (r *Runtime) countGC(rep GCReport) {
+	r.counters.GCRemoved("domain", rep.Domains)
+	r.counters.GCRemoved("dir", rep.Dirs)
+	r.counters.GCRemoved("record", rep.Records)
+	r.counters.GCRemoved("network", rep.Networks)
 }
 
 // PowerStateCounts counts this runtime's VMs by power state for metrics

@@ -66,7 +66,25 @@ type Options struct {
 	// Network gives VM pods a pod network through CNI (podnet); nil runs
 	// them without one. Its Instance is set from Instance.
 	Network *podnet.Config
+	// Counters receives what the runtime counts (metrics); nil counts
+	// nothing.
+	Counters Counters
 }
+
+// Counters is what the VM runtime counts, injected by the daemon
+// (*metrics.Metrics implements it).
+type Counters interface {
+	// GCRemoved counts n resources of a kind the collector removed.
+	GCRemoved(kind string, n int)
+	// Reconnected counts a reconnect to a daemon at target.
+	Reconnected(target string)
+}
+
+// noCounters counts nothing.
+type noCounters struct{}
+
+func (noCounters) GCRemoved(string, int) {}
+func (noCounters) Reconnected(string)    {}
 
 // ImageReader gets a VM image's files out of the image store.
 type ImageReader interface {
@@ -117,8 +135,7 @@ type Runtime struct {
 	// streaming serves Attach to the serial console.
 	streaming streaming.Server
 	closers   []func() error
-	// onGC, when set, sees every collector pass's report (metrics).
-	onGC func(GCReport)
+	counters  Counters
 	// firstConnect is set once the first collector pass after start ran;
 	// recovered is closed then.
 	firstConnect atomic.Bool
@@ -131,6 +148,9 @@ const closeTimeout = 5 * time.Second
 
 // New opens the store and starts the libvirtd connection; Close undoes it.
 func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups, log *slog.Logger) (*Runtime, error) {
+	if opts.Counters == nil {
+		opts.Counters = noCounters{}
+	}
 	socket, err := socketOf(opts.URI)
 	if err != nil {
 		return nil, err
@@ -149,7 +169,7 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 	}
 	r := &Runtime{
 		opts: opts, accel: resolveAccel(opts.Accel), store: st, images: images, cgroups: cgroups,
-		console: newConsoles(log), events: newEventHub(), reboots: newRebootWatch(), log: log.With("runtime", "vm"), onGC: countGC,
+		console: newConsoles(log), events: newEventHub(), reboots: newRebootWatch(), log: log.With("runtime", "vm"), counters: opts.Counters,
 		recovered: make(chan struct{}),
 	}
 	if opts.Network != nil {
@@ -162,7 +182,7 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 		}
 		r.net = m
 	}
-	r.conn = &conn{uri: opts.URI, socket: socket, log: r.log, onConnect: r.onConnect, done: make(chan struct{})}
+	r.conn = &conn{uri: opts.URI, socket: socket, log: r.log, onConnect: r.onConnect, onReconnect: opts.Counters.Reconnected, done: make(chan struct{})}
 	runCtx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
 	go r.conn.run(runCtx)

@@ -82,7 +82,7 @@ func (r *Runtime) stats(c *containerRecord) (*runtimeapi.ContainerStats, error) 
 		Cpu:    &runtimeapi.CpuUsage{Timestamp: now, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{}},
 		Memory: &runtimeapi.MemoryUsage{Timestamp: now, WorkingSetBytes: &runtimeapi.UInt64Value{}},
 	}
-	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING || c.powerState().guestOff() {
+	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING || c.powerState().GuestOff() {
 		return st, nil
 	}
 	cpu, mem, err := r.cgroups.Stats(r.cgroupOf(c))

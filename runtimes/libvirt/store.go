@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/crimux/crimux/vmtypes"
 	"path/filepath"
 	"time"
 
@@ -79,7 +80,7 @@ type containerRecord struct {
 	State   runtimeapi.ContainerState `json:"state"`
 	// PowerState is the power state the user chose through the VM API
 	// (vmops_power.go); "" is Running.
-	PowerState PowerState `json:"power_state,omitempty"`
+	PowerState vmtypes.PowerState `json:"power_state,omitempty"`
 }
 
 type store struct{ db *bolt.DB }

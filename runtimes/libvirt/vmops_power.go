@@ -3,6 +3,7 @@ package libvirt
 import (
 	"context"
 	"fmt"
+	"github.com/crimux/crimux/vmtypes"
 	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
@@ -11,39 +12,14 @@ import (
 	"github.com/crimux/crimux/internal/errdefs"
 )
 
-// PowerState is the power state a user chose for a VM (see vmops_vm.go).
-type PowerState string
-
-const (
-	PowerRunning   PowerState = "Running"
-	PowerPaused    PowerState = "Paused"
-	PowerShutdown  PowerState = "Shutdown"
-	PowerHibernate PowerState = "Hibernate"
-)
-
-// DefaultShutdownTimeout is how long a guest has to power off on the ACPI
-// power button before it is forced off.
-const DefaultShutdownTimeout = 30 * time.Second
-
-func (p PowerState) valid() bool {
-	switch p {
-	case PowerRunning, PowerPaused, PowerShutdown, PowerHibernate:
-		return true
-	}
-	return false
-}
-
-// guestOff: no qemu runs in this power state, by the user's choice.
-func (p PowerState) guestOff() bool { return p == PowerShutdown || p == PowerHibernate }
-
 // powerState is the VM's power state; "" unless its container runs. Records
 // from before the VM API have none: they run.
-func (c *containerRecord) powerState() PowerState {
+func (c *containerRecord) powerState() vmtypes.PowerState {
 	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return ""
 	}
 	if c.PowerState == "" {
-		return PowerRunning
+		return vmtypes.PowerRunning
 	}
 	return c.PowerState
 }
@@ -53,28 +29,28 @@ func (c *containerRecord) powerState() PowerState {
 // guest does not run.
 func powerStatus(c *containerRecord) (reason, message string, ok bool) {
 	switch c.powerState() {
-	case PowerPaused:
+	case vmtypes.PowerPaused:
 		return "Paused", "VM paused by its user (crimux VM API): vCPUs suspended, memory kept", true
-	case PowerShutdown:
+	case vmtypes.PowerShutdown:
 		return "Shutdown", "VM shut down by its user (crimux VM API): domain and disk kept, power it Running to boot it", true
-	case PowerHibernate:
+	case vmtypes.PowerHibernate:
 		return "Hibernated", "VM hibernated by its user (crimux VM API): memory saved to disk, power it Running to resume it", true
 	}
 	return "", "", false
 }
 
 // powerStateOf is the power state a domain is in as libvirt reports it.
-func powerStateOf(v domainView) PowerState {
+func powerStateOf(v domainView) vmtypes.PowerState {
 	switch v.state {
 	case golibvirt.DomainRunning, golibvirt.DomainBlocked:
-		return PowerRunning
+		return vmtypes.PowerRunning
 	case golibvirt.DomainPaused, golibvirt.DomainPmsuspended:
-		return PowerPaused
+		return vmtypes.PowerPaused
 	}
 	if v.managedSave {
-		return PowerHibernate
+		return vmtypes.PowerHibernate
 	}
-	return PowerShutdown
+	return vmtypes.PowerShutdown
 }
 
 // powerStep is what libvirt must do to reach a power state.
@@ -94,32 +70,32 @@ const (
 // planPower decides the step from the domain's real state (not the one
 // recorded: libvirt is the truth about what runs) to target, or refuses
 // the change with FailedPrecondition.
-func planPower(v domainView, target PowerState) (powerStep, error) {
+func planPower(v domainView, target vmtypes.PowerState) (powerStep, error) {
 	switch v.state {
 	case golibvirt.DomainRunning, golibvirt.DomainBlocked, golibvirt.DomainPaused:
 		paused := v.state == golibvirt.DomainPaused
 		switch target {
-		case PowerRunning:
+		case vmtypes.PowerRunning:
 			return pick(paused, stepResume, stepNone), nil
-		case PowerPaused:
+		case vmtypes.PowerPaused:
 			return pick(paused, stepNone, stepSuspend), nil
-		case PowerShutdown:
+		case vmtypes.PowerShutdown:
 			return pick(paused, stepResumeShutdown, stepShutdown), nil
-		case PowerHibernate:
+		case vmtypes.PowerHibernate:
 			return stepManagedSave, nil
 		}
 	case golibvirt.DomainShutoff:
 		switch target {
-		case PowerRunning:
+		case vmtypes.PowerRunning:
 			return stepCreate, nil
-		case PowerPaused:
+		case vmtypes.PowerPaused:
 			return stepCreatePaused, nil
-		case PowerShutdown:
+		case vmtypes.PowerShutdown:
 			if v.managedSave {
 				return 0, fmt.Errorf("VM is hibernated: shutting it down would discard its saved memory; power it Running first: %w", errdefs.ErrFailedPrecondition)
 			}
 			return stepNone, nil
-		case PowerHibernate:
+		case vmtypes.PowerHibernate:
 			if !v.managedSave {
 				return 0, fmt.Errorf("VM is shut down: it has no memory to hibernate; power it Running first: %w", errdefs.ErrFailedPrecondition)
 			}
@@ -136,59 +112,52 @@ func pick(cond bool, yes, no powerStep) powerStep {
 	return no
 }
 
-// PowerChange is the outcome of SetPowerState.
-type PowerChange struct {
-	Previous, State PowerState
-	// Forced: a Shutdown had to force the guest off after the deadline.
-	Forced bool
-}
-
 // SetPowerState moves the VM of a pod or container ID to target. grace
 // bounds how long a Shutdown waits for the guest (0: the default).
-func (r *Runtime) SetPowerState(ctx context.Context, id string, target PowerState, grace time.Duration) (PowerChange, error) {
-	if !target.valid() {
-		return PowerChange{}, errdefs.Invalid("state", "%q is not a power state (Running, Paused, Shutdown, Hibernate)", target)
+func (r *Runtime) SetPowerState(ctx context.Context, id string, target vmtypes.PowerState, grace time.Duration) (vmtypes.PowerChange, error) {
+	if !target.Valid() {
+		return vmtypes.PowerChange{}, errdefs.Invalid("state", "%q is not a power state (Running, Paused, Shutdown, Hibernate)", target)
 	}
 	if grace <= 0 {
-		grace = DefaultShutdownTimeout
+		grace = vmtypes.DefaultShutdownTimeout
 	}
 	c, unlock, err := r.lockVM(id)
 	if err != nil {
-		return PowerChange{}, err
+		return vmtypes.PowerChange{}, err
 	}
 	defer unlock()
 	if err := requireRunning(c); err != nil {
-		return PowerChange{}, err
+		return vmtypes.PowerChange{}, err
 	}
 	l, dom, err := r.domainOf(c)
 	if err != nil {
-		return PowerChange{}, err
+		return vmtypes.PowerChange{}, err
 	}
 	v, err := observe(l, dom)
 	if err != nil {
-		return PowerChange{}, err
+		return vmtypes.PowerChange{}, err
 	}
 	prev := powerStateOf(v)
 	step, err := planPower(v, target)
 	if err != nil {
-		return PowerChange{Previous: prev, State: prev}, fmt.Errorf("set power state %s: %w", target, err)
+		return vmtypes.PowerChange{Previous: prev, State: prev}, fmt.Errorf("set power state %s: %w", target, err)
 	}
 	// Record a stop before libvirt makes it: its lifecycle event must not
 	// end the container.
-	if target.guestOff() && step != stepNone {
+	if target.GuestOff() && step != stepNone {
 		c.PowerState = target
 		if err := r.store.putContainer(c); err != nil {
-			return PowerChange{}, err
+			return vmtypes.PowerChange{}, err
 		}
 	}
 	// Once libvirt acts, the step runs to its end even if the caller goes.
 	forced, stepErr := r.powerStep(context.WithoutCancel(ctx), l, dom, c, step, grace)
 	r.settlePower(l, dom, c, prev)
 	if stepErr != nil {
-		return PowerChange{Previous: prev, State: c.powerState()}, fmt.Errorf("set power state %s: %w", target, stepErr)
+		return vmtypes.PowerChange{Previous: prev, State: c.powerState()}, fmt.Errorf("set power state %s: %w", target, stepErr)
 	}
 	r.log.Info("VM power state set", "container", c.ID, "domain", c.Domain, "from", prev, "to", c.PowerState, "forced", forced)
-	return PowerChange{Previous: prev, State: c.powerState(), Forced: forced}, nil
+	return vmtypes.PowerChange{Previous: prev, State: c.powerState(), Forced: forced}, nil
 }
 
 func (r *Runtime) powerStep(ctx context.Context, l *golibvirt.Libvirt, dom golibvirt.Domain, c *containerRecord, step powerStep, grace time.Duration) (forced bool, err error) {
@@ -221,7 +190,7 @@ func (r *Runtime) powerStep(ctx context.Context, l *golibvirt.Libvirt, dom golib
 
 // settlePower records the power state libvirt reports after an operation,
 // done or failed; fallback if libvirt cannot say.
-func (r *Runtime) settlePower(l *golibvirt.Libvirt, dom golibvirt.Domain, c *containerRecord, fallback PowerState) {
+func (r *Runtime) settlePower(l *golibvirt.Libvirt, dom golibvirt.Domain, c *containerRecord, fallback vmtypes.PowerState) {
 	p := fallback
 	if v, err := observe(l, dom); err == nil {
 		p = powerStateOf(v)
@@ -241,7 +210,7 @@ func (r *Runtime) stopIsNoExit(c *containerRecord, reason string) bool {
 	if reason == "DomainGone" {
 		return false
 	}
-	if c.powerState().guestOff() {
+	if c.powerState().GuestOff() {
 		return true
 	}
 	l, err := r.conn.get()
@@ -259,7 +228,7 @@ func (r *Runtime) stopIsNoExit(c *containerRecord, reason string) bool {
 // resumeIfPaused lets a paused guest hear the power button before a CRI
 // stop.
 func (r *Runtime) resumeIfPaused(l *golibvirt.Libvirt, c *containerRecord) {
-	if c.powerState() != PowerPaused {
+	if c.powerState() != vmtypes.PowerPaused {
 		return
 	}
 	if dom, err := l.DomainLookupByName(c.Domain); err == nil {

@@ -3,6 +3,7 @@ package libvirt
 import (
 	"context"
 	"fmt"
+	"github.com/crimux/crimux/vmtypes"
 	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
@@ -10,61 +11,48 @@ import (
 	"github.com/crimux/crimux/internal/errdefs"
 )
 
-// DefaultRebootTimeout is how long a soft reboot waits for the guest.
-const DefaultRebootTimeout = 30 * time.Second
-
-// RebootResult says how a VM was rebooted.
-type RebootResult struct {
-	// Hard: the VM was reset, not rebooted by its guest.
-	Hard bool
-	// SoftTimedOut: a soft reboot was asked for and the guest did not
-	// restart within the deadline (or libvirt refused it), so the VM was
-	// reset.
-	SoftTimedOut bool
-}
-
 // RebootVM reboots a running VM. Soft: libvirt presses the ACPI power
 // button and, when the guest powers off, resets it instead of stopping it
 // (qemu's "fake reboot"); libvirt's reboot event says it happened. Without
 // that event within timeout (0: the default), or with hard, the VM is
 // reset. The CRI container stays as it is: same ID, running.
-func (r *Runtime) RebootVM(ctx context.Context, id string, hard bool, timeout time.Duration) (RebootResult, error) {
+func (r *Runtime) RebootVM(ctx context.Context, id string, hard bool, timeout time.Duration) (vmtypes.RebootResult, error) {
 	if timeout <= 0 {
-		timeout = DefaultRebootTimeout
+		timeout = vmtypes.DefaultRebootTimeout
 	}
 	c, unlock, err := r.lockVM(id)
 	if err != nil {
-		return RebootResult{}, err
+		return vmtypes.RebootResult{}, err
 	}
 	defer unlock()
 	if err := requireRunning(c); err != nil {
-		return RebootResult{}, err
+		return vmtypes.RebootResult{}, err
 	}
 	l, dom, err := r.domainOf(c)
 	if err != nil {
-		return RebootResult{}, err
+		return vmtypes.RebootResult{}, err
 	}
 	v, err := observe(l, dom)
 	if err != nil {
-		return RebootResult{}, err
+		return vmtypes.RebootResult{}, err
 	}
-	if p := powerStateOf(v); p != PowerRunning || c.powerState() != PowerRunning {
-		return RebootResult{}, fmt.Errorf("the VM is %s (domain %s): a reboot needs a running VM; power it Running first: %w",
+	if p := powerStateOf(v); p != vmtypes.PowerRunning || c.powerState() != vmtypes.PowerRunning {
+		return vmtypes.RebootResult{}, fmt.Errorf("the VM is %s (domain %s): a reboot needs a running VM; power it Running first: %w",
 			c.powerState(), domainStateName(v.state), errdefs.ErrFailedPrecondition)
 	}
 	if hard {
-		return RebootResult{Hard: true}, r.resetVM(l, dom, c)
+		return vmtypes.RebootResult{Hard: true}, r.resetVM(l, dom, c)
 	}
 	rebooted, err := r.softReboot(ctx, l, dom, c, timeout)
 	if err != nil {
-		return RebootResult{}, err
+		return vmtypes.RebootResult{}, err
 	}
 	if rebooted {
 		r.log.Info("VM rebooted by its guest", "container", c.ID, "domain", c.Domain)
-		return RebootResult{}, nil
+		return vmtypes.RebootResult{}, nil
 	}
 	r.log.Warn("VM did not reboot softly in time; resetting it", "container", c.ID, "domain", c.Domain, "timeout", timeout)
-	return RebootResult{Hard: true, SoftTimedOut: true}, r.resetVM(l, dom, c)
+	return vmtypes.RebootResult{Hard: true, SoftTimedOut: true}, r.resetVM(l, dom, c)
 }
 
 // softReboot asks the guest to reboot and waits for libvirt's reboot event

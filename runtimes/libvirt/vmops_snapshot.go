@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/crimux/crimux/vmtypes"
 	"os"
 	"path/filepath"
 	"sort"
@@ -20,48 +21,36 @@ import (
 // metadata in libvirt. Both go with the VM: RemoveContainer undefines the
 // domain with its snapshot metadata and deletes the overlay.
 
-// SnapshotInfo describes one snapshot.
-type SnapshotInfo struct {
-	Name, Description string
-	// CreatedAt is in Unix seconds (libvirt's resolution).
-	CreatedAt int64
-	// VMState is the domain's state when the snapshot was taken (running,
-	// paused, shutoff): the state a restore returns the VM to.
-	VMState string
-	Memory  bool
-	Current bool
-}
-
 // CreateSnapshot snapshots the VM: its disk, and its memory when it runs
 // or is paused.
-func (r *Runtime) CreateSnapshot(ctx context.Context, id, name, description string) (SnapshotInfo, error) {
-	if err := ValidateSnapshotName(name); err != nil {
-		return SnapshotInfo{}, err
+func (r *Runtime) CreateSnapshot(ctx context.Context, id, name, description string) (vmtypes.SnapshotInfo, error) {
+	if err := vmtypes.ValidateSnapshotName(name); err != nil {
+		return vmtypes.SnapshotInfo{}, err
 	}
 	c, l, dom, v, unlock, err := r.lockSnapshottable(id)
 	if err != nil {
-		return SnapshotInfo{}, err
+		return vmtypes.SnapshotInfo{}, err
 	}
 	defer unlock()
 	if _, err := l.DomainSnapshotLookupByName(dom, name, 0); err == nil {
-		return SnapshotInfo{}, fmt.Errorf("snapshot_name %q: the VM already has a snapshot of that name: %w", name, errdefs.ErrAlreadyExists)
+		return vmtypes.SnapshotInfo{}, fmt.Errorf("snapshot_name %q: the VM already has a snapshot of that name: %w", name, errdefs.ErrAlreadyExists)
 	} else if !isNoSnapshot(err) {
-		return SnapshotInfo{}, classify(err)
+		return vmtypes.SnapshotInfo{}, classify(err)
 	}
 	doc, err := snapshotXML(name, description, v.state != golibvirt.DomainShutoff)
 	if err != nil {
-		return SnapshotInfo{}, err
+		return vmtypes.SnapshotInfo{}, err
 	}
 	snap, err := l.DomainSnapshotCreateXML(dom, doc, uint32(golibvirt.DomainSnapshotCreateAtomic))
 	if err != nil {
-		return SnapshotInfo{}, fmt.Errorf("snapshot %q of domain %s: %w", name, c.Domain, classify(err))
+		return vmtypes.SnapshotInfo{}, fmt.Errorf("snapshot %q of domain %s: %w", name, c.Domain, classify(err))
 	}
 	r.log.Info("VM snapshot created", "container", c.ID, "domain", c.Domain, "snapshot", name)
 	return snapshotInfo(l, snap, name)
 }
 
 // ListSnapshots lists the VM's snapshots, oldest first.
-func (r *Runtime) ListSnapshots(ctx context.Context, id string) ([]SnapshotInfo, error) {
+func (r *Runtime) ListSnapshots(ctx context.Context, id string) ([]vmtypes.SnapshotInfo, error) {
 	c, unlock, err := r.lockVM(id)
 	if err != nil {
 		return nil, err
@@ -76,8 +65,8 @@ func (r *Runtime) ListSnapshots(ctx context.Context, id string) ([]SnapshotInfo,
 
 // RestoreSnapshot reverts the VM to a snapshot: disk and, for a snapshot of
 // a running or paused VM, memory. The VM ends in the snapshot's state.
-func (r *Runtime) RestoreSnapshot(ctx context.Context, id, name string) (PowerState, error) {
-	if err := ValidateSnapshotName(name); err != nil {
+func (r *Runtime) RestoreSnapshot(ctx context.Context, id, name string) (vmtypes.PowerState, error) {
+	if err := vmtypes.ValidateSnapshotName(name); err != nil {
 		return "", err
 	}
 	c, l, dom, v, unlock, err := r.lockSnapshottable(id)
@@ -96,7 +85,7 @@ func (r *Runtime) RestoreSnapshot(ctx context.Context, id, name string) (PowerSt
 	prev, target := powerStateOf(v), snapshotPowerState(info.VMState)
 	// A revert may stop qemu (to a shut-off snapshot, or to start a new
 	// one): recorded first, that stop is no exit.
-	if target.guestOff() {
+	if target.GuestOff() {
 		c.PowerState = target
 		if err := r.store.putContainer(c); err != nil {
 			return "", err
@@ -113,7 +102,7 @@ func (r *Runtime) RestoreSnapshot(ctx context.Context, id, name string) (PowerSt
 
 // DeleteSnapshot deletes one snapshot of the VM.
 func (r *Runtime) DeleteSnapshot(ctx context.Context, id, name string) error {
-	if err := ValidateSnapshotName(name); err != nil {
+	if err := vmtypes.ValidateSnapshotName(name); err != nil {
 		return err
 	}
 	c, unlock, err := r.lockVM(id)
@@ -193,12 +182,12 @@ func snapshotXML(name, description string, active bool) (string, error) {
 	return s.Marshal()
 }
 
-func listSnapshots(l *golibvirt.Libvirt, dom golibvirt.Domain) ([]SnapshotInfo, error) {
+func listSnapshots(l *golibvirt.Libvirt, dom golibvirt.Domain) ([]vmtypes.SnapshotInfo, error) {
 	snaps, _, err := l.DomainListAllSnapshots(dom, 1, 0)
 	if err != nil {
 		return nil, classify(err)
 	}
-	out := make([]SnapshotInfo, 0, len(snaps))
+	out := make([]vmtypes.SnapshotInfo, 0, len(snaps))
 	for _, s := range snaps {
 		info, err := snapshotInfo(l, s, s.Name)
 		if err != nil {
@@ -215,14 +204,14 @@ func listSnapshots(l *golibvirt.Libvirt, dom golibvirt.Domain) ([]SnapshotInfo, 
 	return out, nil
 }
 
-func snapshotInfo(l *golibvirt.Libvirt, snap golibvirt.DomainSnapshot, name string) (SnapshotInfo, error) {
+func snapshotInfo(l *golibvirt.Libvirt, snap golibvirt.DomainSnapshot, name string) (vmtypes.SnapshotInfo, error) {
 	doc, err := l.DomainSnapshotGetXMLDesc(snap, 0)
 	if err != nil {
-		return SnapshotInfo{}, fmt.Errorf("snapshot %q: %w", name, classify(err))
+		return vmtypes.SnapshotInfo{}, fmt.Errorf("snapshot %q: %w", name, classify(err))
 	}
 	info, err := parseSnapshotXML(doc)
 	if err != nil {
-		return SnapshotInfo{}, fmt.Errorf("snapshot %q: %w", name, err)
+		return vmtypes.SnapshotInfo{}, fmt.Errorf("snapshot %q: %w", name, err)
 	}
 	if cur, err := l.DomainSnapshotIsCurrent(snap, 0); err == nil {
 		info.Current = cur == 1
@@ -230,13 +219,13 @@ func snapshotInfo(l *golibvirt.Libvirt, snap golibvirt.DomainSnapshot, name stri
 	return info, nil
 }
 
-func parseSnapshotXML(doc string) (SnapshotInfo, error) {
+func parseSnapshotXML(doc string) (vmtypes.SnapshotInfo, error) {
 	var s libvirtxml.DomainSnapshot
 	if err := s.Unmarshal(doc); err != nil {
-		return SnapshotInfo{}, fmt.Errorf("parse snapshot XML: %w", err)
+		return vmtypes.SnapshotInfo{}, fmt.Errorf("parse snapshot XML: %w", err)
 	}
 	created, _ := strconv.ParseInt(s.CreationTime, 10, 64)
-	return SnapshotInfo{
+	return vmtypes.SnapshotInfo{
 		Name: s.Name, Description: s.Description, CreatedAt: created, VMState: s.State,
 		Memory: s.Memory != nil && s.Memory.Snapshot == "internal",
 	}, nil
@@ -244,12 +233,12 @@ func parseSnapshotXML(doc string) (SnapshotInfo, error) {
 
 // snapshotPowerState is the power state a restore of a snapshot taken in
 // state leaves the VM in.
-func snapshotPowerState(state string) PowerState {
+func snapshotPowerState(state string) vmtypes.PowerState {
 	switch state {
 	case "running", "blocked":
-		return PowerRunning
+		return vmtypes.PowerRunning
 	case "paused", "pmsuspended":
-		return PowerPaused
+		return vmtypes.PowerPaused
 	}
-	return PowerShutdown
+	return vmtypes.PowerShutdown
 }

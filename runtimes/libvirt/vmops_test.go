@@ -3,9 +3,11 @@ package libvirt
 import (
 	"context"
 	"errors"
+	"github.com/crimux/crimux/vmtypes"
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
@@ -23,7 +25,7 @@ func TestValidateSnapshotName(t *testing.T) {
 	}{
 		{"before-upgrade", true, ""},
 		{"v1.2_3", true, ""},
-		{strings.Repeat("a", MaxSnapshotNameLen), true, ""},
+		{strings.Repeat("a", vmtypes.MaxSnapshotNameLen), true, ""},
 		{"", false, "must not be empty"},
 		{strings.Repeat("a", 300), false, "300 bytes long"},
 		{"../x", false, `"/"`},
@@ -40,15 +42,15 @@ func TestValidateSnapshotName(t *testing.T) {
 		{".hidden", false, "start with a letter or a digit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := ValidateSnapshotName(tc.name)
+			err := vmtypes.ValidateSnapshotName(tc.name)
 			if tc.ok {
 				if err != nil {
-					t.Fatalf("ValidateSnapshotName(%q) = %v, want nil", tc.name, err)
+					t.Fatalf("vmtypes.ValidateSnapshotName(%q) = %v, want nil", tc.name, err)
 				}
 				return
 			}
 			if errdefs.Code(err) != codes.InvalidArgument {
-				t.Fatalf("ValidateSnapshotName(%q) = %v, want InvalidArgument", tc.name, err)
+				t.Fatalf("vmtypes.ValidateSnapshotName(%q) = %v, want InvalidArgument", tc.name, err)
 			}
 			if msg := err.Error(); !strings.HasPrefix(msg, "snapshot_name") || !strings.Contains(msg, tc.words) {
 				t.Fatalf("error %q does not name snapshot_name and %q", msg, tc.words)
@@ -68,27 +70,27 @@ func TestPlanPower(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		from   domainView
-		target PowerState
+		target vmtypes.PowerState
 		want   powerStep
 		refuse bool
 	}{
-		{"running stays", running, PowerRunning, stepNone, false},
-		{"pause", running, PowerPaused, stepSuspend, false},
-		{"shut down", running, PowerShutdown, stepShutdown, false},
-		{"hibernate", running, PowerHibernate, stepManagedSave, false},
-		{"resume", paused, PowerRunning, stepResume, false},
-		{"paused stays", paused, PowerPaused, stepNone, false},
-		{"paused shut down resumes first", paused, PowerShutdown, stepResumeShutdown, false},
-		{"hibernate paused", paused, PowerHibernate, stepManagedSave, false},
-		{"boot", shutoff, PowerRunning, stepCreate, false},
-		{"boot paused", shutoff, PowerPaused, stepCreatePaused, false},
-		{"shut down stays", shutoff, PowerShutdown, stepNone, false},
-		{"hibernate a shut-down VM", shutoff, PowerHibernate, 0, true},
-		{"restore", saved, PowerRunning, stepCreate, false},
-		{"restore paused", saved, PowerPaused, stepCreatePaused, false},
-		{"hibernated stays", saved, PowerHibernate, stepNone, false},
-		{"shut down a hibernated VM", saved, PowerShutdown, 0, true},
-		{"crashed", domainView{state: golibvirt.DomainCrashed}, PowerRunning, 0, true},
+		{"running stays", running, vmtypes.PowerRunning, stepNone, false},
+		{"pause", running, vmtypes.PowerPaused, stepSuspend, false},
+		{"shut down", running, vmtypes.PowerShutdown, stepShutdown, false},
+		{"hibernate", running, vmtypes.PowerHibernate, stepManagedSave, false},
+		{"resume", paused, vmtypes.PowerRunning, stepResume, false},
+		{"paused stays", paused, vmtypes.PowerPaused, stepNone, false},
+		{"paused shut down resumes first", paused, vmtypes.PowerShutdown, stepResumeShutdown, false},
+		{"hibernate paused", paused, vmtypes.PowerHibernate, stepManagedSave, false},
+		{"boot", shutoff, vmtypes.PowerRunning, stepCreate, false},
+		{"boot paused", shutoff, vmtypes.PowerPaused, stepCreatePaused, false},
+		{"shut down stays", shutoff, vmtypes.PowerShutdown, stepNone, false},
+		{"hibernate a shut-down VM", shutoff, vmtypes.PowerHibernate, 0, true},
+		{"restore", saved, vmtypes.PowerRunning, stepCreate, false},
+		{"restore paused", saved, vmtypes.PowerPaused, stepCreatePaused, false},
+		{"hibernated stays", saved, vmtypes.PowerHibernate, stepNone, false},
+		{"shut down a hibernated VM", saved, vmtypes.PowerShutdown, 0, true},
+		{"crashed", domainView{state: golibvirt.DomainCrashed}, vmtypes.PowerRunning, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := planPower(tc.from, tc.target)
@@ -108,13 +110,13 @@ func TestPlanPower(t *testing.T) {
 func TestPowerStateOf(t *testing.T) {
 	for _, tc := range []struct {
 		v    domainView
-		want PowerState
+		want vmtypes.PowerState
 	}{
-		{domainView{state: golibvirt.DomainRunning}, PowerRunning},
-		{domainView{state: golibvirt.DomainBlocked}, PowerRunning},
-		{domainView{state: golibvirt.DomainPaused}, PowerPaused},
-		{domainView{state: golibvirt.DomainShutoff}, PowerShutdown},
-		{domainView{state: golibvirt.DomainShutoff, managedSave: true}, PowerHibernate},
+		{domainView{state: golibvirt.DomainRunning}, vmtypes.PowerRunning},
+		{domainView{state: golibvirt.DomainBlocked}, vmtypes.PowerRunning},
+		{domainView{state: golibvirt.DomainPaused}, vmtypes.PowerPaused},
+		{domainView{state: golibvirt.DomainShutoff}, vmtypes.PowerShutdown},
+		{domainView{state: golibvirt.DomainShutoff, managedSave: true}, vmtypes.PowerHibernate},
 	} {
 		if got := powerStateOf(tc.v); got != tc.want {
 			t.Errorf("powerStateOf(%+v) = %s, want %s", tc.v, got, tc.want)
@@ -151,11 +153,11 @@ func TestParseSnapshotXML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := SnapshotInfo{Name: "s1", Description: "d", CreatedAt: 1796000000, VMState: "running", Memory: true}
+	want := vmtypes.SnapshotInfo{Name: "s1", Description: "d", CreatedAt: 1796000000, VMState: "running", Memory: true}
 	if got != want {
 		t.Fatalf("parseSnapshotXML = %+v, want %+v", got, want)
 	}
-	for state, p := range map[string]PowerState{"running": PowerRunning, "paused": PowerPaused, "shutoff": PowerShutdown} {
+	for state, p := range map[string]vmtypes.PowerState{"running": vmtypes.PowerRunning, "paused": vmtypes.PowerPaused, "shutoff": vmtypes.PowerShutdown} {
 		if got := snapshotPowerState(state); got != p {
 			t.Errorf("snapshotPowerState(%s) = %s, want %s", state, got, p)
 		}
@@ -172,10 +174,10 @@ func newTestRuntime(t *testing.T) *Runtime {
 	}
 	t.Cleanup(func() { st.close() })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return &Runtime{store: st, conn: &conn{socket: "/nonexistent"}, console: newConsoles(log), events: newEventHub(), log: log}
+	return &Runtime{store: st, conn: &conn{socket: "/nonexistent"}, console: newConsoles(log), events: newEventHub(), log: log, counters: &countingCounters{}}
 }
 
-func putVM(t *testing.T, r *Runtime, state runtimeapi.ContainerState, power PowerState) *containerRecord {
+func putVM(t *testing.T, r *Runtime, state runtimeapi.ContainerState, power vmtypes.PowerState) *containerRecord {
 	t.Helper()
 	sb := &sandboxRecord{ID: "sb1", ContainerID: "c1", State: runtimeapi.PodSandboxState_SANDBOX_READY,
 		Config: &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "ns"}}}
@@ -194,10 +196,10 @@ func putVM(t *testing.T, r *Runtime, state runtimeapi.ContainerState, power Powe
 // the power state; the reason and the verbose info show it.
 func TestPowerStateInContainerStatus(t *testing.T) {
 	for _, tc := range []struct {
-		power      PowerState
+		power      vmtypes.PowerState
 		wantReason string
 	}{
-		{"", ""}, {PowerRunning, ""}, {PowerPaused, "Paused"}, {PowerShutdown, "Shutdown"}, {PowerHibernate, "Hibernated"},
+		{"", ""}, {vmtypes.PowerRunning, ""}, {vmtypes.PowerPaused, "Paused"}, {vmtypes.PowerShutdown, "Shutdown"}, {vmtypes.PowerHibernate, "Hibernated"},
 	} {
 		t.Run(string(tc.power), func(t *testing.T) {
 			r := newTestRuntime(t)
@@ -217,7 +219,7 @@ func TestPowerStateInContainerStatus(t *testing.T) {
 			}
 			wantPower := tc.power
 			if wantPower == "" {
-				wantPower = PowerRunning
+				wantPower = vmtypes.PowerRunning
 			}
 			if !strings.Contains(resp.Info["info"], `"powerState":"`+string(wantPower)+`"`) {
 				t.Fatalf("verbose info %s lacks powerState %s", resp.Info["info"], wantPower)
@@ -226,7 +228,7 @@ func TestPowerStateInContainerStatus(t *testing.T) {
 	}
 	t.Run("exited keeps its exit reason", func(t *testing.T) {
 		r := newTestRuntime(t)
-		putVM(t, r, runtimeapi.ContainerState_CONTAINER_EXITED, PowerShutdown)
+		putVM(t, r, runtimeapi.ContainerState_CONTAINER_EXITED, vmtypes.PowerShutdown)
 		resp, err := r.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: "c1"})
 		if err != nil || resp.Status.Reason != "Completed" {
 			t.Fatalf("status %+v, %v; want reason Completed", resp.GetStatus(), err)
@@ -236,7 +238,7 @@ func TestPowerStateInContainerStatus(t *testing.T) {
 
 // TestStatsOfPoweredOffVM: zeros, no error, and no cgroup read.
 func TestStatsOfPoweredOffVM(t *testing.T) {
-	for _, p := range []PowerState{PowerShutdown, PowerHibernate} {
+	for _, p := range []vmtypes.PowerState{vmtypes.PowerShutdown, vmtypes.PowerHibernate} {
 		r := newTestRuntime(t)
 		r.cgroups = failingCgroups{}
 		putVM(t, r, runtimeapi.ContainerState_CONTAINER_RUNNING, p)
@@ -264,15 +266,15 @@ func (failingCgroups) Stats(VMCgroup) (uint64, uint64, error) {
 // gone) ends it.
 func TestUserStopIsNoExit(t *testing.T) {
 	for _, tc := range []struct {
-		power  PowerState
+		power  vmtypes.PowerState
 		reason string
 		exits  bool
 	}{
-		{PowerShutdown, "Completed", false},
-		{PowerHibernate, "Killed", false},
-		{PowerRunning, "Completed", true},
-		{PowerPaused, "Crashed", true},
-		{PowerHibernate, "DomainGone", true},
+		{vmtypes.PowerShutdown, "Completed", false},
+		{vmtypes.PowerHibernate, "Killed", false},
+		{vmtypes.PowerRunning, "Completed", true},
+		{vmtypes.PowerPaused, "Crashed", true},
+		{vmtypes.PowerHibernate, "DomainGone", true},
 	} {
 		r := newTestRuntime(t)
 		putVM(t, r, runtimeapi.ContainerState_CONTAINER_RUNNING, tc.power)
@@ -301,9 +303,9 @@ func TestVMOpsRefuse(t *testing.T) {
 		code  codes.Code
 		words string
 	}{
-		{"unknown VM", func() error { _, err := r.SetPowerState(ctx, "nope", PowerPaused, 0); return err }, codes.NotFound, `"nope"`},
+		{"unknown VM", func() error { _, err := r.SetPowerState(ctx, "nope", vmtypes.PowerPaused, 0); return err }, codes.NotFound, `"nope"`},
 		{"pod without VM", func() error { _, err := r.RebootVM(ctx, "empty", false, 0); return err }, codes.FailedPrecondition, "no VM"},
-		{"exited VM by container ID", func() error { _, err := r.SetPowerState(ctx, "c1", PowerPaused, 0); return err }, codes.FailedPrecondition, "CONTAINER_EXITED"},
+		{"exited VM by container ID", func() error { _, err := r.SetPowerState(ctx, "c1", vmtypes.PowerPaused, 0); return err }, codes.FailedPrecondition, "CONTAINER_EXITED"},
 		{"exited VM by pod ID", func() error { _, err := r.RebootVM(ctx, "sb1", true, 0); return err }, codes.FailedPrecondition, "CONTAINER_EXITED"},
 		{"exited VM snapshot", func() error { _, err := r.CreateSnapshot(ctx, "sb1", "s1", ""); return err }, codes.FailedPrecondition, "CONTAINER_EXITED"},
 		{"bad power state", func() error { _, err := r.SetPowerState(ctx, "c1", "Sleeping", 0); return err }, codes.InvalidArgument, "Sleeping"},
@@ -323,13 +325,13 @@ func TestVMOpsRefuse(t *testing.T) {
 // TestGetVMWithoutLibvirt: the store's view, the domain state unknown.
 func TestGetVMWithoutLibvirt(t *testing.T) {
 	r := newTestRuntime(t)
-	putVM(t, r, runtimeapi.ContainerState_CONTAINER_RUNNING, PowerPaused)
+	putVM(t, r, runtimeapi.ContainerState_CONTAINER_RUNNING, vmtypes.PowerPaused)
 	for _, id := range []string{"sb1", "c1"} {
 		info, err := r.GetVM(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.SandboxID != "sb1" || info.ContainerID != "c1" || info.PowerState != PowerPaused ||
+		if info.SandboxID != "sb1" || info.ContainerID != "c1" || info.PowerState != vmtypes.PowerPaused ||
 			info.DomainState != "unknown" || info.Namespace != "ns" || info.Name != "web" {
 			t.Fatalf("GetVM(%s) = %+v", id, info)
 		}
@@ -339,3 +341,20 @@ func TestGetVMWithoutLibvirt(t *testing.T) {
 		t.Fatalf("ListVMs = %+v, %v", vms, err)
 	}
 }
+
+// countingCounters counts what the runtime counts, for tests.
+type countingCounters struct {
+	mu      sync.Mutex
+	removed map[string]int
+}
+
+func (c *countingCounters) GCRemoved(kind string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.removed == nil {
+		c.removed = map[string]int{}
+	}
+	c.removed[kind] += n
+}
+
+func (c *countingCounters) Reconnected(string) {}

@@ -26,6 +26,7 @@ package libvirt
 import (
 	"context"
 	"fmt"
+	"github.com/crimux/crimux/vmtypes"
 	"sort"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
@@ -34,37 +35,14 @@ import (
 	"github.com/crimux/crimux/internal/errdefs"
 )
 
-// VMInfo is what the VM API reports of one VM pod.
-type VMInfo struct {
-	SandboxID, ContainerID string
-	Namespace, Name        string
-	PodState               runtimeapi.PodSandboxState
-	// ContainerState is meaningful when ContainerID is set.
-	ContainerState runtimeapi.ContainerState
-	// PowerState is "" unless the container runs.
-	PowerState PowerState
-	Domain     string
-	// DomainState is libvirt's ("running", "shutoff"...), "unknown" when
-	// libvirtd cannot be asked.
-	DomainState string
-	ManagedSave bool
-	Accel       string
-	VCPUs       uint
-	MemoryMiB   uint64
-	Image       string
-	Snapshots   []SnapshotInfo
-	CreatedAt   int64
-	StartedAt   int64
-}
-
 // ListVMs reports every VM pod, with what libvirt says of its domain where
 // libvirtd answers.
-func (r *Runtime) ListVMs(ctx context.Context) ([]VMInfo, error) {
+func (r *Runtime) ListVMs(ctx context.Context) ([]vmtypes.VMInfo, error) {
 	sbs, err := r.store.sandboxes()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]VMInfo, 0, len(sbs))
+	out := make([]vmtypes.VMInfo, 0, len(sbs))
 	for _, sb := range sbs {
 		out = append(out, r.vmInfo(sb))
 	}
@@ -81,20 +59,20 @@ func (r *Runtime) ListVMs(ctx context.Context) ([]VMInfo, error) {
 }
 
 // GetVM reports the VM of a pod sandbox or container ID.
-func (r *Runtime) GetVM(ctx context.Context, id string) (VMInfo, error) {
+func (r *Runtime) GetVM(ctx context.Context, id string) (vmtypes.VMInfo, error) {
 	sbID, err := r.sandboxOf(id)
 	if err != nil {
-		return VMInfo{}, err
+		return vmtypes.VMInfo{}, err
 	}
 	sb, err := r.store.sandbox(sbID)
 	if err != nil {
-		return VMInfo{}, err
+		return vmtypes.VMInfo{}, err
 	}
 	return r.vmInfo(sb), nil
 }
 
-func (r *Runtime) vmInfo(sb *sandboxRecord) VMInfo {
-	info := VMInfo{
+func (r *Runtime) vmInfo(sb *sandboxRecord) vmtypes.VMInfo {
+	info := vmtypes.VMInfo{
 		SandboxID: sb.ID, Namespace: sb.Config.GetMetadata().GetNamespace(), Name: sb.Config.GetMetadata().GetName(),
 		PodState: sb.State, CreatedAt: sb.CreatedAt, DomainState: "unknown",
 	}
