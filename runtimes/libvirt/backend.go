@@ -15,6 +15,7 @@ import (
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/internal/idcodec"
 	"github.com/crimux/crimux/registry"
+	"github.com/crimux/crimux/vmtypes"
 )
 
 // Factory makes the VM runtime for the registry. All vm entries share one
@@ -72,7 +73,7 @@ func (f Factory) New(ctx context.Context, rc config.Runtime, codec *idcodec.Code
 		rt.Close()
 		return nil, err
 	}
-	return &backend{rt: rt, srv: srv, conn: conn, client: runtimeapi.NewRuntimeServiceClient(conn)}, nil
+	return &backend{Operator: rt, rt: rt, srv: srv, conn: conn, client: runtimeapi.NewRuntimeServiceClient(conn)}, nil
 }
 
 func (f Factory) hostParts() (ImageReader, Cgroups, func() error, error) {
@@ -93,7 +94,12 @@ func (f Factory) hostParts() (ImageReader, Cgroups, func() error, error) {
 	return images, cgroups, closeImages, nil
 }
 
+// backend is the VM runtime as the registry holds it: CRI through an
+// in-memory connection, and the abilities beyond CRI the daemon and the
+// VM API ask for (registry.Ability): VM operations (vmtypes.Operator),
+// Recovered and PowerStateCounts.
 type backend struct {
+	vmtypes.Operator
 	rt     *Runtime
 	srv    *grpc.Server
 	conn   *grpc.ClientConn
@@ -110,6 +116,13 @@ func (b *backend) Close() error {
 	b.srv.Stop()
 	return b.rt.Close()
 }
+
+// Recovered is closed once the runtime has caught up after a start (see
+// Runtime.Recovered).
+func (b *backend) Recovered() <-chan struct{} { return b.rt.Recovered() }
+
+// PowerStateCounts counts the VMs by power state (metrics).
+func (b *backend) PowerStateCounts() (map[string]int, error) { return b.rt.PowerStateCounts() }
 
 // Runtime exposes the VM runtime behind a backend (for the VM API).
 func RuntimeOf(b registry.Backend) (*Runtime, bool) {
