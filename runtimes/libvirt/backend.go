@@ -6,16 +6,17 @@ import (
 	"net"
 	"path/filepath"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
 	"github.com/crimux/crimux/config"
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/internal/idcodec"
 	"github.com/crimux/crimux/registry"
+	"github.com/crimux/crimux/runtimes/libvirt/gc"
+	"github.com/crimux/crimux/runtimes/libvirt/vmops"
 	"github.com/crimux/crimux/vmtypes"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Factory makes the VM runtime for the registry. All vm entries share one
@@ -57,7 +58,7 @@ func (f Factory) New(ctx context.Context, rc config.Runtime, codec *idcodec.Code
 			return errdefs.ToGRPC(h(srv, ss))
 		}),
 	)
-	runtimeapi.RegisterRuntimeServiceServer(srv, rt)
+	runtimeapi.RegisterRuntimeServiceServer(srv, rt.cri)
 	go func() { _ = srv.Serve(lis) }()
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -73,7 +74,7 @@ func (f Factory) New(ctx context.Context, rc config.Runtime, codec *idcodec.Code
 		rt.Close()
 		return nil, err
 	}
-	return &backend{Operator: rt, rt: rt, srv: srv, conn: conn, client: runtimeapi.NewRuntimeServiceClient(conn)}, nil
+	return &backend{Operator: operator{rt.ops, rt.gc}, rt: rt, srv: srv, conn: conn, client: runtimeapi.NewRuntimeServiceClient(conn)}, nil
 }
 
 func (f Factory) hostParts() (ImageReader, Cgroups, func() error, error) {
@@ -124,11 +125,35 @@ func (b *backend) Recovered() <-chan struct{} { return b.rt.Recovered() }
 // PowerStateCounts counts the VMs by power state (metrics).
 func (b *backend) PowerStateCounts() (map[string]int, error) { return b.rt.PowerStateCounts() }
 
-// Runtime exposes the VM runtime behind a backend (for the VM API).
-func RuntimeOf(b registry.Backend) (*Runtime, bool) {
+// VM is what RuntimeOf finds behind a backend.
+type VM interface {
+	vmtypes.Operator
+	Recovered() <-chan struct{}
+	PowerStateCounts() (map[string]int, error)
+}
+
+// RuntimeOf exposes the VM runtime behind a backend. Deprecated: ask the
+// registry for the ability instead (registry.Ability).
+func RuntimeOf(b registry.Backend) (VM, bool) {
 	vb, ok := b.(*backend)
-	if !ok {
-		return nil, false
-	}
-	return vb.rt, true
+	return vb, ok
+}
+
+// operator is the VM runtime's vmtypes.Operator: the VM operations, and
+// the foreign resources of the collector.
+type operator struct {
+	*vmops.Ops
+	gc *gc.Collector
+}
+
+func (o operator) ListForeign(ctx context.Context) ([]vmtypes.ForeignResource, error) {
+	return o.gc.ListForeign(ctx)
+}
+
+func (o operator) AdoptForeign(ctx context.Context, kind, name string) error {
+	return o.gc.AdoptForeign(ctx, kind, name)
+}
+
+func (o operator) DeleteForeign(ctx context.Context, kind, name string) error {
+	return o.gc.DeleteForeign(ctx, kind, name)
 }

@@ -3,16 +3,16 @@ package libvirt
 import (
 	"context"
 	"fmt"
-	"github.com/crimux/crimux/runtimes/libvirt/placer"
 	"os"
 	"os/user"
 	"strconv"
 	"strings"
 
 	"github.com/containerd/containerd/v2/client"
-
 	"github.com/crimux/crimux/cgroup"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/placement"
+	"github.com/crimux/crimux/runtimes/libvirt/placer"
 	"github.com/crimux/crimux/runtimes/libvirt/vmimage"
 )
 
@@ -56,8 +56,11 @@ func HostCgroups() (Cgroups, error) {
 type hostCgroups struct{ l cgroup.Layout }
 
 func (h hostCgroups) Create(c VMCgroup) error { return h.l.Create(cgroup.Spec(c)) }
+
 func (h hostCgroups) Update(c VMCgroup) error { return h.l.Update(cgroup.Spec(c)) }
+
 func (h hostCgroups) Remove(c VMCgroup) error { return h.l.Remove(cgroup.Spec(c)) }
+
 func (h hostCgroups) Stats(c VMCgroup) (uint64, uint64, error) {
 	return h.l.Stats(cgroup.Spec(c))
 }
@@ -66,9 +69,10 @@ func (h hostCgroups) Stats(c VMCgroup) (uint64, uint64, error) {
 // domain asks it to be moved into the VM's cgroup before it execs qemu.
 // Only the wrapper executable, run by root or libvirt's qemu user, is
 // answered.
-func (r *Runtime) servePlacement(ctx context.Context, socket string) {
+func (rt *Runtime) servePlacement(ctx context.Context, socket string) {
+	r := rt.core
 	uids := []uint32{0}
-	if u, err := user.Lookup(qemuUser); err == nil {
+	if u, err := user.Lookup(core.QemuUser); err == nil {
 		if uid, err := strconv.ParseUint(u.Uid, 10, 32); err == nil {
 			uids = append(uids, uint32(uid))
 		}
@@ -76,19 +80,19 @@ func (r *Runtime) servePlacement(ctx context.Context, socket string) {
 	p := placer.New(socket, func(domain string) (cgroup.Spec, bool) {
 		cg, ok := r.CgroupForDomain(domain)
 		return cgroup.Spec(cg), ok
-	}, placer.WithAttach(r.attachForDomain), placer.WithLogger(r.log.With("component", "placement")),
-		placer.WithExecutable(r.opts.Emulator), placer.WithPeerUIDs(uids...))
+	}, placer.WithAttach(rt.attachForDomain), placer.WithLogger(r.Log.With("component", "placement")),
+		placer.WithExecutable(r.Opts.Emulator), placer.WithPeerUIDs(uids...))
 	go func() {
 		if err := p.Serve(ctx); err != nil && ctx.Err() == nil {
-			r.log.Error("placement server stopped", "socket", socket, "err", err)
+			r.Log.Error("placement server stopped", "socket", socket, "err", err)
 		}
 	}()
 }
 
 // attachForDomain hands a VM's qemu its guest NIC: the pod's tap, opened
 // in the pod's namespace (see runtimes/libvirt/podnet).
-func (r *Runtime) attachForDomain(domain string) (placer.Attachment, error) {
-	f, args, err := r.NICForDomain(domain, placement.FDPlaceholder(0))
+func (rt *Runtime) attachForDomain(domain string) (placer.Attachment, error) {
+	f, args, err := rt.core.NICForDomain(domain, placement.FDPlaceholder(0))
 	if err != nil || f == nil {
 		return placer.Attachment{}, err
 	}

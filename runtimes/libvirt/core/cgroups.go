@@ -1,0 +1,42 @@
+package core
+
+import (
+	"strings"
+
+	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
+)
+
+// defaultCPUPeriod is the CFS period used when the container sets a quota
+// without one.
+const defaultCPUPeriod = 100000
+
+// cgroupOf is the cgroup a VM's qemu runs in: a child of the pod's
+// cgroup_parent named after the VM, limited to the container's CPU and
+// memory, the memory limit raised by qemu's own overhead.
+func (r *Runtime) CgroupOf(c *store.Container) VMCgroup {
+	res := c.Config.GetLinux().GetResources()
+	cg := VMCgroup{
+		Parent: c.CgroupParent, Name: c.Domain,
+		CPUQuota: res.GetCpuQuota(), CPUPeriod: res.GetCpuPeriod(), CPUShares: uint64(res.GetCpuShares()),
+		MemoryLimit: max(res.GetMemoryLimitInBytes(), int64(c.MemoryMiB<<20)) + r.Opts.MemoryOverheadMiB<<20,
+	}
+	if cg.CPUQuota > 0 && cg.CPUPeriod == 0 {
+		cg.CPUPeriod = defaultCPUPeriod
+	}
+	return cg
+}
+
+// CgroupForDomain tells the qemu placement server which cgroup a domain's
+// qemu belongs in; ok is false for a domain this runtime does not own.
+func (r *Runtime) CgroupForDomain(domain string) (VMCgroup, bool) {
+	id, found := strings.CutPrefix(domain, vm.DomainName(""))
+	if !found {
+		return VMCgroup{}, false
+	}
+	c, err := r.Store.Container(id)
+	if err != nil {
+		return VMCgroup{}, false
+	}
+	return r.CgroupOf(c), true
+}

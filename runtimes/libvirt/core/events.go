@@ -1,0 +1,182 @@
+package core
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/virt"
+)
+
+// EventHub fans CRI container events out to GetContainerEvents streams.
+type EventHub struct {
+	mu   sync.Mutex
+	subs map[chan *runtimeapi.ContainerEventResponse]struct{}
+}
+
+func NewEventHub() *EventHub {
+	return &EventHub{subs: map[chan *runtimeapi.ContainerEventResponse]struct{}{}}
+}
+
+func (h *EventHub) Subscribe() (chan *runtimeapi.ContainerEventResponse, func()) {
+	ch := make(chan *runtimeapi.ContainerEventResponse, 64)
+	h.mu.Lock()
+	h.subs[ch] = struct{}{}
+	h.mu.Unlock()
+	return ch, func() {
+		h.mu.Lock()
+		delete(h.subs, ch)
+		h.mu.Unlock()
+	}
+}
+
+// Publish never blocks: a slow subscriber loses events (kubelet's relist
+// covers them), it does not stall the runtime.
+func (h *EventHub) Publish(ev *runtimeapi.ContainerEventResponse) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
+		select {
+		case ch <- ev:
+		default:
+		}
+	}
+}
+
+// OnConnect runs on every libvirtd (re)connect: it follows lifecycle and
+// reboot events (libvirt's, not polling) for as long as the connection
+// lives and catches up with what happened while crimux was not listening:
+// resync, then AfterResync (the collector's pass). Recovered is closed
+// after the first.
+func (r *Runtime) OnConnect(ctx context.Context, l virt.Libvirt) {
+	lifecycle, err := l.LifecycleEvents(ctx)
+	if err != nil {
+		r.Log.Error("subscribe to libvirt lifecycle events", "err", err)
+	}
+	reboots, err := l.RebootEvents(ctx)
+	if err != nil {
+		r.Log.Error("subscribe to libvirt reboot events", "err", err)
+	} else {
+		defer r.Reboots.Follow(l)()
+	}
+	r.resync(l)
+	first := r.firstConnect.CompareAndSwap(false, true)
+	if r.AfterResync != nil {
+		r.AfterResync(ctx, first)
+	}
+	if first {
+		close(r.recovered)
+	}
+	for lifecycle != nil || reboots != nil {
+		select {
+		case ev, ok := <-lifecycle:
+			if !ok {
+				lifecycle = nil
+				continue
+			}
+			r.onLifecycle(ev)
+		case name, ok := <-reboots:
+			if !ok {
+				reboots = nil
+				continue
+			}
+			r.Reboots.Fire(name)
+		}
+	}
+}
+
+// onLifecycle records the exit of a crimux VM that stopped.
+func (r *Runtime) onLifecycle(ev virt.LifecycleEvent) {
+	if !ev.Stopped || !strings.HasPrefix(ev.Domain, vm.DomainName("")) {
+		return
+	}
+	code, reason := exitOf(ev.Why)
+	r.domainStopped(ev.Domain, code, reason)
+}
+
+// exitOf maps why a domain stopped to a container exit.
+func exitOf(why virt.StopReason) (int32, string) {
+	switch why {
+	case virt.StopShutdown:
+		return ExitClean, "Completed"
+	case virt.StopCrashed, virt.StopFailed:
+		return ExitCrashed, "Crashed"
+	default:
+		return ExitKilled, "Killed"
+	}
+}
+
+// domainStopped records the exit of a running VM that stopped on its own
+// (guest power-off, crash, qemu killed), not of one the user powered off
+// through the VM API (see stopIsNoExit).
+func (r *Runtime) domainStopped(domain string, code int32, reason string) {
+	id := strings.TrimPrefix(domain, vm.DomainName(""))
+	c, unlock, err := r.LockContainer(id)
+	if err != nil {
+		return
+	}
+	defer unlock()
+	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING || r.stopIsNoExit(c, reason) {
+		return
+	}
+	r.MarkExited(c, code, reason, "domain "+domain+" stopped")
+	if err := r.Store.PutContainer(c); err != nil {
+		r.Log.Error("record VM exit", "container", c.ID, "err", err)
+	}
+	r.Log.Info("VM exited", "container", c.ID, "exit_code", code, "reason", reason)
+}
+
+// resync marks VMs the store thinks are running but libvirt has stopped
+// (or lost) as exited.
+func (r *Runtime) resync(l virt.Libvirt) {
+	recs, err := r.Store.LiveContainers()
+	if err != nil {
+		return
+	}
+	for _, c := range recs {
+		if c.State == runtimeapi.ContainerState_CONTAINER_CREATED {
+			r.startedUnrecorded(l, c)
+			continue
+		}
+		if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			continue
+		}
+		dom, err := l.Lookup(c.Domain)
+		if errdefs.IsNotFound(err) {
+			r.domainStopped(c.Domain, ExitKilled, "DomainGone")
+			continue
+		}
+		if off, err := IsShutoff(l, dom); err == nil && off {
+			r.domainStopped(c.Domain, ExitClean, "Completed")
+		}
+	}
+}
+
+// startedUnrecorded records as running a VM whose domain runs although
+// its record says created: crimux was killed between DomainCreate and
+// writing the record.
+func (r *Runtime) startedUnrecorded(l virt.Libvirt, c *store.Container) {
+	dom, err := l.Lookup(c.Domain)
+	if err != nil {
+		return
+	}
+	if off, err := IsShutoff(l, dom); err != nil || off {
+		return
+	}
+	defer r.Locks.Lock(c.SandboxID)()
+	c, err = r.Store.Container(c.ID)
+	if err != nil || c.State != runtimeapi.ContainerState_CONTAINER_CREATED {
+		return
+	}
+	c.State, c.StartedAt = runtimeapi.ContainerState_CONTAINER_RUNNING, time.Now().UnixNano()
+	if err := r.Store.PutContainer(c); err == nil {
+		r.Console.Start(c.ID, c.Dir, c.LogPath)
+		r.Log.Info("VM found running with its start unrecorded; recorded", "container", c.ID)
+	}
+}

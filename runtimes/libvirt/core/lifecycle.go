@@ -1,0 +1,193 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/virt"
+)
+
+// Exit codes of a VM, as a container's: a clean guest power-off is 0, a
+// VM destroyed after its grace period 137 (SIGKILL's), a crash 139.
+const (
+	ExitClean    = 0
+	ExitKilled   = 137
+	ExitCrashed  = 139
+	pollInterval = 100 * time.Millisecond
+)
+
+func (r *Runtime) StopVM(ctx context.Context, id string, grace time.Duration) error {
+	c, unlock, err := r.LockContainer(id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return r.StopVMLocked(ctx, c, grace)
+}
+
+// stopVMLocked stops a VM; the caller holds its pod's lock.
+func (r *Runtime) StopVMLocked(ctx context.Context, c *store.Container, grace time.Duration) error {
+	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return nil
+	}
+	l, err := r.Conn.Get()
+	if err != nil {
+		return err
+	}
+	r.resumeIfPaused(l, c)
+	code, reason, err := ShutdownDomain(ctx, l, c.Domain, grace)
+	if err != nil {
+		return fmt.Errorf("stop domain %s: %w", c.Domain, err)
+	}
+	r.MarkExited(c, code, reason, "")
+	return r.Store.PutContainer(c)
+}
+
+// ShutdownDomain powers a domain off: ACPI first, destroy after grace.
+func ShutdownDomain(ctx context.Context, l virt.Libvirt, name string, grace time.Duration) (int32, string, error) {
+	dom, err := l.Lookup(name)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return ExitKilled, "DomainGone", nil
+		}
+		return 0, "", err
+	}
+	if off, err := IsShutoff(l, dom); err != nil || off {
+		return ExitClean, "Completed", err
+	}
+	if grace > 0 {
+		if err := l.Shutdown(dom); err == nil {
+			deadline := time.Now().Add(grace)
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				if off, err := IsShutoff(l, dom); err == nil && off {
+					return ExitClean, "Completed", nil
+				}
+				time.Sleep(pollInterval)
+			}
+		}
+	}
+	if err := l.Destroy(dom); err != nil {
+		if off, serr := IsShutoff(l, dom); serr == nil && off {
+			return ExitClean, "Completed", nil
+		}
+		return 0, "", err
+	}
+	return ExitKilled, "Killed", nil
+}
+
+func IsShutoff(l virt.Libvirt, dom virt.Domain) (bool, error) {
+	state, err := l.State(dom)
+	if err != nil {
+		return false, err
+	}
+	return state == virt.StateShutoff, nil
+}
+
+// markExited records a VM's end once (the first cause wins: an event and a
+// stop can race).
+func (r *Runtime) MarkExited(c *store.Container, code int32, reason, msg string) {
+	if c.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+		return
+	}
+	c.State, c.FinishedAt, c.ExitCode, c.Reason, c.Message = runtimeapi.ContainerState_CONTAINER_EXITED, time.Now().UnixNano(), code, reason, msg
+	r.Console.Stop(c.ID)
+	r.Events.Publish(r.Event(c, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT))
+}
+
+// removeVM tears a VM down; the caller holds the pod's lock. Teardown
+// converges: the record is marked Removing first (from then on the VM is
+// gone for CRI), every step is idempotent, and the record is deleted only
+// when every resource is confirmed gone. A step that fails (libvirtd
+// down) leaves the record for the collector, which retries with backoff,
+// across restarts, until it succeeds.
+func (r *Runtime) RemoveVM(ctx context.Context, id string) error {
+	c, err := r.Store.Container(id)
+	if err != nil {
+		return err
+	}
+	c.Removing = true
+	if err := r.Store.PutContainer(c); err != nil {
+		return err
+	}
+	r.Console.Stop(c.ID)
+	if sb, err := r.Store.Sandbox(c.SandboxID); err == nil && sb.ContainerID == c.ID {
+		sb.ContainerID = ""
+		if err := r.Store.PutSandbox(sb); err != nil {
+			return err
+		}
+	}
+	r.Events.Publish(r.Event(c, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT))
+	if err := r.Teardown(c); err != nil {
+		r.Log.Warn("VM teardown incomplete; the collector will retry", "container", c.ID, "domain", c.Domain, "err", err)
+		return nil
+	}
+	r.Log.Info("VM removed", "container", c.ID, "domain", c.Domain)
+	return nil
+}
+
+// teardown deletes a VM's domain, cgroup and files, then its record.
+func (r *Runtime) Teardown(c *store.Container) error {
+	l, err := r.Conn.Get()
+	if err != nil {
+		return err
+	}
+	if err := DestroyAndUndefine(l, c.Domain); err != nil {
+		return fmt.Errorf("remove domain %s: %w", c.Domain, err)
+	}
+	if c.CgroupParent != "" { // "": adopted without a placed qemu
+		if err := r.Cgroups.Remove(r.CgroupOf(c)); err != nil {
+			return fmt.Errorf("remove cgroup of %s: %w", c.Domain, err)
+		}
+	}
+	if err := os.RemoveAll(c.Dir); err != nil {
+		return fmt.Errorf("remove VM files %s: %w", c.Dir, err)
+	}
+	return r.Store.DeleteContainer(c.ID)
+}
+
+// DestroyAndUndefine removes a domain whatever its state; a missing
+// domain is already removed.
+func DestroyAndUndefine(l virt.Libvirt, name string) error {
+	dom, err := l.Lookup(name)
+	if errdefs.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if off, err := IsShutoff(l, dom); err == nil && !off {
+		if err := l.Destroy(dom); err != nil && !errdefs.IsNotFound(err) {
+			if off, _ := IsShutoff(l, dom); !off {
+				return err
+			}
+		}
+	}
+	if err := l.Undefine(dom); err != nil && !errdefs.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// lockContainer loads a container and takes its pod's lock.
+func (r *Runtime) LockContainer(id string) (*store.Container, func(), error) {
+	c, err := r.Store.Container(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	unlock := r.Locks.Lock(c.SandboxID)
+	// Reload under the lock: another call may have changed it meanwhile.
+	if c, err = r.Store.Container(id); err != nil {
+		unlock()
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return nil, nil, err
+		}
+		return nil, nil, err
+	}
+	return c, unlock, nil
+}

@@ -1,0 +1,202 @@
+// Package core is the VM runtime's core: its parts (store, connection to
+// libvirt, cgroups, pod network, console copiers, events), the per-pod
+// locks, and the life cycle every other room of the runtime shares —
+// start, stop, exit, teardown of a VM, the state observed from libvirt,
+// the power state the user chose, the intent records and their rollback.
+// The rooms on top: criservice (the CRI face), vmops (the VM API's
+// operations), gc (the collector). None of them talks to libvirt but
+// through virt.Libvirt, so all of them are unit-tested against virtfake.
+//
+// What a VM is made of, per container, under <state>/vms/<id>/:
+//
+//	disk.qcow2     qcow2 overlay on the read-only image disk (removed with the container)
+//	console.log    every byte of the serial console, written by libvirt's virtlogd
+//	console.sock   the serial console, for Attach
+//
+// Life cycle of a container record (the state machine):
+//
+//	CREATED --StartContainer--> RUNNING --guest power-off / StopContainer / crash--> EXITED
+//	any --RemoveContainer--> (gone: domain undefined, overlay, cgroup and dir removed)
+//
+// A power state the user chose (vmtypes.PowerState) keeps the container
+// RUNNING: a stop the user asked for is no exit (see stopIsNoExit).
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/crimux/crimux/runtimes/libvirt/console"
+
+	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/runtimes/libvirt/podnet"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/virt"
+)
+
+// Options configure the VM runtime.
+type Options struct {
+	// StateDir holds the store and the VMs' files.
+	StateDir string
+	// URI is libvirtd's, e.g. qemu:///system.
+	URI string
+	// Accel is auto, kvm or tcg.
+	Accel string
+	// Emulator is the qemu wrapper that places qemu into the pod's cgroup
+	// before it runs (see runtimes/libvirt/placer).
+	Emulator string
+	// Instance is crimux's identity, stamped on every domain.
+	Instance string
+	// MemoryOverheadMiB is added to the VM's RAM for its cgroup limit:
+	// qemu's own memory (TCG translation cache, device emulation).
+	MemoryOverheadMiB int64
+	// StreamingAddr is where the Attach streaming server listens
+	// (host:port, port 0 picks a free one).
+	StreamingAddr string
+	// PlacementSocket is where the qemu wrapper asks to be placed into
+	// its VM's cgroup; "" runs no placement server (tests).
+	PlacementSocket string
+	// Network gives VM pods a pod network through CNI (podnet); nil runs
+	// them without one. Its Instance is set from Instance.
+	Network *podnet.Config
+	// Counters receives what the runtime counts (metrics); nil counts
+	// nothing.
+	Counters Counters
+}
+
+// ImageReader gets a VM image's files out of the image store.
+type ImageReader interface {
+	Prepare(ctx context.Context, ref string) (ImageLayout, error)
+}
+
+// ImageLayout is what an image holds for a VM (host paths).
+type ImageLayout struct {
+	DiskPath, DiskFormat string
+	Kernel, Initrd       string
+	KernelArgs           string
+}
+
+// Cgroups manages the VM's cgroup under the pod's cgroup parent.
+type Cgroups interface {
+	Create(VMCgroup) error
+	Update(VMCgroup) error
+	Remove(VMCgroup) error
+	Stats(VMCgroup) (cpuNanos, memoryBytes uint64, err error)
+}
+
+// VMCgroup is the cgroup a VM's qemu runs in.
+type VMCgroup struct {
+	Parent, Name        string
+	CPUQuota, CPUPeriod int64
+	CPUShares           uint64
+	MemoryLimit         int64
+}
+
+// Counters is what the VM runtime counts, injected by the daemon
+// (*metrics.Metrics implements it).
+type Counters interface {
+	// GCRemoved counts n resources of a kind the collector removed.
+	GCRemoved(kind string, n int)
+	// Reconnected counts a reconnect to a daemon at target.
+	Reconnected(target string)
+}
+
+// noCounters counts nothing.
+type noCounters struct{}
+
+func (noCounters) GCRemoved(string, int) {}
+
+func (noCounters) Reconnected(string) {}
+
+// Connection is the VM runtime's way to libvirtd: virt.Conn on a host,
+// the fake (virtfake) in unit tests.
+type Connection interface {
+	// Get returns the live connection, or Unavailable while there is none.
+	Get() (virt.Libvirt, error)
+}
+
+// Runtime is the VM runtime's core: its parts, and the life cycle every
+// room of the runtime shares. The CRI face (criservice), the VM
+// operations (vmops) and the collector (gc) embed it.
+type Runtime struct {
+	Opts Options
+	// Accel is the accelerator VMs get (kvm or tcg): Opts.Accel resolved.
+	Accel   string
+	Store   *store.Store
+	Conn    Connection
+	Images  ImageReader
+	Cgroups Cgroups
+	// Net is the pod network; nil: VM pods have none.
+	Net      PodNetwork
+	Locks    Locks
+	Console  *console.Consoles
+	Events   *EventHub
+	Reboots  *RebootWatch
+	Log      *slog.Logger
+	Counters Counters
+	// AfterResync runs on every (re)connect once the store has caught up
+	// with libvirt (the collector's pass); first is true the first time.
+	AfterResync func(ctx context.Context, first bool)
+
+	// firstConnect is set once the first pass after start ran; recovered
+	// is closed then.
+	firstConnect atomic.Bool
+	recovered    chan struct{}
+}
+
+// Parts are what a Runtime is made of besides its options.
+type Parts struct {
+	Store   *store.Store
+	Conn    Connection
+	Images  ImageReader
+	Cgroups Cgroups
+	Net     PodNetwork
+	Log     *slog.Logger
+}
+
+// New makes the core of a runtime from its parts; nothing runs yet.
+func New(opts Options, p Parts) *Runtime {
+	if opts.Counters == nil {
+		opts.Counters = noCounters{}
+	}
+	log := p.Log.With("runtime", "vm")
+	return &Runtime{
+		Opts: opts, Accel: resolveAccel(opts.Accel), Store: p.Store, Conn: p.Conn, Images: p.Images, Cgroups: p.Cgroups,
+		Net: p.Net, Console: console.New(log), Events: NewEventHub(), Reboots: NewRebootWatch(), Log: log,
+		Counters: opts.Counters, recovered: make(chan struct{}),
+	}
+}
+
+// resolveAccel turns auto into kvm when /dev/kvm exists, else tcg.
+func resolveAccel(accel string) string {
+	if accel != "auto" && accel != "" {
+		return accel
+	}
+	if _, err := os.Stat("/dev/kvm"); err == nil {
+		return vm.AccelKVM
+	}
+	return vm.AccelTCG
+}
+
+// NewID returns a new pod or container ID: 32 hex digits.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (r *Runtime) VMDir(id string) string { return filepath.Join(r.Opts.StateDir, "vms", id) }
+
+// Recovered is closed once the runtime has caught up with what runs after
+// a start: libvirtd answered, the store was resynced with it, and the
+// first collector pass (finishing teardowns, adopting this crimux's
+// orphans) ran. It stays open while libvirtd is unreachable.
+func (r *Runtime) Recovered() <-chan struct{} { return r.recovered }
+
+// QemuUser is the user libvirt runs qemu as on Debian.
+const QemuUser = "libvirt-qemu"

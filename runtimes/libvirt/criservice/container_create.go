@@ -1,0 +1,191 @@
+package criservice
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// CreateContainer makes the pod's VM: it checks the request, reads the
+// image's disk and/or kernel, makes the VM's overlay disk and defines the
+// libvirt domain. A VM pod has exactly one container. Every step made is
+// undone if a later one fails, so nothing is left behind.
+func (r *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (_ *runtimeapi.CreateContainerResponse, retErr error) {
+	defer r.Locks.Lock(req.GetPodSandboxId())()
+	sb, err := r.Store.Sandbox(req.GetPodSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	if sb.Creating || sb.Removing {
+		return nil, fmt.Errorf("pod sandbox %q: %w", sb.ID, errdefs.ErrNotFound)
+	}
+	others, err := r.Store.ContainersOf(sb.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkCanCreate(sb, req.GetConfig(), others); err != nil {
+		return nil, err
+	}
+	plan, err := r.planVM(ctx, sb, req.GetConfig())
+	if err != nil {
+		return nil, err
+	}
+	var undo core.Rollback
+	defer func() {
+		if retErr != nil {
+			undo.Run(r.Log)
+		}
+	}()
+	// Intent first: the record names every resource before one exists.
+	plan.rec.Creating = true
+	if err := r.Store.PutContainer(plan.rec); err != nil {
+		return nil, err
+	}
+	undo.Add("container record", func() error { return r.Store.DeleteContainer(plan.rec.ID) })
+	if err := r.makeVMFiles(plan, &undo); err != nil {
+		return nil, err
+	}
+	if err := r.defineDomain(plan, &undo); err != nil {
+		return nil, err
+	}
+	plan.rec.Creating = false
+	if err := r.Store.PutContainer(plan.rec); err != nil {
+		return nil, err
+	}
+	sb.ContainerID = plan.rec.ID
+	if err := r.Store.PutSandbox(sb); err != nil {
+		return nil, err
+	}
+	r.Log.Info("VM created", "sandbox", sb.ID, "container", plan.rec.ID, "domain", plan.rec.Domain,
+		"vcpus", plan.rec.VCPUs, "memory_mib", plan.rec.MemoryMiB, "accel", plan.rec.Accel)
+	return &runtimeapi.CreateContainerResponse{ContainerId: plan.rec.ID}, nil
+}
+
+// checkCanCreate enforces one VM per ready pod. A VM that has exited may
+// be replaced (kubelet restarting the pod's container), one that has not
+// may not.
+func checkCanCreate(sb *store.Sandbox, cfg *runtimeapi.ContainerConfig, others []*store.Container) error {
+	if cfg.GetImage().GetImage() == "" {
+		return errdefs.Invalid("config.image.image", "must not be empty")
+	}
+	if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+		return fmt.Errorf("pod sandbox %q is not ready: %w", sb.ID, errdefs.ErrFailedPrecondition)
+	}
+	for _, o := range others {
+		if o.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+			return fmt.Errorf("pod sandbox %q already has container %q: a VM pod runs exactly one container (the VM): %w",
+				sb.ID, o.ID, errdefs.ErrFailedPrecondition)
+		}
+	}
+	return nil
+}
+
+// vmPlan is what CreateContainer will make, decided before anything is.
+type vmPlan struct {
+	rec    *store.Container
+	spec   vm.Spec
+	layout core.ImageLayout
+}
+
+// planVM validates the container config and reads the image: everything
+// that can be refused is refused here, before anything exists.
+func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi.ContainerConfig) (*vmPlan, error) {
+	res, err := vm.ResourcesFrom(cfg.GetLinux().GetResources())
+	if err != nil {
+		return nil, err
+	}
+	opts, err := vm.ParseAnnotations(sb.Config.GetAnnotations(), cfg.GetAnnotations())
+	if err != nil {
+		return nil, err
+	}
+	if cfg.GetLogPath() != "" && sb.Config.GetLogDirectory() == "" {
+		return nil, errdefs.Invalid("config.log_path", "is set but the pod has no log_directory")
+	}
+	layout, err := r.Images.Prepare(ctx, cfg.GetImage().GetImage())
+	if err != nil {
+		return nil, err
+	}
+	id := core.NewID()
+	rec := &store.Container{
+		ID: id, SandboxID: sb.ID, Config: cfg, ImageRef: cfg.GetImage().GetImage(),
+		Domain: vm.DomainName(id), Dir: r.VMDir(id), VCPUs: res.VCPUs, MemoryMiB: res.MemoryMiB, Accel: r.Accel,
+		CreatedAt: time.Now().UnixNano(), State: runtimeapi.ContainerState_CONTAINER_CREATED,
+		CgroupParent: sb.Config.GetLinux().GetCgroupParent(),
+	}
+	if cfg.GetLogPath() != "" {
+		rec.LogPath = filepath.Join(sb.Config.GetLogDirectory(), cfg.GetLogPath())
+	}
+	spec := vm.Spec{
+		Name: rec.Domain, Meta: vm.Metadata{
+			Instance: r.Opts.Instance, PodUID: sb.Config.GetMetadata().GetUid(), PodName: sb.Config.GetMetadata().GetName(),
+			PodNamespace: sb.Config.GetMetadata().GetNamespace(), SandboxID: sb.ID, ContainerID: id,
+		},
+		VCPUs: res.VCPUs, MemoryMiB: res.MemoryMiB, Accel: r.Accel, Emulator: r.Opts.Emulator,
+		Console: vm.Console{Socket: filepath.Join(rec.Dir, "console.sock"), Log: filepath.Join(rec.Dir, "console.log")},
+	}
+	if layout.Kernel != "" {
+		args := layout.KernelArgs
+		if opts.KernelArgs != "" {
+			args = opts.KernelArgs
+		}
+		spec.Boot = &vm.KernelBoot{Kernel: layout.Kernel, Initrd: layout.Initrd, Args: args}
+	}
+	if layout.DiskPath != "" {
+		spec.Disk = &vm.Disk{Path: filepath.Join(rec.Dir, "disk.qcow2"), Format: "qcow2"}
+	}
+	return &vmPlan{rec: rec, spec: spec, layout: layout}, nil
+}
+
+// makeVMFiles makes the VM's directory and its overlay disk.
+func (r *Service) makeVMFiles(p *vmPlan, undo *core.Rollback) error {
+	if err := os.MkdirAll(p.rec.Dir, 0o700); err != nil {
+		return err
+	}
+	undo.Add("vm dir", func() error { return os.RemoveAll(p.rec.Dir) })
+	// qemu runs as libvirt's qemu user and binds the console socket here.
+	if u, err := user.Lookup(core.QemuUser); err == nil {
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(p.rec.Dir, uid, gid); err != nil {
+			return err
+		}
+	}
+	if p.spec.Disk == nil {
+		return nil
+	}
+	out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2",
+		"-b", p.layout.DiskPath, "-F", p.layout.DiskFormat, p.spec.Disk.Path).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("create overlay disk %s: %v: %s", p.spec.Disk.Path, err, out)
+	}
+	return nil
+}
+
+// defineDomain defines (does not start) the VM's libvirt domain.
+func (r *Service) defineDomain(p *vmPlan, undo *core.Rollback) error {
+	xml, err := vm.DomainXML(p.spec)
+	if err != nil {
+		return err
+	}
+	l, err := r.Conn.Get()
+	if err != nil {
+		return err
+	}
+	dom, err := l.Define(xml)
+	if err != nil {
+		return fmt.Errorf("define domain %s: %w", p.rec.Domain, err)
+	}
+	undo.Add("domain", func() error { return l.Undefine(dom) })
+	return nil
+}

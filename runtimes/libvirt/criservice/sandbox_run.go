@@ -1,0 +1,54 @@
+package criservice
+
+import (
+	"context"
+	"time"
+
+	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// RunPodSandbox makes a VM pod: its record and its pod network (a network
+// namespace, CNI ADD, the guest's side; see runtimes/libvirt/podnet). The
+// VM itself is made by CreateContainer. The record comes first, marked
+// Creating (intent): whatever a failure or a crash leaves half made is
+// torn down, here or by the collector.
+func (r *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
+	// New VM work fails fast while libvirtd is away (running VMs and their
+	// records are untouched, and still listed).
+	if _, err := r.Conn.Get(); err != nil {
+		return nil, err
+	}
+	cfg := req.GetConfig()
+	if cfg.GetMetadata().GetName() == "" || cfg.GetMetadata().GetUid() == "" {
+		return nil, errdefs.Invalid("config.metadata", "name and uid must be set")
+	}
+	if cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE {
+		return nil, errdefs.Invalid("config.linux.security_context.namespace_options.network",
+			"host networking is not supported for VM pods: a VM has its own kernel and cannot share the node's network stack")
+	}
+	sb := &store.Sandbox{
+		ID: core.NewID(), Config: cfg, Handler: req.GetRuntimeHandler(),
+		CreatedAt: time.Now().UnixNano(), State: runtimeapi.PodSandboxState_SANDBOX_READY, Creating: true,
+	}
+	if err := r.PlanNetwork(sb); err != nil {
+		return nil, err
+	}
+	defer r.Locks.Lock(sb.ID)()
+	if err := r.Store.PutSandbox(sb); err != nil {
+		return nil, err
+	}
+	if err := r.SetupNetwork(ctx, sb); err != nil {
+		r.AbandonSandbox(ctx, sb)
+		return nil, err
+	}
+	sb.Creating = false
+	if err := r.Store.PutSandbox(sb); err != nil {
+		r.AbandonSandbox(ctx, sb)
+		return nil, err
+	}
+	r.Log.Info("VM pod created", "pod", core.PodName(cfg), "sandbox", sb.ID, "ip", core.NetworkStatus(sb).GetIp())
+	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: sb.ID}, nil
+}

@@ -1,0 +1,73 @@
+package criservice
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/crimux/crimux/internal/crifilter"
+	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// PodSandboxStatus reports the pod from the store.
+func (r *Service) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
+	sb, err := r.Store.Sandbox(req.GetPodSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	if sb.Creating || sb.Removing {
+		return nil, fmt.Errorf("pod sandbox %q: %w", sb.ID, errdefs.ErrNotFound)
+	}
+	resp := &runtimeapi.PodSandboxStatusResponse{Status: core.SandboxStatus(sb)}
+	if req.GetVerbose() {
+		resp.Info = map[string]string{"info": verboseInfo(sb)}
+	}
+	if sb.ContainerID != "" {
+		if c, err := r.StatusOf(ctx, sb.ContainerID); err == nil {
+			resp.ContainersStatuses = []*runtimeapi.ContainerStatus{c}
+		}
+	}
+	resp.Timestamp = time.Now().UnixNano()
+	return resp, nil
+}
+
+// ListPodSandbox lists VM pods from the store: they stay listed, with
+// their last known state, while libvirtd is down.
+func (r *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	recs, err := r.Store.Sandboxes()
+	if err != nil {
+		return nil, err
+	}
+	f := req.GetFilter()
+	var out []*runtimeapi.PodSandbox
+	for _, sb := range recs {
+		if sb.Creating || sb.Removing {
+			continue
+		}
+		item := &runtimeapi.PodSandbox{
+			Id: sb.ID, Metadata: sb.Config.GetMetadata(), State: sb.State, CreatedAt: sb.CreatedAt,
+			Labels: sb.Config.GetLabels(), Annotations: sb.Config.GetAnnotations(), RuntimeHandler: sb.Handler,
+		}
+		if crifilter.Sandbox(f, item) {
+			out = append(out, item)
+		}
+	}
+	return &runtimeapi.ListPodSandboxResponse{Items: out}, nil
+}
+
+// verboseInfo is PodSandboxStatus' verbose "info": the VM and its network.
+func verboseInfo(sb *store.Sandbox) string {
+	info := map[string]any{"runtime": "vm", "containerId": sb.ContainerID}
+	if a := sb.Net; a != nil {
+		info["network"] = map[string]any{
+			"netns": a.NetNS, "ip": a.IP, "prefixLen": a.PrefixLen, "gateway": a.Gateway,
+			"guestMAC": a.GuestMAC, "hostVeth": a.HostVeth, "down": sb.NetDown,
+		}
+	}
+	b, _ := json.Marshal(info)
+	return string(b)
+}

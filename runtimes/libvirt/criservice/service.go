@@ -1,0 +1,34 @@
+// Package criservice is the CRI face of the VM runtime: the
+// RuntimeService calls kubelet makes on a VM pod (sandbox, container,
+// status, stats, events, console logs and attach), served in-process over
+// an in-memory gRPC connection, so the CRI server routes to it exactly as
+// to containerd and its IDs get the "vm--" prefix on the way out. Each
+// handler is a few named steps on the runtime's core (package core).
+package criservice
+
+import (
+	"context"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/cri-streaming/pkg/streaming"
+
+	"github.com/crimux/crimux/runtimes/libvirt/core"
+)
+
+// Service serves the CRI RuntimeService for VM pods.
+type Service struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	*core.Runtime
+
+	// streaming serves Attach to the serial console; nil until Serve.
+	streaming streaming.Server
+}
+
+// New returns the CRI face of the runtime r.
+func New(r *core.Runtime) *Service { return &Service{Runtime: r} }
+
+// Serve starts the streaming server (Attach) on addr (host:port, port 0
+// picks a free one) until ctx ends.
+func (r *Service) Serve(ctx context.Context, addr string) error {
+	return r.startStreaming(ctx, addr)
+}

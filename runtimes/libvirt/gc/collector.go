@@ -1,0 +1,92 @@
+package gc
+
+import (
+	"context"
+	"time"
+)
+
+// gcInterval is the period of the collector.
+const gcInterval = time.Minute
+
+// staleCreate is how old a record still Creating must be before a
+// periodic pass treats it as abandoned (the first pass after a start
+// treats every one so: no call survived the restart).
+const staleCreate = 10 * time.Minute
+
+// GCReport counts what one collector pass did.
+type GCReport struct {
+	Domains, Dirs, Records int // removed
+	Adopted                int
+	Foreign                []string // domains of another crimux identity, left alone
+	Pending                int      // teardowns still failing
+	// Networks counts pod networks removed (CNI DEL and namespace);
+	// ForeignNetns names namespaces of another identity, left alone.
+	Networks     int
+	ForeignNetns []string
+}
+
+func (r *Collector) runCollector(ctx context.Context) {
+	t := time.NewTicker(gcInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.CollectGarbage(ctx, false)
+		}
+	}
+}
+
+// CollectGarbage runs one collector pass. afterStart treats every
+// record still Creating as abandoned. Pod networks the store records as
+// going are finished even while libvirtd is away; orphan namespaces only
+// once libvirt said which VMs run (a VM adopted back keeps its network).
+func (r *Collector) CollectGarbage(ctx context.Context, afterStart bool) GCReport {
+	var rep GCReport
+	l, err := r.Conn.Get()
+	if err == nil {
+		r.finishTeardowns(&rep, afterStart)
+		r.collectDomains(l, &rep)
+		r.collectDirs(&rep)
+	}
+	r.collectNetworks(&rep, afterStart, err == nil)
+	if rep.Domains+rep.Dirs+rep.Records+rep.Adopted+rep.Networks > 0 || len(rep.Foreign)+len(rep.ForeignNetns) > 0 || rep.Pending > 0 {
+		r.Log.Info("garbage collection", "domains_removed", rep.Domains, "dirs_removed", rep.Dirs,
+			"records_removed", rep.Records, "networks_removed", rep.Networks, "adopted", rep.Adopted,
+			"foreign", rep.Foreign, "foreign_netns", rep.ForeignNetns, "pending", rep.Pending)
+	}
+	r.countGC(rep)
+	return rep
+}
+
+// finishTeardowns retries every teardown the store still records.
+func (r *Collector) finishTeardowns(rep *GCReport, afterStart bool) {
+	recs, err := r.Store.Containers()
+	if err != nil {
+		return
+	}
+	for _, c := range recs {
+		abandoned := c.Creating && (afterStart || time.Since(time.Unix(0, c.CreatedAt)) > staleCreate)
+		if !c.Removing && !abandoned {
+			continue
+		}
+		unlock := r.Locks.Lock(c.SandboxID)
+		err := r.Teardown(c)
+		unlock()
+		if err != nil {
+			rep.Pending++
+			r.Log.Warn("teardown still failing", "container", c.ID, "err", err)
+			continue
+		}
+		rep.Records++
+	}
+}
+
+// countGC counts what a collector pass removed, by kind.
+func (r *Collector) countGC(rep GCReport) {
+	r.Counters.GCRemoved("domain", rep.Domains)
+	r.Counters.GCRemoved("dir", rep.Dirs)
+	r.Counters.GCRemoved("record", rep.Records)
+	r.Counters.GCRemoved("network", rep.Networks)
+}

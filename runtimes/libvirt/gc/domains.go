@@ -1,0 +1,121 @@
+package gc
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"libvirt.org/go/libvirtxml"
+)
+
+// collectDomains looks at every crimux-named domain libvirt has.
+func (r *Collector) collectDomains(l virt.Libvirt, rep *GCReport) {
+	doms, err := l.ListAll()
+	if err != nil {
+		return
+	}
+	prefix := vm.DomainName("")
+	for _, d := range doms {
+		if !strings.HasPrefix(d.Name, prefix) {
+			continue
+		}
+		id := strings.TrimPrefix(d.Name, prefix)
+		if _, err := r.Store.AnyContainer(id); err == nil {
+			continue // owned (live or being removed)
+		}
+		meta, ok := domainMetadata(l, d)
+		if !ok || meta.Instance != r.Opts.Instance {
+			rep.Foreign = append(rep.Foreign, d.Name)
+			continue
+		}
+		off, err := core.IsShutoff(l, d)
+		if err == nil && !off {
+			if r.adopt(d.Name, meta) == nil {
+				rep.Adopted++
+			}
+			continue
+		}
+		if core.DestroyAndUndefine(l, d.Name) == nil {
+			rep.Domains++
+		}
+	}
+}
+
+// adopt takes a running domain of ours back into the store, so it is
+// listed (kubelet then stops and removes a pod it no longer knows)
+// instead of running unseen forever.
+func (r *Collector) adopt(domain string, m vm.Metadata) error {
+	defer r.Locks.Lock(m.SandboxID)()
+	if _, err := r.Store.Sandbox(m.SandboxID); err != nil {
+		sb := &store.Sandbox{ID: m.SandboxID, Handler: "vm", CreatedAt: time.Now().UnixNano(),
+			State: runtimeapi.PodSandboxState_SANDBOX_READY, ContainerID: m.ContainerID,
+			Config: &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{
+				Name: m.PodName, Namespace: m.PodNamespace, Uid: m.PodUID}}}
+		r.adoptNetwork(sb)
+		if err := r.Store.PutSandbox(sb); err != nil {
+			return err
+		}
+	}
+	now := time.Now().UnixNano()
+	c := &store.Container{ID: m.ContainerID, SandboxID: m.SandboxID, Domain: domain, Dir: r.VMDir(m.ContainerID),
+		CgroupParent: cgroupParentOfDomain(domain),
+		Accel:        r.Accel, CreatedAt: now, StartedAt: now, State: runtimeapi.ContainerState_CONTAINER_RUNNING, Adopted: true,
+		Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "vm"}}}
+	r.Log.Warn("adopted a running VM of this crimux that had no record", "domain", domain, "pod", m.PodNamespace+"/"+m.PodName)
+	return r.Store.PutContainer(c)
+}
+
+// domainMetadata reads crimux's stamp from a domain.
+func domainMetadata(l virt.Libvirt, d virt.Domain) (vm.Metadata, bool) {
+	x, err := l.XML(d)
+	if err != nil {
+		return vm.Metadata{}, false
+	}
+	var dom libvirtxml.Domain
+	if dom.Unmarshal(x) != nil {
+		return vm.Metadata{}, false
+	}
+	return vm.ParseMetadata(&dom)
+}
+
+// collectDirs removes VM directories no record owns.
+func (r *Collector) collectDirs(rep *GCReport) {
+	entries, err := os.ReadDir(filepath.Join(r.Opts.StateDir, "vms"))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if _, err := r.Store.AnyContainer(e.Name()); err == nil {
+			continue
+		}
+		if os.RemoveAll(filepath.Join(r.Opts.StateDir, "vms", e.Name())) == nil {
+			rep.Dirs++
+		}
+	}
+}
+
+// cgroupParentOfDomain finds the pod cgroup a running domain's qemu was
+// placed under (its cgroup is <parent>/<domain>), from libvirt's pid file.
+func cgroupParentOfDomain(domain string) string {
+	b, err := os.ReadFile(filepath.Join("/run/libvirt/qemu", domain+".pid"))
+	if err != nil {
+		return ""
+	}
+	cg, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(string(b)), "cgroup"))
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(cg), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && filepath.Base(parts[2]) == domain {
+			return filepath.Dir(parts[2])
+		}
+	}
+	return ""
+}

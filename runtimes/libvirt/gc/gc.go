@@ -1,0 +1,25 @@
+// Package gc is the VM runtime's collector: it converges what exists on
+// what the store says should. It finishes teardowns that failed or were
+// cut short (records Removing, or Creating since before the last start;
+// pod networks too), adopts running domains that carry crimux's identity
+// but have no record (a wiped state dir), deletes stopped ones and VM
+// directories nobody owns, and reports — never touches — resources of
+// another crimux identity (foreign.go), which an operator adopts or
+// deletes one at a time through the VM API (crimuxctl gc). It runs when
+// libvirtd (re)connects and every gcInterval.
+package gc
+
+import (
+	"context"
+
+	"github.com/crimux/crimux/runtimes/libvirt/core"
+)
+
+// Collector is the collector of a runtime.
+type Collector struct{ *core.Runtime }
+
+// New returns the collector of the runtime r.
+func New(r *core.Runtime) *Collector { return &Collector{r} }
+
+// Run runs a collector pass every gcInterval until ctx ends.
+func (r *Collector) Run(ctx context.Context) { r.runCollector(ctx) }

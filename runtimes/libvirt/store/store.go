@@ -1,0 +1,299 @@
+// Package store is the VM runtime's record of what kubelet asked for: one
+// record per VM pod (Sandbox) and per VM (Container), JSON in two bbolt
+// buckets under the state dir. libvirt is the truth about what runs; the
+// store is the truth about what was asked. Every change is one
+// transaction, so a crash leaves either the old or the new record.
+//
+// A record carries its intent: Creating until everything it names
+// exists, Removing from the start of its teardown until every part is
+// gone. Either way it is invisible to CRI (Container, LiveContainers) and
+// the collector finishes what a failure or a crash left.
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/crimux/crimux/vmtypes"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/podnet"
+)
+
+var (
+	bucketSandboxes  = []byte("sandboxes")
+	bucketContainers = []byte("containers")
+)
+
+// Sandbox is a VM pod.
+type Sandbox struct {
+	ID        string                       `json:"id"`
+	Config    *runtimeapi.PodSandboxConfig `json:"-"`
+	ConfigPB  []byte                       `json:"config"`
+	Handler   string                       `json:"handler"`
+	CreatedAt int64                        `json:"created_at"`
+	State     runtimeapi.PodSandboxState   `json:"state"`
+	// ContainerID is the pod's one container (the VM), "" before it exists.
+	ContainerID string `json:"container_id,omitempty"`
+	// Net is the pod's network (podnet), recorded before any of it is
+	// created; NetDown once its teardown (CNI DEL) is confirmed.
+	Net     *podnet.Attachment `json:"net,omitempty"`
+	NetDown bool               `json:"net_down,omitempty"`
+	// Creating until RunPodSandbox has made everything the pod owns;
+	// Removing from the start of its removal until every part is gone.
+	// Either way the pod is invisible to CRI and the collector finishes
+	// (tears down) what a crash or a failure left.
+	Creating bool `json:"creating,omitempty"`
+	Removing bool `json:"removing,omitempty"`
+}
+
+// Container is a VM pod's container: the VM.
+type Container struct {
+	ID         string                      `json:"id"`
+	SandboxID  string                      `json:"sandbox_id"`
+	Config     *runtimeapi.ContainerConfig `json:"-"`
+	ConfigPB   []byte                      `json:"config"`
+	ImageRef   string                      `json:"image_ref"`
+	Domain     string                      `json:"domain"`
+	Dir        string                      `json:"dir"`
+	LogPath    string                      `json:"log_path"`
+	VCPUs      uint                        `json:"vcpus"`
+	MemoryMiB  uint64                      `json:"memory_mib"`
+	Accel      string                      `json:"accel"`
+	CreatedAt  int64                       `json:"created_at"`
+	StartedAt  int64                       `json:"started_at,omitempty"`
+	FinishedAt int64                       `json:"finished_at,omitempty"`
+	ExitCode   int32                       `json:"exit_code"`
+	// CgroupParent is the pod's cgroup parent, kept so teardown needs no
+	// sandbox record.
+	CgroupParent string `json:"cgroup_parent,omitempty"`
+	// Creating is set before any of the VM's resources exist and cleared
+	// when all do (intent): a record still Creating after a crash is torn
+	// down by the collector.
+	Creating bool `json:"creating,omitempty"`
+	// Removing is set before teardown starts and the record deleted when
+	// every resource is confirmed gone; until then the collector retries.
+	Removing bool `json:"removing,omitempty"`
+	// Adopted marks a VM found running with crimux's identity but no
+	// record (a wiped state dir) and taken back into the store.
+	Adopted bool                      `json:"adopted,omitempty"`
+	Reason  string                    `json:"reason,omitempty"`
+	Message string                    `json:"message,omitempty"`
+	State   runtimeapi.ContainerState `json:"state"`
+	// PowerState is the power state the user chose through the VM API
+	// (runtimes/libvirt/vmops); "" is Running.
+	PowerState vmtypes.PowerState `json:"power_state,omitempty"`
+}
+
+// Store is the VM runtime's bbolt store.
+type Store struct{ db *bolt.DB }
+
+// Open opens (or creates) the store in dir.
+func Open(dir string) (*Store, error) {
+	db, err := bolt.Open(filepath.Join(dir, "vm.db"), 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open VM store: %w", err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketSandboxes, bucketContainers} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("init VM store: %w", err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the store.
+func (s *Store) Close() error { return s.db.Close() }
+
+func put[T any](s *Store, bucket []byte, id string, rec *T) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte(id), b) })
+}
+
+func get[T any](s *Store, bucket []byte, id string) (*T, error) {
+	var rec *T
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket).Get([]byte(id))
+		if b == nil {
+			return errdefs.ErrNotFound
+		}
+		rec = new(T)
+		return json.Unmarshal(b, rec)
+	})
+	return rec, err
+}
+
+func list[T any](s *Store, bucket []byte) ([]*T, error) {
+	var out []*T
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucket).ForEach(func(_, v []byte) error {
+			rec := new(T)
+			if err := json.Unmarshal(v, rec); err != nil {
+				return err
+			}
+			out = append(out, rec)
+			return nil
+		})
+	})
+	return out, err
+}
+
+func del(s *Store, bucket []byte, id string) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Delete([]byte(id)) })
+}
+
+// The typed accessors below decode the configs kept as protobuf bytes.
+
+// PutSandbox saves a pod record.
+func (s *Store) PutSandbox(r *Sandbox) error {
+	var err error
+	if r.ConfigPB, err = marshalPB(r.Config); err != nil {
+		return err
+	}
+	return put(s, bucketSandboxes, r.ID, r)
+}
+
+// Sandbox returns a pod record, whatever its intent.
+func (s *Store) Sandbox(id string) (*Sandbox, error) {
+	r, err := get[Sandbox](s, bucketSandboxes, id)
+	if err != nil {
+		return nil, wrapNotFound("pod sandbox", id, err)
+	}
+	r.Config = &runtimeapi.PodSandboxConfig{}
+	return r, unmarshalPB(r.ConfigPB, r.Config)
+}
+
+// Sandboxes returns every pod record, those being created or removed included.
+func (s *Store) Sandboxes() ([]*Sandbox, error) {
+	rs, err := list[Sandbox](s, bucketSandboxes)
+	for _, r := range rs {
+		r.Config = &runtimeapi.PodSandboxConfig{}
+		if err := unmarshalPB(r.ConfigPB, r.Config); err != nil {
+			return nil, err
+		}
+	}
+	return rs, err
+}
+
+// DeleteSandbox deletes a pod record.
+func (s *Store) DeleteSandbox(id string) error { return del(s, bucketSandboxes, id) }
+
+// PutContainer saves a VM record.
+func (s *Store) PutContainer(r *Container) error {
+	var err error
+	if r.ConfigPB, err = marshalPB(r.Config); err != nil {
+		return err
+	}
+	return put(s, bucketContainers, r.ID, r)
+}
+
+// Container returns a live container; one being removed is gone for CRI.
+func (s *Store) Container(id string) (*Container, error) {
+	r, err := get[Container](s, bucketContainers, id)
+	if err == nil && (r.Removing || r.Creating) {
+		err = errdefs.ErrNotFound
+	}
+	if err != nil {
+		return nil, wrapNotFound("container", id, err)
+	}
+	r.Config = &runtimeapi.ContainerConfig{}
+	return r, unmarshalPB(r.ConfigPB, r.Config)
+}
+
+// LiveContainers returns the containers CRI sees: not still being
+// created, not being removed.
+func (s *Store) LiveContainers() ([]*Container, error) {
+	all, err := s.Containers()
+	out := all[:0]
+	for _, c := range all {
+		if !c.Removing && !c.Creating {
+			out = append(out, c)
+		}
+	}
+	return out, err
+}
+
+// ContainersOf returns the live containers of one pod. A pod has one, but
+// a crash between a container's record and its pod's can leave the pod
+// not naming it: teardown of a pod goes by this, not by the pod's field.
+func (s *Store) ContainersOf(sandboxID string) ([]*Container, error) {
+	all, err := s.LiveContainers()
+	out := all[:0]
+	for _, c := range all {
+		if c.SandboxID == sandboxID {
+			out = append(out, c)
+		}
+	}
+	return out, err
+}
+
+// Containers returns every record, those being removed included.
+func (s *Store) Containers() ([]*Container, error) {
+	rs, err := list[Container](s, bucketContainers)
+	for _, r := range rs {
+		r.Config = &runtimeapi.ContainerConfig{}
+		if err := unmarshalPB(r.ConfigPB, r.Config); err != nil {
+			return nil, err
+		}
+	}
+	return rs, err
+}
+
+// DeleteContainer deletes a VM record.
+func (s *Store) DeleteContainer(id string) error { return del(s, bucketContainers, id) }
+
+func wrapNotFound(kind, id string, err error) error {
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return fmt.Errorf("%s %q: %w", kind, id, errdefs.ErrNotFound)
+	}
+	return err
+}
+
+// AnyContainer returns a VM record whatever its intent (Creating and
+// Removing included): the collector's view, for which a record being
+// removed still owns its domain and directory.
+func (s *Store) AnyContainer(id string) (*Container, error) {
+	r, err := get[Container](s, bucketContainers, id)
+	if err != nil {
+		return nil, wrapNotFound("container", id, err)
+	}
+	r.Config = &runtimeapi.ContainerConfig{}
+	return r, unmarshalPB(r.ConfigPB, r.Config)
+}
+
+// Power is the VM's power state; "" unless its container runs. Records
+// from before the VM API have none: they run.
+func (c *Container) Power() vmtypes.PowerState {
+	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return ""
+	}
+	if c.PowerState == "" {
+		return vmtypes.PowerRunning
+	}
+	return c.PowerState
+}
+
+func marshalPB(m proto.Message) ([]byte, error) {
+	if m == nil {
+		return nil, nil
+	}
+	return proto.Marshal(m)
+}
+
+func unmarshalPB(b []byte, m proto.Message) error { return proto.Unmarshal(b, m) }

@@ -1,0 +1,229 @@
+package virt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	golibvirt "github.com/digitalocean/go-libvirt"
+
+	"github.com/crimux/crimux/internal/errdefs"
+)
+
+// remote is Libvirt over go-libvirt: one connection to libvirtd.
+type remote struct{ l *golibvirt.Libvirt }
+
+// undefineFlags drop everything libvirt keeps for a domain.
+const undefineFlags = golibvirt.DomainUndefineManagedSave | golibvirt.DomainUndefineSnapshotsMetadata | golibvirt.DomainUndefineNvram
+
+func dom(d Domain) golibvirt.Domain {
+	return golibvirt.Domain{Name: d.Name, UUID: golibvirt.UUID(d.UUID), ID: d.ID}
+}
+func ours(d golibvirt.Domain) Domain { return Domain{Name: d.Name, UUID: UUID(d.UUID), ID: d.ID} }
+func snap(s Snapshot) golibvirt.DomainSnapshot {
+	return golibvirt.DomainSnapshot{Name: s.Name, Dom: dom(s.Domain)}
+}
+
+func (r remote) Version() (uint64, error) {
+	v, err := r.l.ConnectGetVersion()
+	return v, classify(err)
+}
+
+func (r remote) Lookup(name string) (Domain, error) {
+	d, err := r.l.DomainLookupByName(name)
+	return ours(d), classify(err)
+}
+
+func (r remote) ListAll() ([]Domain, error) {
+	ds, _, err := r.l.ConnectListAllDomains(1, 0)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out := make([]Domain, len(ds))
+	for i, d := range ds {
+		out[i] = ours(d)
+	}
+	return out, nil
+}
+
+func (r remote) Define(xml string) (Domain, error) {
+	d, err := r.l.DomainDefineXML(xml)
+	return ours(d), classify(err)
+}
+
+func (r remote) Undefine(d Domain) error {
+	return classify(r.l.DomainUndefineFlags(dom(d), undefineFlags))
+}
+
+func (r remote) State(d Domain) (State, error) {
+	s, _, err := r.l.DomainGetState(dom(d), 0)
+	return State(s), classify(err)
+}
+
+func (r remote) HasManagedSave(d Domain) (bool, error) {
+	has, err := r.l.DomainHasManagedSaveImage(dom(d), 0)
+	return has == 1, classify(err)
+}
+
+func (r remote) XML(d Domain) (string, error) {
+	x, err := r.l.DomainGetXMLDesc(dom(d), 0)
+	return x, classify(err)
+}
+
+func (r remote) SetMetadata(d Domain, xml, prefix, ns string) error {
+	flags := golibvirt.DomainAffectCurrent
+	if p, err := r.l.DomainIsPersistent(dom(d)); err != nil {
+		return classify(err)
+	} else if p == 1 {
+		flags |= golibvirt.DomainAffectConfig
+	}
+	if a, err := r.l.DomainIsActive(dom(d)); err != nil {
+		return classify(err)
+	} else if a == 1 {
+		flags |= golibvirt.DomainAffectLive
+	}
+	return classify(r.l.DomainSetMetadata(dom(d), int32(golibvirt.DomainMetadataElement), golibvirt.OptString{xml},
+		golibvirt.OptString{prefix}, golibvirt.OptString{ns}, flags))
+}
+
+func (r remote) Start(d Domain) error { return classify(r.l.DomainCreate(dom(d))) }
+
+func (r remote) StartPaused(d Domain) error {
+	_, err := r.l.DomainCreateWithFlags(dom(d), uint32(golibvirt.DomainStartPaused))
+	return classify(err)
+}
+
+func (r remote) Shutdown(d Domain) error { return classify(r.l.DomainShutdown(dom(d))) }
+func (r remote) Destroy(d Domain) error  { return classify(r.l.DomainDestroy(dom(d))) }
+func (r remote) Suspend(d Domain) error  { return classify(r.l.DomainSuspend(dom(d))) }
+func (r remote) Resume(d Domain) error   { return classify(r.l.DomainResume(dom(d))) }
+func (r remote) Reset(d Domain) error    { return classify(r.l.DomainReset(dom(d), 0)) }
+
+func (r remote) Reboot(d Domain) error {
+	return classify(r.l.DomainReboot(dom(d), golibvirt.DomainRebootAcpiPowerBtn))
+}
+
+// ManagedSave saves the domain as running: whether it comes back running
+// or paused is chosen when it is started.
+func (r remote) ManagedSave(d Domain) error {
+	return classify(r.l.DomainManagedSave(dom(d), uint32(golibvirt.DomainSaveRunning)))
+}
+
+func (r remote) CreateSnapshot(d Domain, xml string) (Snapshot, error) {
+	s, err := r.l.DomainSnapshotCreateXML(dom(d), xml, uint32(golibvirt.DomainSnapshotCreateAtomic))
+	return Snapshot{Name: s.Name, Domain: d}, classify(err)
+}
+
+func (r remote) LookupSnapshot(d Domain, name string) (Snapshot, error) {
+	s, err := r.l.DomainSnapshotLookupByName(dom(d), name, 0)
+	return Snapshot{Name: s.Name, Domain: d}, classify(err)
+}
+
+func (r remote) ListSnapshots(d Domain) ([]Snapshot, error) {
+	ss, _, err := r.l.DomainListAllSnapshots(dom(d), 1, 0)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out := make([]Snapshot, len(ss))
+	for i, s := range ss {
+		out[i] = Snapshot{Name: s.Name, Domain: d}
+	}
+	return out, nil
+}
+
+func (r remote) SnapshotXML(s Snapshot) (string, error) {
+	x, err := r.l.DomainSnapshotGetXMLDesc(snap(s), 0)
+	return x, classify(err)
+}
+
+func (r remote) IsCurrentSnapshot(s Snapshot) (bool, error) {
+	cur, err := r.l.DomainSnapshotIsCurrent(snap(s), 0)
+	return cur == 1, classify(err)
+}
+
+func (r remote) RevertToSnapshot(s Snapshot) error {
+	return classify(r.l.DomainRevertToSnapshot(snap(s), 0))
+}
+
+func (r remote) DeleteSnapshot(s Snapshot) error {
+	return classify(r.l.DomainSnapshotDelete(snap(s), 0))
+}
+
+func (r remote) Disconnected() <-chan struct{} { return r.l.Disconnected() }
+
+func (r remote) LifecycleEvents(ctx context.Context) (<-chan LifecycleEvent, error) {
+	in, err := r.l.LifecycleEvents(ctx)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out := make(chan LifecycleEvent)
+	go func() {
+		defer close(out)
+		for ev := range in {
+			e := LifecycleEvent{Domain: ev.Dom.Name}
+			if golibvirt.DomainEventType(ev.Event) == golibvirt.DomainEventStopped {
+				e.Stopped, e.Why = true, stopReason(golibvirt.DomainEventStoppedDetailType(ev.Detail))
+			}
+			select { // drained to its end either way: go-libvirt closes in
+			case out <- e:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	return out, nil
+}
+
+func stopReason(d golibvirt.DomainEventStoppedDetailType) StopReason {
+	switch d {
+	case golibvirt.DomainEventStoppedShutdown:
+		return StopShutdown
+	case golibvirt.DomainEventStoppedDestroyed:
+		return StopDestroyed
+	case golibvirt.DomainEventStoppedCrashed:
+		return StopCrashed
+	case golibvirt.DomainEventStoppedFailed:
+		return StopFailed
+	case golibvirt.DomainEventStoppedSaved, golibvirt.DomainEventStoppedFromSnapshot:
+		return StopSaved
+	}
+	return StopOther
+}
+
+func (r remote) RebootEvents(ctx context.Context) (<-chan string, error) {
+	in, err := r.l.SubscribeEvents(ctx, golibvirt.DomainEventIDReboot, golibvirt.OptDomain{})
+	if err != nil {
+		return nil, classify(err)
+	}
+	out := make(chan string)
+	go func() {
+		defer close(out)
+		for ev := range in {
+			if msg, ok := ev.(*golibvirt.DomainEventCallbackRebootMsg); ok {
+				select {
+				case out <- msg.Msg.Dom.Name:
+				case <-ctx.Done():
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// classify maps libvirt's errors to crimux's error classes, once for
+// every call (the rest of crimux uses errors.Is with errdefs).
+func classify(err error) error {
+	var le golibvirt.Error
+	switch {
+	case err == nil:
+		return nil
+	case golibvirt.IsNotFound(err):
+		return fmt.Errorf("%w: %w", err, errdefs.ErrNotFound)
+	case errors.As(err, &le) && le.Code == uint32(golibvirt.ErrNoDomainSnapshot):
+		return noSnapshot(err)
+	case errors.As(err, &le) && le.Code == uint32(golibvirt.ErrOperationInvalid):
+		return fmt.Errorf("%w: %w", err, errdefs.ErrFailedPrecondition)
+	case errors.Is(err, golibvirt.ErrUnsupported):
+		return fmt.Errorf("%w: %w", err, errdefs.ErrUnimplemented)
+	}
+	return err
+}

@@ -1,0 +1,176 @@
+// Package virt is crimux's one interface to libvirt: the domain
+// operations the VM runtime needs (define, start, stop, save, snapshots,
+// state, metadata, events), in types of crimux's own, with libvirt's
+// errors classified once (errdefs). It has two implementations: the
+// connection to libvirtd over go-libvirt (Conn, remote.go), the only code
+// of crimux that imports go-libvirt, and an in-memory fake for unit tests
+// (virtfake).
+package virt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/crimux/crimux/internal/errdefs"
+)
+
+// Libvirt is a live connection to libvirtd.
+type Libvirt interface {
+	Domains
+	Power
+	Snapshots
+	Events
+	// Version is libvirtd's version; an answer proves it is up.
+	Version() (uint64, error)
+}
+
+// Domains define, find, describe and remove domains.
+type Domains interface {
+	Lookup(name string) (Domain, error)
+	// ListAll lists every domain, defined or transient, running or not.
+	ListAll() ([]Domain, error)
+	Define(xml string) (Domain, error)
+	// Undefine removes a domain's definition with its managed save image,
+	// its snapshots' metadata and its NVRAM.
+	Undefine(Domain) error
+	State(Domain) (State, error)
+	HasManagedSave(Domain) (bool, error)
+	XML(Domain) (string, error)
+	// SetMetadata replaces the metadata element of namespace ns (written
+	// with prefix) in the domain's persistent definition and, while it
+	// runs, its live one. xml declares no namespace of its own.
+	SetMetadata(d Domain, xml, prefix, ns string) error
+}
+
+// Power starts, stops, pauses, saves and reboots domains.
+type Power interface {
+	Start(Domain) error
+	StartPaused(Domain) error
+	// Shutdown presses the ACPI power button; the guest decides.
+	Shutdown(Domain) error
+	Destroy(Domain) error
+	Suspend(Domain) error
+	Resume(Domain) error
+	// Reboot asks the guest to reboot (ACPI power button, then qemu's
+	// fake reboot); Reset resets the VM at once.
+	Reboot(Domain) error
+	Reset(Domain) error
+	// ManagedSave saves the memory to disk and stops the domain; its next
+	// start restores it, running.
+	ManagedSave(Domain) error
+}
+
+// Snapshots are libvirt's internal snapshots of a domain.
+type Snapshots interface {
+	// CreateSnapshot creates a snapshot from its XML, atomically.
+	CreateSnapshot(d Domain, xml string) (Snapshot, error)
+	// LookupSnapshot is ErrNoSnapshot when the domain has none by name.
+	LookupSnapshot(d Domain, name string) (Snapshot, error)
+	ListSnapshots(Domain) ([]Snapshot, error)
+	SnapshotXML(Snapshot) (string, error)
+	IsCurrentSnapshot(Snapshot) (bool, error)
+	RevertToSnapshot(Snapshot) error
+	DeleteSnapshot(Snapshot) error
+}
+
+// Events follow what happens to domains for as long as ctx and the
+// connection live. Each connection is subscribed once, never
+// unsubscribed while it lives (see Conn).
+type Events interface {
+	LifecycleEvents(ctx context.Context) (<-chan LifecycleEvent, error)
+	// RebootEvents carries the name of each domain whose guest rebooted.
+	RebootEvents(ctx context.Context) (<-chan string, error)
+	// Disconnected is closed when the connection is gone.
+	Disconnected() <-chan struct{}
+}
+
+// UUID is a domain's UUID.
+type UUID [16]byte
+
+// Domain is a handle on a domain, as libvirt identifies it.
+type Domain struct {
+	Name string
+	UUID UUID
+	ID   int32
+}
+
+// Snapshot is a handle on a snapshot of a domain.
+type Snapshot struct {
+	Name   string
+	Domain Domain
+}
+
+// State is a domain's state, libvirt's numbering.
+type State int32
+
+// The domain states.
+const (
+	StateNoState State = iota
+	StateRunning
+	StateBlocked
+	StatePaused
+	StateShutdown // shutting down
+	StateShutoff
+	StateCrashed
+	StatePMSuspended
+)
+
+// String is the state's name as crimux reports it.
+func (s State) String() string {
+	switch s {
+	case StateRunning:
+		return "running"
+	case StateBlocked:
+		return "blocked"
+	case StatePaused:
+		return "paused"
+	case StateShutdown:
+		return "shutting-down"
+	case StateShutoff:
+		return "shutoff"
+	case StateCrashed:
+		return "crashed"
+	case StatePMSuspended:
+		return "pmsuspended"
+	}
+	return "nostate"
+}
+
+// Active reports whether qemu runs the domain (running or paused).
+func (s State) Active() bool {
+	return s != StateShutoff && s != StateNoState && s != StateCrashed
+}
+
+// LifecycleEvent is a domain's change of life-cycle state.
+type LifecycleEvent struct {
+	Domain string
+	// Stopped: qemu is gone; Why says how.
+	Stopped bool
+	Why     StopReason
+}
+
+// StopReason is why a domain stopped.
+type StopReason int
+
+// The reasons a domain stops.
+const (
+	StopOther     StopReason = iota
+	StopShutdown             // the guest powered off
+	StopDestroyed            // destroyed (killed)
+	StopCrashed              // qemu or the guest crashed
+	StopFailed               // qemu failed
+	StopSaved                // managed save, or a snapshot revert
+)
+
+// ErrNoSnapshot: the domain has no snapshot of that name. It is a
+// NotFound.
+var ErrNoSnapshot = errors.New("no such snapshot")
+
+// IsNoSnapshot reports whether err is ErrNoSnapshot.
+func IsNoSnapshot(err error) bool { return errors.Is(err, ErrNoSnapshot) }
+
+// noSnapshot wraps err as ErrNoSnapshot, a NotFound.
+func noSnapshot(err error) error {
+	return fmt.Errorf("%w: %w: %w", err, ErrNoSnapshot, errdefs.ErrNotFound)
+}

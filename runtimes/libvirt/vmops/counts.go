@@ -1,0 +1,57 @@
+package vmops
+
+import (
+	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// PowerStateCounts counts this runtime's VMs by power state for metrics
+// (crimux_vms): a VM container that is CONTAINER_RUNNING counts by its
+// domain's real state, "running", "paused", "shutdown" or "hibernate"
+// (shut off with a managed save image), since a power state the user chose
+// keeps the container running; a created or exited one as "not_running";
+// "unknown" while libvirtd cannot be reached or the domain is missing.
+func (r *Ops) PowerStateCounts() (map[string]int, error) {
+	recs, err := r.Store.Containers()
+	if err != nil {
+		return nil, err
+	}
+	l, _ := r.Conn.Get()
+	counts := map[string]int{}
+	for _, c := range recs {
+		counts[countedPowerState(l, c)]++
+	}
+	return counts, nil
+}
+
+func countedPowerState(l virt.Libvirt, c *store.Container) string {
+	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return "not_running"
+	}
+	if l == nil {
+		return "unknown"
+	}
+	dom, err := l.Lookup(c.Domain)
+	if err != nil {
+		return "unknown"
+	}
+	state, err := l.State(dom)
+	if err != nil {
+		return "unknown"
+	}
+	switch state {
+	case virt.StateRunning, virt.StateBlocked:
+		return "running"
+	case virt.StatePaused, virt.StatePMSuspended:
+		return "paused"
+	case virt.StateShutoff:
+		if saved, err := l.HasManagedSave(dom); err == nil && saved {
+			return "hibernate"
+		}
+		return "shutdown"
+	case virt.StateShutdown, virt.StateCrashed:
+		return "shutdown"
+	}
+	return "unknown"
+}
