@@ -11,6 +11,15 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/test/bench/cgroups"
+	"github.com/crimux/crimux/test/bench/criclient"
+	"github.com/crimux/crimux/test/bench/daemon"
+	"github.com/crimux/crimux/test/bench/libvirtdirect"
+	"github.com/crimux/crimux/test/bench/machine"
+	"github.com/crimux/crimux/test/bench/report"
+	"github.com/crimux/crimux/test/bench/runs"
+	"github.com/crimux/crimux/test/bench/stats"
 )
 
 // bench is one run: its crimux, the two paths and what it made.
@@ -20,12 +29,12 @@ type bench struct {
 	dir     string // /var/lib/crimux-bench-<run>: crimux's state, logs, the direct VMs
 	socket  string
 	started time.Time
-	crimux  *daemon
-	cri     *endpoint // crimux
-	ctd     *endpoint // containerd, directly
-	direct  *directLibvirt
-	res     *results
-	host    hostFacts
+	crimux  *daemon.Daemon
+	cri     *criclient.Endpoint // crimux
+	ctd     *criclient.Endpoint // containerd, directly
+	direct  *libvirtdirect.Client
+	res     *report.Results
+	host    machine.Facts
 	samples strings.Builder
 
 	mu       sync.Mutex
@@ -42,13 +51,13 @@ func (b *bench) logf(format string, args ...any) {
 
 // samplesOf records every sample of a measurement, in the Go benchmark
 // format with the path as a name key (benchstat -col /path).
-func (b *bench) samplesOf(name string, d, c samples) {
+func (b *bench) samplesOf(name string, d, c stats.Samples) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, side := range []struct {
-		p path
-		s samples
-	}{{direct, d}, {viaCrimux, c}} {
+		p stats.Path
+		s stats.Samples
+	}{{stats.Direct, d}, {stats.ViaCrimux, c}} {
 		for _, t := range side.s {
 			fmt.Fprintf(&b.samples, "Benchmark%s/path=%s 1 %d ns/op\n", name, side.p, t.Nanoseconds())
 		}
@@ -58,75 +67,91 @@ func (b *bench) samplesOf(name string, d, c samples) {
 // setUp checks the bed, starts crimux and pulls the images. On error the
 // returned bench (if any) still needs cleanup.
 func setUp(ctx context.Context, o options) (*bench, error) {
-	b := &bench{opts: o, started: time.Now(), res: newResults()}
-	b.host = gatherHost(o)
+	b := &bench{opts: o, started: time.Now(), res: report.NewResults()}
+	b.host = machine.Gather(o.crimuxBin)
 	if err := checkBed(o); err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp(filepath.Dir(runDirPrefix), filepath.Base(runDirPrefix))
+	dir, err := os.MkdirTemp(filepath.Dir(runs.DirPrefix), filepath.Base(runs.DirPrefix))
 	if err != nil {
 		return nil, err
 	}
-	b.dir, b.runID = dir, strings.TrimPrefix(dir, runDirPrefix)
+	b.dir, b.runID = dir, strings.TrimPrefix(dir, runs.DirPrefix)
 	// qemu runs as libvirt-qemu and must traverse it to the VMs' files.
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return b, err
 	}
-	if b.ctd, err = dial("containerd", o.containerd); err != nil {
+	if b.ctd, err = criclient.Dial("containerd", o.containerd); err != nil {
 		return b, err
 	}
-	if err := sweep(ctx, b.ctd, b.logf); err != nil {
+	if err := runs.Sweep(ctx, b.ctd, b.logf); err != nil {
 		b.logf("sweeping earlier runs' leftovers: %v", err)
 	}
 	wrapper := ""
 	if o.wrapper != "" {
-		if err := installWrapper(o.wrapper); err != nil {
+		if err := daemon.InstallWrapper(o.wrapper); err != nil {
 			return b, err
 		}
 		// Made here, not by crimux: crimux's placement server can make it
 		// while crimux's listen has the process umask at 0117 (a race seen
 		// here), and qemu's user cannot reach a socket in a 0640 directory.
-		if err := os.MkdirAll(filepath.Dir(benchPlacementSocket), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(daemon.PlacementSocket), 0o755); err != nil {
 			return b, err
 		}
-		if err := os.Chmod(filepath.Dir(benchPlacementSocket), 0o755); err != nil {
+		if err := os.Chmod(filepath.Dir(daemon.PlacementSocket), 0o755); err != nil {
 			return b, err
 		}
-		wrapper = benchWrapper
+		wrapper = daemon.Wrapper
 	}
 	b.socket = filepath.Join("/run/crimux-testbed", "bench-"+b.runID+".sock")
-	if b.crimux, err = newDaemon(o.crimuxBin, dir, b.socket, o.containerd, wrapper); err != nil {
+	if b.crimux, err = daemon.New(o.crimuxBin, dir, b.socket, o.containerd, wrapper); err != nil {
 		return b, err
 	}
 	b.logf("run %s: crimux %s, state %s, socket %s", b.runID, o.crimuxBin, dir, b.socket)
-	if err := b.crimux.start(); err != nil {
+	if err := b.crimux.Start(); err != nil {
 		return b, err
 	}
-	if err := b.crimux.waitSocket(30 * time.Second); err != nil {
+	if err := b.crimux.WaitSocket(30 * time.Second); err != nil {
 		return b, err
 	}
-	if b.cri, err = dial("crimux", "unix://"+b.socket); err != nil {
+	if b.cri, err = criclient.Dial("crimux", "unix://"+b.socket); err != nil {
 		return b, err
 	}
 	if err := b.waitVMRuntime(ctx); err != nil {
 		return b, err
 	}
-	b.host.versions(ctx, b)
+	b.host.Versions(ctx, b.ctd.RT)
 	time.Sleep(time.Second) // idle: nothing asked of it but readiness
-	if rss, err := b.crimux.rssMiB(); err == nil {
-		b.res.set("rss_idle_mib", rss, "", "")
-		b.res.note("rss_idle_mib", "started, both runtimes ready, no pods, before any pull")
+	if rss, err := b.crimux.RSSMiB(); err == nil {
+		b.res.Set("rss_idle_mib", rss, "", "")
+		b.res.Note("rss_idle_mib", "started, both runtimes ready, no pods, before any pull")
 		b.logf("crimux RSS idle: %.1f MiB", rss)
 	}
 	for _, img := range []string{busyboxImage, vmImage} {
-		if err := pull(ctx, b.cri, img); err != nil {
+		if err := criclient.Pull(ctx, b.cri, img); err != nil {
 			return b, err
 		}
 	}
-	if b.direct, err = newDirectLibvirt(ctx, o.containerd, filepath.Join(dir, "direct"), b.runID); err != nil {
+	if b.direct, err = libvirtdirect.New(ctx, o.containerd, vmImage, filepath.Join(dir, "direct"), b.runID); err != nil {
 		return b, err
 	}
 	return b, nil
+}
+
+// checkBed fails unless containerd, libvirtd and the registry's images
+// are there (make bed).
+func checkBed(o options) error {
+	sock := strings.TrimPrefix(o.containerd, "unix://")
+	if _, err := os.Stat(sock); err != nil {
+		return fmt.Errorf("containerd socket %s: %w (run make bed)", sock, err)
+	}
+	if _, err := os.Stat(libvirtdirect.Socket); err != nil {
+		return fmt.Errorf("libvirtd socket %s: %w (run make bed)", libvirtdirect.Socket, err)
+	}
+	if _, err := os.Stat(o.crimuxBin); err != nil {
+		return fmt.Errorf("crimux binary: %w (run make build)", err)
+	}
+	return nil
 }
 
 // waitVMRuntime waits until crimux reports its VM runtime ready (it
@@ -135,7 +160,7 @@ func (b *bench) waitVMRuntime(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return waitUntil(ctx, 50*time.Millisecond, func() error {
-		st, err := b.cri.rt.Status(ctx, &runtimeapi.StatusRequest{})
+		st, err := b.cri.RT.Status(ctx, &runtimeapi.StatusRequest{})
 		if err != nil {
 			return err
 		}
@@ -149,6 +174,21 @@ func (b *bench) waitVMRuntime(ctx context.Context) error {
 		}
 		return errors.New("no VMRuntimeReady condition")
 	})
+}
+
+// waitUntil polls f every interval until it returns nil or ctx ends.
+func waitUntil(ctx context.Context, interval time.Duration, f func() error) error {
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-time.After(interval):
+		}
+	}
 }
 
 // cleanup removes everything the run made; it logs what it cannot.
@@ -165,7 +205,7 @@ func (b *bench) cleanup() {
 		b.mu.Lock()
 		vms := append([]*vmPod(nil), b.vms...)
 		b.mu.Unlock()
-		warn("VM pods", parallel(len(vms), b.opts.workers, func(i int) error { return b.removeVM(ctx, vms[i]) }))
+		warn("VM pods", criclient.Parallel(len(vms), b.opts.workers, func(i int) error { return b.removeVM(ctx, vms[i]) }))
 	}
 	if b.ctd != nil {
 		if err := b.removeLabelledPods(ctx); err != nil {
@@ -174,31 +214,31 @@ func (b *bench) cleanup() {
 		}
 	}
 	if b.direct != nil {
-		warn("direct VMs", b.direct.removeAll())
+		warn("direct VMs", b.direct.RemoveAll())
 	}
 	if b.crimux != nil {
-		b.crimux.stop()
-		_ = os.Remove(filepath.Dir(benchPlacementSocket)) // if no other run uses it
-		if err := removeDomainsOf(instanceOf(b.dir)); err != nil {
+		b.crimux.Stop()
+		_ = os.Remove(filepath.Dir(daemon.PlacementSocket)) // if no other run uses it
+		if err := libvirtdirect.RemoveDomainsOf(daemon.InstanceOf(b.dir)); err != nil {
 			// libvirtd away (restarted by a test?): give it a minute.
 			warn("leftover domains (waiting for libvirtd)", err)
 			wctx, cancel := context.WithTimeout(ctx, time.Minute)
 			warn("leftover domains (the next run's sweep removes them)",
-				waitUntil(wctx, time.Second, func() error { return removeDomainsOf(instanceOf(b.dir)) }))
+				waitUntil(wctx, time.Second, func() error { return libvirtdirect.RemoveDomainsOf(daemon.InstanceOf(b.dir)) }))
 			cancel()
 		}
 		b.keepLog()
 	}
-	warn("cgroups", removeCgroupsOf(b.runID))
+	warn("cgroups", cgroups.RemoveRun(b.runID))
 	if b.direct != nil {
-		b.direct.close()
+		b.direct.Close()
 	}
 	if b.dir != "" {
 		warn("state dir", os.RemoveAll(b.dir))
 	}
-	for _, e := range []*endpoint{b.cri, b.ctd} {
+	for _, e := range []*criclient.Endpoint{b.cri, b.ctd} {
 		if e != nil {
-			e.close()
+			e.Close()
 		}
 	}
 	if b.socket != "" {
@@ -210,14 +250,14 @@ func (b *bench) cleanup() {
 // removeLabelledPods removes every pod of this run containerd still has
 // (the container pods; crimux's IDs for them are containerd's).
 func (b *bench) removeLabelledPods(ctx context.Context) error {
-	resp, err := b.ctd.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{
+	resp, err := b.ctd.RT.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{
 		Filter: &runtimeapi.PodSandboxFilter{LabelSelector: b.labels()},
 	})
 	if err != nil {
 		return err
 	}
 	items := resp.GetItems()
-	return parallel(len(items), b.opts.workers, func(i int) error { return removePod(ctx, b.ctd, items[i].GetId()) })
+	return criclient.Parallel(len(items), b.opts.workers, func(i int) error { return criclient.RemovePod(ctx, b.ctd, items[i].GetId()) })
 }
 
 // keepLog copies crimux's log of the run out of the state dir.
@@ -225,7 +265,7 @@ func (b *bench) keepLog() {
 	if b.opts.logDir == "" {
 		return
 	}
-	data, err := os.ReadFile(b.crimux.logPath)
+	data, err := os.ReadFile(b.crimux.LogPath)
 	if err != nil {
 		return
 	}
@@ -236,8 +276,8 @@ func (b *bench) keepLog() {
 
 // finish writes the samples and the Markdown table.
 func (b *bench) finish() {
-	b.host.loadEnd = readLoad()
-	b.host.took = time.Since(b.started)
+	b.host.LoadEnd = machine.ReadLoad()
+	b.host.Took = time.Since(b.started)
 	if b.opts.samples != "" {
 		if err := os.MkdirAll(filepath.Dir(b.opts.samples), 0o755); err == nil {
 			if err := os.WriteFile(b.opts.samples, []byte(b.samples.String()), 0o644); err != nil {
@@ -246,11 +286,11 @@ func (b *bench) finish() {
 		}
 	}
 	if b.opts.out != "" {
-		if err := writeDoc(b.opts.out, b.res, b.host, b.opts); err != nil {
+		if err := report.WriteDoc(b.opts.out, b.res, b.host, b.opts.counts()); err != nil {
 			b.logf("%s: %v", b.opts.out, err)
 		} else {
 			b.logf("wrote %s", b.opts.out)
 		}
 	}
-	b.logf("done in %s", b.host.took.Round(time.Second))
+	b.logf("done in %s", b.host.Took.Round(time.Second))
 }

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/test/bench/criclient"
+	"github.com/crimux/crimux/test/bench/stats"
 )
 
 // The container figures: small RPCs, lists and the pod lifecycle, each
@@ -16,34 +19,34 @@ const rpcBlock = 50
 
 // rpcOverhead measures one small RPC on both paths and records its p50 and
 // p99 differences (crimux minus direct) in µs.
-func (b *bench) rpcOverhead(ctx context.Context, rpc, p50Name, p99Name string, call func(context.Context, *endpoint) error) error {
+func (b *bench) rpcOverhead(ctx context.Context, rpc, p50Name, p99Name string, call func(context.Context, *criclient.Endpoint) error) error {
 	n := b.opts.rpcCalls
-	one := func(p path) (time.Duration, error) {
+	one := func(p stats.Path) (time.Duration, error) {
 		e := b.endpointOf(p)
-		return timed(func() error { return call(ctx, e) })
+		return stats.Timed(func() error { return call(ctx, e) })
 	}
 	// Warm both connections and both servers up, unrecorded.
-	if _, _, err := alternate(min(n, 200), rpcBlock, one); err != nil {
+	if _, _, err := stats.Alternate(min(n, 200), rpcBlock, one); err != nil {
 		return err
 	}
-	cpu0 := b.crimux.cpuTime()
-	d, c, err := alternate(n, rpcBlock, one)
+	cpu0 := b.crimux.CPUTime()
+	d, c, err := stats.Alternate(n, rpcBlock, one)
 	if err != nil {
 		return err
 	}
-	perCall := (b.crimux.cpuTime() - cpu0) / time.Duration(n)
+	perCall := (b.crimux.CPUTime() - cpu0) / time.Duration(n)
 	b.samplesOf(rpc, d, c)
-	b.res.set(p50Name, us(c.quantile(0.5)-d.quantile(0.5)), c.summary(0.5, 0.99), d.summary(0.5, 0.99))
-	b.res.set(p99Name, us(c.quantile(0.99)-d.quantile(0.99)), c.summary(0.5, 0.99), d.summary(0.5, 0.99))
+	b.res.Set(p50Name, stats.Micros(c.Quantile(0.5)-d.Quantile(0.5)), c.Summary(0.5, 0.99), d.Summary(0.5, 0.99))
+	b.res.Set(p99Name, stats.Micros(c.Quantile(0.99)-d.Quantile(0.99)), c.Summary(0.5, 0.99), d.Summary(0.5, 0.99))
 	for _, name := range []string{p50Name, p99Name} {
-		b.res.note(name, "crimux used %.0f µs of CPU per call", us(perCall))
+		b.res.Note(name, "crimux used %.0f µs of CPU per call", stats.Micros(perCall))
 	}
-	b.logf("%s: crimux %s; direct %s; crimux CPU %.0f µs/call", rpc, c.summary(0.5, 0.99), d.summary(0.5, 0.99), us(perCall))
+	b.logf("%s: crimux %s; direct %s; crimux CPU %.0f µs/call", rpc, c.Summary(0.5, 0.99), d.Summary(0.5, 0.99), stats.Micros(perCall))
 	return nil
 }
 
-func (b *bench) endpointOf(p path) *endpoint {
-	if p == direct {
+func (b *bench) endpointOf(p stats.Path) *criclient.Endpoint {
+	if p == stats.Direct {
 		return b.ctd
 	}
 	return b.cri
@@ -51,8 +54,8 @@ func (b *bench) endpointOf(p path) *endpoint {
 
 func (b *bench) phaseRPC(ctx context.Context) error {
 	err := b.rpcOverhead(ctx, "Version", "rpc_version_p50_overhead_us", "rpc_version_p99_overhead_us",
-		func(ctx context.Context, e *endpoint) error {
-			_, err := e.rt.Version(ctx, &runtimeapi.VersionRequest{})
+		func(ctx context.Context, e *criclient.Endpoint) error {
+			_, err := e.RT.Version(ctx, &runtimeapi.VersionRequest{})
 			return err
 		})
 	if err != nil {
@@ -60,14 +63,14 @@ func (b *bench) phaseRPC(ctx context.Context) error {
 	}
 	ids, err := b.runContainerPod(ctx, b.cri, fmt.Sprintf("status-%d", b.podSeq()))
 	if ids.pod != "" {
-		defer func() { _ = removePod(context.WithoutCancel(ctx), b.cri, ids.pod) }()
+		defer func() { _ = criclient.RemovePod(context.WithoutCancel(ctx), b.cri, ids.pod) }()
 	}
 	if err != nil {
 		return err
 	}
 	err = b.rpcOverhead(ctx, "ContainerStatus", "rpc_containerstatus_p50_overhead_us", "rpc_containerstatus_p99_overhead_us",
-		func(ctx context.Context, e *endpoint) error {
-			resp, err := e.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: ids.container})
+		func(ctx context.Context, e *criclient.Endpoint) error {
+			resp, err := e.RT.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: ids.container})
 			if err == nil && resp.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
 				err = fmt.Errorf("container %s is %s, not running", ids.container, resp.GetStatus().GetState())
 			}
@@ -84,7 +87,7 @@ func (b *bench) phaseRPC(ctx context.Context) error {
 func (b *bench) phaseLifecycle(ctx context.Context) error {
 	// A round that fails (another user of the bed killed the pod) is
 	// run again: only complete rounds are timed.
-	one := func(p path) (time.Duration, error) {
+	one := func(p stats.Path) (time.Duration, error) {
 		var err error
 		for range 3 {
 			var t time.Duration
@@ -95,16 +98,16 @@ func (b *bench) phaseLifecycle(ctx context.Context) error {
 		}
 		return 0, err
 	}
-	if _, _, err := alternate(1, 1, one); err != nil { // warm-up
+	if _, _, err := stats.Alternate(1, 1, one); err != nil { // warm-up
 		return err
 	}
-	d, c, err := alternate(b.opts.lifecycleRounds, 1, one)
+	d, c, err := stats.Alternate(b.opts.lifecycleRounds, 1, one)
 	if err != nil {
 		return err
 	}
 	b.samplesOf("PodLifecycle", d, c)
-	b.res.set("pod_lifecycle_ratio", ratio(c.median(), d.median()), c.summary(0.5, 0.9), d.summary(0.5, 0.9))
-	b.logf("pod lifecycle: crimux %s; direct %s", c.summary(0.5, 0.9), d.summary(0.5, 0.9))
+	b.res.Set("pod_lifecycle_ratio", stats.Ratio(c.Median(), d.Median()), c.Summary(0.5, 0.9), d.Summary(0.5, 0.9))
+	b.logf("pod lifecycle: crimux %s; direct %s", c.Summary(0.5, 0.9), d.Summary(0.5, 0.9))
 	return nil
 }
 
@@ -120,10 +123,10 @@ func (b *bench) startContainerPods(ctx context.Context, n int) error {
 	}
 	start := time.Now()
 	made := make([]containerPodIDs, n-have)
-	err := parallel(n-have, b.opts.workers, func(i int) error {
+	err := criclient.Parallel(n-have, b.opts.workers, func(i int) error {
 		ids, err := b.runContainerPod(ctx, b.cri, fmt.Sprintf("many-%d-%d", have+i, b.podSeq()))
 		if err != nil && ids.pod != "" {
-			_ = removePod(context.WithoutCancel(ctx), b.ctd, ids.pod)
+			_ = criclient.RemovePod(context.WithoutCancel(ctx), b.ctd, ids.pod)
 			return err
 		}
 		made[i] = ids
@@ -152,8 +155,8 @@ func (b *bench) stopContainerPods(ctx context.Context, keep int) error {
 		return nil
 	}
 	extra := b.pods[keep:]
-	err := parallel(len(extra), b.opts.workers, func(i int) error {
-		return removePod(ctx, b.ctd, extra[i].pod)
+	err := criclient.Parallel(len(extra), b.opts.workers, func(i int) error {
+		return criclient.RemovePod(ctx, b.ctd, extra[i].pod)
 	})
 	b.pods = b.pods[:keep]
 	return err
@@ -162,7 +165,7 @@ func (b *bench) stopContainerPods(ctx context.Context, keep int) error {
 // dropDeadPods forgets (and removes) kept pods whose container no longer
 // runs.
 func (b *bench) dropDeadPods(ctx context.Context) {
-	resp, err := b.ctd.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+	resp, err := b.ctd.RT.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
 		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}, LabelSelector: b.labels(),
 	}})
 	if err != nil {
@@ -177,7 +180,7 @@ func (b *bench) dropDeadPods(ctx context.Context) {
 		if running[p.container] {
 			alive = append(alive, p)
 		} else {
-			_ = removePod(ctx, b.ctd, p.pod)
+			_ = criclient.RemovePod(ctx, b.ctd, p.pod)
 		}
 	}
 	if dead := len(b.pods) - len(alive); dead > 0 {
@@ -203,42 +206,42 @@ func (b *bench) phaseLists(ctx context.Context) error {
 	var sizes [2]int
 	lists := []struct {
 		rpc, name string
-		call      func(context.Context, *endpoint) (int, error)
+		call      func(context.Context, *criclient.Endpoint) (int, error)
 	}{
-		{"ListContainers", "list_containers_200_ratio", func(ctx context.Context, e *endpoint) (int, error) {
-			r, err := e.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+		{"ListContainers", "list_containers_200_ratio", func(ctx context.Context, e *criclient.Endpoint) (int, error) {
+			r, err := e.RT.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
 			return len(r.GetContainers()), err
 		}},
-		{"ListPodSandbox", "list_sandboxes_200_ratio", func(ctx context.Context, e *endpoint) (int, error) {
-			r, err := e.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+		{"ListPodSandbox", "list_sandboxes_200_ratio", func(ctx context.Context, e *criclient.Endpoint) (int, error) {
+			r, err := e.RT.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 			return len(r.GetItems()), err
 		}},
 	}
 	for _, l := range lists {
-		one := func(p path) (time.Duration, error) {
+		one := func(p stats.Path) (time.Duration, error) {
 			var n int
-			t, err := timed(func() (err error) { n, err = l.call(ctx, b.endpointOf(p)); return err })
+			t, err := stats.Timed(func() (err error) { n, err = l.call(ctx, b.endpointOf(p)); return err })
 			sizes[p] = n
 			return t, err
 		}
-		if _, _, err := alternate(10, 5, one); err != nil {
+		if _, _, err := stats.Alternate(10, 5, one); err != nil {
 			return fmt.Errorf("%s: %w", l.rpc, err)
 		}
-		cpu0 := b.crimux.cpuTime()
-		d, c, err := alternate(b.opts.listCalls, 5, one)
+		cpu0 := b.crimux.CPUTime()
+		d, c, err := stats.Alternate(b.opts.listCalls, 5, one)
 		if err != nil {
 			return fmt.Errorf("%s: %w", l.rpc, err)
 		}
-		perCall := (b.crimux.cpuTime() - cpu0) / time.Duration(max(1, b.opts.listCalls))
-		if sizes[direct] < len(b.pods) || sizes[viaCrimux] < len(b.pods) {
+		perCall := (b.crimux.CPUTime() - cpu0) / time.Duration(max(1, b.opts.listCalls))
+		if sizes[stats.Direct] < len(b.pods) || sizes[stats.ViaCrimux] < len(b.pods) {
 			return fmt.Errorf("%s: the lists held %d (crimux) and %d (direct) items, fewer than the %d bench pods: pods vanished while measuring",
-				l.rpc, sizes[viaCrimux], sizes[direct], len(b.pods))
+				l.rpc, sizes[stats.ViaCrimux], sizes[stats.Direct], len(b.pods))
 		}
 		b.samplesOf(l.rpc, d, c)
-		b.res.set(l.name, ratio(c.median(), d.median()), c.summary(0.5, 0.99), d.summary(0.5, 0.99))
-		b.res.note(l.name, "%d bench pods; the lists held %d items through crimux, %d direct (other users' pods included); crimux used %.0f µs of CPU per call",
-			len(b.pods), sizes[viaCrimux], sizes[direct], us(perCall))
-		b.logf("%s (%d items): crimux %s; direct %s", l.rpc, sizes[direct], c.summary(0.5, 0.99), d.summary(0.5, 0.99))
+		b.res.Set(l.name, stats.Ratio(c.Median(), d.Median()), c.Summary(0.5, 0.99), d.Summary(0.5, 0.99))
+		b.res.Note(l.name, "%d bench pods; the lists held %d items through crimux, %d direct (other users' pods included); crimux used %.0f µs of CPU per call",
+			len(b.pods), sizes[stats.ViaCrimux], sizes[stats.Direct], stats.Micros(perCall))
+		b.logf("%s (%d items): crimux %s; direct %s", l.rpc, sizes[stats.Direct], c.Summary(0.5, 0.99), d.Summary(0.5, 0.99))
 	}
 	return nil
 }

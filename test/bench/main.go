@@ -15,12 +15,15 @@
 // It starts its own crimux (state dir under /var/lib, mode 0711, so that
 // qemu, running as libvirt-qemu, can reach the VMs' files) and removes
 // everything it made: pods, domains, cgroups, state and log directories.
-// The files: main.go (flags, phases), bench.go (set-up, cleanup),
-// daemon.go (the crimux process), containers.go, vms.go, recovery.go (the
-// figures), cri.go and vmpods.go (pods through CRI), direct.go (libvirt
-// directly), stats.go (quantiles, alternation), figures.go (the figures'
-// names, goals, results), host.go (machine facts, wrapper, cgroups),
-// report.go (the Markdown).
+// This package runs the phases: main.go (flags, phases), bench.go (set-up,
+// cleanup), containers.go, vms.go, recovery.go (the figures), cri.go and
+// vmpods.go (pods through CRI). Its subpackages own the rest: daemon (the
+// crimux process, the bench's qemu wrapper), criclient (the CRI
+// connections), libvirtdirect (libvirt directly: the VMs' baseline),
+// cgroups (the VM pods' cgroups), runs (a run's name, the sweep of dead
+// runs' leftovers), stats (quantiles, alternation), machine (machine
+// facts, versions) and report (the figures' names and goals, results,
+// BENCH lines, the Markdown).
 package main
 
 import (
@@ -33,6 +36,11 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/crimux/crimux/test/bench/criclient"
+	"github.com/crimux/crimux/test/bench/daemon"
+	"github.com/crimux/crimux/test/bench/report"
+	"github.com/crimux/crimux/test/bench/runs"
 )
 
 // options are the flags; the defaults are issue 8's counts.
@@ -46,11 +54,20 @@ type options struct {
 	sweepOnly                                                           bool
 }
 
+// counts are the counts the report states.
+func (o options) counts() report.Counts {
+	return report.Counts{
+		RPCCalls: o.rpcCalls, ListPods: o.listPods, ListCalls: o.listCalls, LifecycleRounds: o.lifecycleRounds,
+		VMRounds: o.vmRounds, VMMiB: o.vmMiB, SnapshotRounds: o.snapshotRounds, Burst: o.burst, BurstMiB: o.burstMiB,
+		RecoveryContainers: o.recoveryContainers, RecoveryRounds: o.recoveryRounds,
+	}
+}
+
 func parseFlags() options {
 	var o options
 	flag.StringVar(&o.crimuxBin, "crimux", "bin/crimux", "crimux binary to measure")
-	flag.StringVar(&o.wrapper, "wrapper", "", "crimux-qemu-wrapper built for the bench's placement socket "+benchPlacementSocket+
-		"; installed as "+benchWrapper+" so that other crimux daemons on the host cannot take the VMs' placement (\"\": the bed's wrapper and socket)")
+	flag.StringVar(&o.wrapper, "wrapper", "", "crimux-qemu-wrapper built for the bench's placement socket "+daemon.PlacementSocket+
+		"; installed as "+daemon.Wrapper+" so that other crimux daemons on the host cannot take the VMs' placement (\"\": the bed's wrapper and socket)")
 	flag.StringVar(&o.containerd, "containerd", "unix:///run/crimux-testbed/containerd/containerd.sock", "containerd CRI endpoint (the direct path)")
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "Markdown file whose bench section is rewritten (\"\": none)")
 	flag.StringVar(&o.samples, "samples", "/run/crimux-testbed/bench/samples.txt", "every sample, in the Go benchmark format (\"\": none)")
@@ -144,8 +161,8 @@ func run(o options) int {
 		if err != nil {
 			b.logf("phase %s: %v", p.name, err)
 			for _, f := range p.figures {
-				if v := b.res.get(f).value; v != v { // NaN: not measured
-					b.res.note(f, "not measured: %v", err)
+				if v := b.res.Get(f).Value; v != v { // NaN: not measured
+					b.res.Note(f, "not measured: %v", err)
 				}
 			}
 		}
@@ -153,19 +170,19 @@ func run(o options) int {
 	}
 	b.cleanup()
 	b.finish()
-	b.res.print(os.Stdout)
+	b.res.Print(os.Stdout)
 	return 0
 }
 
 func sweepOnly(ctx context.Context, o options) int {
-	ctd, err := dial("containerd", o.containerd)
+	ctd, err := criclient.Dial("containerd", o.containerd)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
-	defer ctd.close()
+	defer ctd.Close()
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
-	if err := sweep(ctx, ctd, logf); err != nil {
+	if err := runs.Sweep(ctx, ctd, logf); err != nil {
 		logf("sweep: %v", err)
 		return 1
 	}

@@ -8,6 +8,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/test/bench/criclient"
+	"github.com/crimux/crimux/test/bench/stats"
 )
 
 // phaseRecovery measures crimux's memory with the container pods and
@@ -25,30 +28,30 @@ func (b *bench) phaseRecovery(ctx context.Context) error {
 	for _, v := range b.burstVMs {
 		want[v.container] = true
 	}
-	if err := b.listsAll(ctx, b.cri.rt, want); err != nil {
+	if err := b.listsAll(ctx, b.cri.RT, want); err != nil {
 		return fmt.Errorf("before the first kill: %w", err)
 	}
 	time.Sleep(time.Second) // let the list's garbage settle, as an idle kubelet poll would
-	if rss, err := b.crimux.rssMiB(); err == nil {
-		b.res.set("rss_100pods_mib", rss, "", "")
-		b.res.note("rss_100pods_mib", "%d VM pods and %d container pods", len(b.burstVMs), len(b.pods))
+	if rss, err := b.crimux.RSSMiB(); err == nil {
+		b.res.Set("rss_100pods_mib", rss, "", "")
+		b.res.Note("rss_100pods_mib", "%d VM pods and %d container pods", len(b.burstVMs), len(b.pods))
 		b.logf("crimux RSS with %d VMs and %d containers: %.1f MiB", len(b.burstVMs), len(b.pods), rss)
 	}
-	var took samples
+	var took stats.Samples
 	for i := range b.opts.recoveryRounds {
 		t, err := b.killAndRecover(ctx, want)
 		if err != nil {
 			return fmt.Errorf("recovery round %d: %w", i, err)
 		}
 		took = append(took, t)
-		b.logf("recovery %d: %s", i, human(t))
+		b.logf("recovery %d: %s", i, stats.Human(t))
 	}
 	if err := b.redial(); err != nil {
 		return err
 	}
 	b.samplesOf("Recovery", nil, took)
-	b.res.set("recovery_100_ms", ms(took.median()), took.summary(0.5, 1), "")
-	b.res.note("recovery_100_ms", "%d VMs and %d containers listed; from SIGKILL to the first complete ListContainers, a new connection per attempt", len(b.burstVMs), len(b.pods))
+	b.res.Set("recovery_100_ms", stats.Millis(took.Median()), took.Summary(0.5, 1), "")
+	b.res.Note("recovery_100_ms", "%d VMs and %d containers listed; from SIGKILL to the first complete ListContainers, a new connection per attempt", len(b.burstVMs), len(b.pods))
 	return nil
 }
 
@@ -57,8 +60,8 @@ func (b *bench) phaseRecovery(ctx context.Context) error {
 // listed.
 func (b *bench) killAndRecover(ctx context.Context, want map[string]bool) (time.Duration, error) {
 	t0 := time.Now()
-	b.crimux.kill()
-	if err := b.crimux.start(); err != nil {
+	b.crimux.Kill()
+	if err := b.crimux.Start(); err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -98,8 +101,8 @@ func (b *bench) listsAll(ctx context.Context, rt runtimeapi.RuntimeServiceClient
 // redial replaces the crimux connection after restarts (a connection in
 // reconnect backoff would fail calls fast).
 func (b *bench) redial() error {
-	b.cri.close()
-	e, err := dial("crimux", "unix://"+b.socket)
+	b.cri.Close()
+	e, err := criclient.Dial("crimux", "unix://"+b.socket)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/test/bench/cgroups"
+	"github.com/crimux/crimux/test/bench/criclient"
 )
 
 // vmPod is a VM pod made through crimux.
@@ -57,7 +60,7 @@ func (b *bench) newVMPod(name string) (*vmPod, error) {
 	}
 	return &vmPod{
 		name: name, logPath: filepath.Join(logDir, "vm.log"),
-		cgroupParent: fmt.Sprintf("%s/%s-pod%d", cgroupRoot, b.runID, n),
+		cgroupParent: fmt.Sprintf("%s/%s-pod%d", cgroups.Root, b.runID, n),
 	}, nil
 }
 
@@ -68,23 +71,23 @@ func (b *bench) startVM(ctx context.Context, name string, mib int) (*vmPod, erro
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := callCtx(ctx)
+	ctx, cancel := criclient.CallCtx(ctx)
 	defer cancel()
 	cfg := b.vmPodConfig(v)
-	pod, err := b.cri.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: "vm"})
+	pod, err := b.cri.RT.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: "vm"})
 	if err != nil {
 		return v, fmt.Errorf("runp VM %s: %w", name, err)
 	}
 	v.pod = pod.PodSandboxId
 	b.trackVM(v)
-	ctr, err := b.cri.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
+	ctr, err := b.cri.RT.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
 		PodSandboxId: v.pod, Config: b.vmContainerConfig(mib), SandboxConfig: cfg,
 	})
 	if err != nil {
 		return v, fmt.Errorf("create VM %s: %w", name, err)
 	}
 	v.container = ctr.ContainerId
-	if _, err := b.cri.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: v.container}); err != nil {
+	if _, err := b.cri.RT.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: v.container}); err != nil {
 		return v, fmt.Errorf("start VM %s: %w", name, err)
 	}
 	return v, nil
@@ -102,12 +105,12 @@ func (b *bench) removeVM(ctx context.Context, v *vmPod) error {
 	if v.pod == "" {
 		return nil
 	}
-	cctx, cancel := callCtx(ctx)
+	cctx, cancel := criclient.CallCtx(ctx)
 	defer cancel()
 	if v.container != "" {
-		_, _ = b.cri.rt.StopContainer(cctx, &runtimeapi.StopContainerRequest{ContainerId: v.container, Timeout: 0})
+		_, _ = b.cri.RT.StopContainer(cctx, &runtimeapi.StopContainerRequest{ContainerId: v.container, Timeout: 0})
 	}
-	if err := removePod(ctx, b.cri, v.pod); err != nil {
+	if err := criclient.RemovePod(ctx, b.cri, v.pod); err != nil {
 		return err
 	}
 	b.mu.Lock()
@@ -118,16 +121,16 @@ func (b *bench) removeVM(ctx context.Context, v *vmPod) error {
 		}
 	}
 	b.mu.Unlock()
-	removeCgroup(v.cgroupParent)
+	cgroups.Remove(v.cgroupParent)
 	return nil
 }
 
 // waitRunning waits until ContainerStatus reports the VM running.
 func (b *bench) waitRunning(ctx context.Context, v *vmPod) error {
 	return waitUntil(ctx, 10*time.Millisecond, func() error {
-		cctx, cancel := callCtx(ctx)
+		cctx, cancel := criclient.CallCtx(ctx)
 		defer cancel()
-		st, err := b.cri.rt.ContainerStatus(cctx, &runtimeapi.ContainerStatusRequest{ContainerId: v.container})
+		st, err := b.cri.RT.ContainerStatus(cctx, &runtimeapi.ContainerStatusRequest{ContainerId: v.container})
 		if err != nil {
 			return err
 		}

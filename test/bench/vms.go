@@ -11,6 +11,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
+	"github.com/crimux/crimux/test/bench/criclient"
+	"github.com/crimux/crimux/test/bench/libvirtdirect"
+	"github.com/crimux/crimux/test/bench/stats"
 )
 
 // The VM figures: start overhead and first console line (one set of
@@ -40,14 +43,14 @@ func (b *bench) crimuxVMRound(ctx context.Context, name string) (vmRound, error)
 
 func (b *bench) directVMRound(ctx context.Context) (vmRound, error) {
 	t0 := time.Now()
-	v, took, err := b.direct.start(b.opts.vmMiB)
+	v, took, err := b.direct.Start(b.opts.vmMiB)
 	r := vmRound{start: took}
-	defer func() { _ = b.direct.remove(v) }()
+	defer func() { _ = b.direct.Remove(v) }()
 	if err != nil {
 		return r, err
 	}
-	if err := waitMarker(ctx, v.consoleLog(), bootTimeout); err != nil {
-		return r, fmt.Errorf("direct VM %s: boot marker: %w", v.name, err)
+	if err := waitMarker(ctx, v.ConsoleLog(), bootTimeout); err != nil {
+		return r, fmt.Errorf("direct VM %s: boot marker: %w", v.Name, err)
 	}
 	r.console = time.Since(t0)
 	return r, nil
@@ -64,7 +67,7 @@ func (b *bench) phaseVMStart(ctx context.Context) error {
 	if _, err := b.directVMRound(ctx); err != nil {
 		return err
 	}
-	var cStart, dStart, cConsole, dConsole samples
+	var cStart, dStart, cConsole, dConsole stats.Samples
 	var failed []error
 	for i := range b.opts.vmRounds {
 		var c, d vmRound
@@ -90,83 +93,83 @@ func (b *bench) phaseVMStart(ctx context.Context) error {
 	b.samplesOf("VMStart", dStart, cStart)
 	b.samplesOf("VMFirstConsoleLine", dConsole, cConsole)
 	if len(cStart) > 0 {
-		b.res.set("vm_start_overhead_ms", ms(medianDiff(cStart, dStart)), cStart.summary(0.5, 0.9), dStart.summary(0.5, 0.9))
-		b.res.set("vm_first_console_line_ms", ms(cConsole.median()), cConsole.summary(0.5, 0.9), dConsole.summary(0.5, 0.9))
+		b.res.Set("vm_start_overhead_ms", stats.Millis(stats.MedianDiff(cStart, dStart)), cStart.Summary(0.5, 0.9), dStart.Summary(0.5, 0.9))
+		b.res.Set("vm_first_console_line_ms", stats.Millis(cConsole.Median()), cConsole.Summary(0.5, 0.9), dConsole.Summary(0.5, 0.9))
 	}
-	b.res.note("vm_start_overhead_ms", "direct = qemu-img overlay + define + start with qemu as emulator; crimux adds runp, image resolve, store writes, cgroup creation and the qemu wrapper's placement")
-	b.res.note("vm_first_console_line_ms", "direct column: from define to the marker in libvirt's console log (no CRI log copier)")
+	b.res.Note("vm_start_overhead_ms", "direct = qemu-img overlay + define + start with qemu as emulator; crimux adds runp, image resolve, store writes, cgroup creation and the qemu wrapper's placement")
+	b.res.Note("vm_first_console_line_ms", "direct column: from define to the marker in libvirt's console log (no CRI log copier)")
 	if len(failed) > 0 {
 		for _, name := range []string{"vm_start_overhead_ms", "vm_first_console_line_ms"} {
-			b.res.note(name, "%d of %d rounds failed, first: %v", len(failed), b.opts.vmRounds, failed[0])
+			b.res.Note(name, "%d of %d rounds failed, first: %v", len(failed), b.opts.vmRounds, failed[0])
 		}
 	}
-	b.logf("VM start: crimux %s; direct %s", cStart.summary(0.5, 0.9), dStart.summary(0.5, 0.9))
-	b.logf("VM first console line: crimux %s; direct %s", cConsole.summary(0.5, 0.9), dConsole.summary(0.5, 0.9))
+	b.logf("VM start: crimux %s; direct %s", cStart.Summary(0.5, 0.9), dStart.Summary(0.5, 0.9))
+	b.logf("VM first console line: crimux %s; direct %s", cConsole.Summary(0.5, 0.9), dConsole.Summary(0.5, 0.9))
 	return nil
 }
 
 // phaseSnapshots times snapshot create and restore of a running 128 MiB
 // VM through the VM API and the same libvirt calls directly.
 func (b *bench) phaseSnapshots(ctx context.Context) error {
-	vmapi := vmv1.NewVMServiceClient(b.cri.conn)
+	vmapi := vmv1.NewVMServiceClient(b.cri.Conn)
 	v, err := b.startVM(ctx, "snapshots", b.opts.vmMiB)
 	defer func() { _ = b.removeVM(context.WithoutCancel(ctx), v) }()
 	if err != nil {
 		return err
 	}
-	dv, _, err := b.direct.start(b.opts.vmMiB)
-	defer func() { _ = b.direct.remove(dv) }()
+	dv, _, err := b.direct.Start(b.opts.vmMiB)
+	defer func() { _ = b.direct.Remove(dv) }()
 	if err != nil {
 		return err
 	}
 	if err := waitMarker(ctx, v.logPath, bootTimeout); err != nil {
 		return err
 	}
-	if err := waitMarker(ctx, dv.consoleLog(), bootTimeout); err != nil {
+	if err := waitMarker(ctx, dv.ConsoleLog(), bootTimeout); err != nil {
 		return err
 	}
 	ref := &vmv1.VMRef{Ref: &vmv1.VMRef_Id{Id: v.container}}
-	var cCreate, dCreate, cRestore, dRestore samples
+	var cCreate, dCreate, cRestore, dRestore stats.Samples
 	for i := range b.opts.snapshotRounds {
 		name := fmt.Sprintf("bench-%d", i)
-		create := map[path]func() error{
-			viaCrimux: func() error {
+		create := map[stats.Path]func() error{
+			stats.ViaCrimux: func() error {
 				_, err := vmapi.CreateSnapshot(ctx, &vmv1.CreateSnapshotRequest{Vm: ref, SnapshotName: name})
 				return err
 			},
-			direct: func() error { return b.direct.snapshot(dv, name) },
+			stats.Direct: func() error { return b.direct.Snapshot(dv, name) },
 		}
-		restore := map[path]func() error{
-			viaCrimux: func() error {
+		restore := map[stats.Path]func() error{
+			stats.ViaCrimux: func() error {
 				_, err := vmapi.RestoreSnapshot(ctx, &vmv1.RestoreSnapshotRequest{Vm: ref, SnapshotName: name})
 				return err
 			},
-			direct: func() error { return b.direct.revert(dv, name) },
+			stats.Direct: func() error { return b.direct.Revert(dv, name) },
 		}
 		// Deleted again, untimed: each snapshot makes the next one of the
 		// same qcow2 slower, and every round should start alike.
-		remove := map[path]func() error{
-			viaCrimux: func() error {
+		remove := map[stats.Path]func() error{
+			stats.ViaCrimux: func() error {
 				_, err := vmapi.DeleteSnapshot(ctx, &vmv1.DeleteSnapshotRequest{Vm: ref, SnapshotName: name})
 				return err
 			},
-			direct: func() error { return b.direct.deleteSnapshot(dv, name) },
+			stats.Direct: func() error { return b.direct.DeleteSnapshot(dv, name) },
 		}
-		order := []path{direct, viaCrimux}
+		order := []stats.Path{stats.Direct, stats.ViaCrimux}
 		if i%2 == 1 {
-			order = []path{viaCrimux, direct}
+			order = []stats.Path{stats.ViaCrimux, stats.Direct}
 		}
 		for _, step := range []struct {
-			calls map[path]func() error
-			into  [2]*samples
+			calls map[stats.Path]func() error
+			into  [2]*stats.Samples
 			what  string
 		}{
-			{calls: create, into: [2]*samples{&dCreate, &cCreate}, what: "create"},
-			{calls: restore, into: [2]*samples{&dRestore, &cRestore}, what: "restore"},
+			{calls: create, into: [2]*stats.Samples{&dCreate, &cCreate}, what: "create"},
+			{calls: restore, into: [2]*stats.Samples{&dRestore, &cRestore}, what: "restore"},
 			{calls: remove, what: "delete"},
 		} {
 			for _, p := range order {
-				t, err := timed(step.calls[p])
+				t, err := stats.Timed(step.calls[p])
 				if status.Code(err) == codes.Unimplemented {
 					return errVMAPIMissing
 				}
@@ -181,13 +184,13 @@ func (b *bench) phaseSnapshots(ctx context.Context) error {
 	}
 	b.samplesOf("SnapshotCreate", dCreate, cCreate)
 	b.samplesOf("SnapshotRestore", dRestore, cRestore)
-	b.res.set("snapshot_create_ratio", medianRatio(cCreate, dCreate), cCreate.summary(0.5, 1), dCreate.summary(0.5, 1))
-	b.res.set("snapshot_restore_ratio", medianRatio(cRestore, dRestore), cRestore.summary(0.5, 1), dRestore.summary(0.5, 1))
+	b.res.Set("snapshot_create_ratio", stats.MedianRatio(cCreate, dCreate), cCreate.Summary(0.5, 1), dCreate.Summary(0.5, 1))
+	b.res.Set("snapshot_restore_ratio", stats.MedianRatio(cRestore, dRestore), cRestore.Summary(0.5, 1), dRestore.Summary(0.5, 1))
 	for _, name := range []string{"snapshot_create_ratio", "snapshot_restore_ratio"} {
-		b.res.note(name, "median of the per-round ratios; each round's snapshot is deleted again (untimed); the crimux VM's qemu runs in its pod's cgroup, the direct one in libvirtd's")
+		b.res.Note(name, "median of the per-round ratios; each round's snapshot is deleted again (untimed); the crimux VM's qemu runs in its pod's cgroup, the direct one in libvirtd's")
 	}
-	b.logf("snapshot create: crimux %s; direct %s", cCreate.summary(0.5), dCreate.summary(0.5))
-	b.logf("snapshot restore: crimux %s; direct %s", cRestore.summary(0.5), dRestore.summary(0.5))
+	b.logf("snapshot create: crimux %s; direct %s", cCreate.Summary(0.5), dCreate.Summary(0.5))
+	b.logf("snapshot restore: crimux %s; direct %s", cRestore.Summary(0.5), dRestore.Summary(0.5))
 	return nil
 }
 
@@ -200,7 +203,7 @@ var errVMAPIMissing = errors.New("crimux does not serve the VM API (crimux.vm.v1
 // libvirt runs first (and is removed), for comparison.
 func (b *bench) phaseBurst(ctx context.Context) error {
 	n := b.opts.burst
-	var direct samples
+	var direct stats.Samples
 	if age := time.Since(b.started); b.opts.burstDirectBefore > 0 && age < b.opts.burstDirectBefore {
 		var err error
 		if direct, err = b.directBurst(ctx, n); err != nil {
@@ -209,7 +212,7 @@ func (b *bench) phaseBurst(ctx context.Context) error {
 	}
 	took := make([]time.Duration, n)
 	t0 := time.Now()
-	err := parallel(n, n, func(i int) error {
+	err := criclient.Parallel(n, n, func(i int) error {
 		v, err := b.startVM(ctx, fmt.Sprintf("burst-%d", i), b.opts.burstMiB)
 		if err == nil {
 			err = b.waitRunning(ctx, v)
@@ -222,7 +225,7 @@ func (b *bench) phaseBurst(ctx context.Context) error {
 		}
 		return err
 	})
-	var ok samples
+	var ok stats.Samples
 	for _, t := range took {
 		if t > 0 {
 			ok = append(ok, t)
@@ -232,41 +235,41 @@ func (b *bench) phaseBurst(ctx context.Context) error {
 	if len(b.burstVMs) > 0 {
 		directSummary := ""
 		if len(direct) > 0 {
-			directSummary = direct.summary(0.5, 0.95, 1)
+			directSummary = direct.Summary(0.5, 0.95, 1)
 		}
-		b.res.set("vm_burst_50_p50_s", ok.quantile(0.5).Seconds(), ok.summary(0.5, 0.95, 1), directSummary)
-		b.res.set("vm_burst_50_p95_s", ok.quantile(0.95).Seconds(), ok.summary(0.5, 0.95, 1), directSummary)
+		b.res.Set("vm_burst_50_p50_s", ok.Quantile(0.5).Seconds(), ok.Summary(0.5, 0.95, 1), directSummary)
+		b.res.Set("vm_burst_50_p95_s", ok.Quantile(0.95).Seconds(), ok.Summary(0.5, 0.95, 1), directSummary)
 	}
 	if len(b.burstVMs) < n {
 		for _, name := range []string{"vm_burst_50_p50_s", "vm_burst_50_p95_s"} {
-			b.res.note(name, "%d of %d VMs did not reach RUNNING: %v", n-len(b.burstVMs), n, err)
+			b.res.Note(name, "%d of %d VMs did not reach RUNNING: %v", n-len(b.burstVMs), n, err)
 		}
 	}
 	for _, name := range []string{"vm_burst_50_p50_s", "vm_burst_50_p95_s"} {
-		b.res.note(name, "%d VMs of %d MiB at once", n, b.opts.burstMiB)
+		b.res.Note(name, "%d VMs of %d MiB at once", n, b.opts.burstMiB)
 		if len(direct) > 0 {
-			b.res.note(name, "direct: the same burst of domains through one libvirt connection, until DomainCreate returned")
+			b.res.Note(name, "direct: the same burst of domains through one libvirt connection, until DomainCreate returned")
 		} else {
-			b.res.note(name, "no direct burst (-burst-direct-before)")
+			b.res.Note(name, "no direct burst (-burst-direct-before)")
 		}
 		if b.opts.burstMiB < 128 {
-			b.res.note(name, "%d MiB is too little for the test kernel to boot; running is the CRI state, which does not wait for the guest", b.opts.burstMiB)
+			b.res.Note(name, "%d MiB is too little for the test kernel to boot; running is the CRI state, which does not wait for the guest", b.opts.burstMiB)
 		}
 	}
-	b.logf("burst of %d VMs: crimux %s", n, ok.summary(0.5, 0.95, 1))
+	b.logf("burst of %d VMs: crimux %s", n, ok.Summary(0.5, 0.95, 1))
 	return nil
 }
 
 // directBurst starts n domains at once directly through libvirt (one
 // connection, as crimux has), times each until DomainCreate returns, then
 // removes them all.
-func (b *bench) directBurst(ctx context.Context, n int) (samples, error) {
-	took := make(samples, n)
+func (b *bench) directBurst(ctx context.Context, n int) (stats.Samples, error) {
+	took := make(stats.Samples, n)
 	t0 := time.Now()
 	var mu sync.Mutex
-	var vms []*directVM
-	err := parallel(n, n, func(i int) error {
-		v, _, err := b.direct.start(b.opts.burstMiB)
+	var vms []*libvirtdirect.VM
+	err := criclient.Parallel(n, n, func(i int) error {
+		v, _, err := b.direct.Start(b.opts.burstMiB)
 		mu.Lock()
 		vms = append(vms, v)
 		mu.Unlock()
@@ -275,8 +278,8 @@ func (b *bench) directBurst(ctx context.Context, n int) (samples, error) {
 		}
 		return err
 	})
-	b.logf("burst of %d VMs: direct %s", n, took.summary(0.5, 0.95, 1))
-	rmErr := parallel(len(vms), b.opts.workers, func(i int) error { return b.direct.remove(vms[i]) })
+	b.logf("burst of %d VMs: direct %s", n, took.Summary(0.5, 0.95, 1))
+	rmErr := criclient.Parallel(len(vms), b.opts.workers, func(i int) error { return b.direct.Remove(vms[i]) })
 	if err != nil {
 		return nil, fmt.Errorf("direct burst: %w", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path"
 	"sort"
+
+	"github.com/crimux/crimux/test/images/oci"
 )
 
 // Mode bits of cpio entries (stat(2)'s S_IF* values).
@@ -26,7 +28,7 @@ type cpioEntry struct {
 // cpioArchive collects the files of an initramfs and writes them as a
 // deterministic "newc" cpio archive (what the kernel unpacks): entries
 // sorted by name, so parents come before their children, inode numbers in
-// that order, every mtime the epoch, owner root.
+// that order, every mtime the oci.Epoch, owner root.
 type cpioArchive struct {
 	entries map[string]cpioEntry
 }
@@ -34,7 +36,7 @@ type cpioArchive struct {
 func newCpio() *cpioArchive { return &cpioArchive{entries: map[string]cpioEntry{}} }
 
 func (a *cpioArchive) add(e cpioEntry) {
-	e.name = clean(e.name)
+	e.name = oci.Clean(e.name)
 	if parent := path.Dir(e.name); parent != "." {
 		if _, ok := a.entries[parent]; !ok {
 			a.dir(parent, 0o755)
@@ -66,7 +68,7 @@ func (a *cpioArchive) bytes() []byte {
 	}
 	sort.Strings(names)
 	var b bytes.Buffer
-	mtime := uint32(epoch.Unix())
+	mtime := uint32(oci.Epoch.Unix())
 	for i, name := range names {
 		e := a.entries[name]
 		nlink := uint32(1)

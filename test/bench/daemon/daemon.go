@@ -1,9 +1,12 @@
-package main
+// Package daemon owns the crimux process under test: its config, state
+// dir and socket, starting, SIGKILLing and stopping it, its memory and CPU
+// time, the identity it stamps on its domains, and the bench's copy of the
+// qemu wrapper its VMs are started through.
+package daemon
 
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,32 +16,36 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/crimux/crimux/internal/identity"
 )
 
-// daemon is the crimux process under test: started, SIGKILLed and
+// Daemon is the crimux process under test: started, SIGKILLed and
 // restarted by the bench, on one state dir and socket.
-type daemon struct {
-	bin, socket, logPath string
-	args                 []string
-	cmd                  *exec.Cmd
-	logFile              *os.File
-	exited               chan struct{}
+type Daemon struct {
+	bin, socket string
+	// LogPath is crimux's log (stdout and stderr) of the run.
+	LogPath string
+	args    []string
+	cmd     *exec.Cmd
+	logFile *os.File
+	exited  chan struct{}
 }
 
-// newDaemon prepares crimux with its config, state dir and socket; the
+// New prepares crimux with its config, state dir and socket; the
 // config points the VM runtime at the bench's own qemu wrapper and
-// placement socket when wrapper is set (see installWrapper).
-func newDaemon(bin, dir, socket, containerd, wrapper string) (*daemon, error) {
+// placement socket when wrapper is set (see InstallWrapper).
+func New(bin, dir, socket, containerd, wrapper string) (*Daemon, error) {
 	var conf bytes.Buffer
 	if wrapper != "" {
-		fmt.Fprintf(&conf, "[libvirt]\nemulator = %q\nplacement_socket = %q\n", wrapper, benchPlacementSocket)
+		fmt.Fprintf(&conf, "[libvirt]\nemulator = %q\nplacement_socket = %q\n", wrapper, PlacementSocket)
 	}
 	confPath := filepath.Join(dir, "crimux.toml")
 	if err := os.WriteFile(confPath, conf.Bytes(), 0o644); err != nil {
 		return nil, err
 	}
-	return &daemon{
-		bin: bin, socket: socket, logPath: filepath.Join(dir, "crimux.log"),
+	return &Daemon{
+		bin: bin, socket: socket, LogPath: filepath.Join(dir, "crimux.log"),
 		args: []string{
 			"--config", confPath, "--listen", socket, "--state-dir", filepath.Join(dir, "state"),
 			"--containerd-endpoint", containerd, "--vm-accel", "tcg",
@@ -48,11 +55,17 @@ func newDaemon(bin, dir, socket, containerd, wrapper string) (*daemon, error) {
 	}, nil
 }
 
-// start runs crimux and returns once its socket exists; the caller waits
+// InstanceOf is the identity crimux stamps on its domains: the one
+// derived for its state dir (the bench starts from an empty one).
+func InstanceOf(dir string) string {
+	return identity.Derive(filepath.Join(dir, "state"))
+}
+
+// Start runs crimux and returns once its socket exists; the caller waits
 // for the answers it needs.
-func (d *daemon) start() error {
+func (d *Daemon) Start() error {
 	if d.logFile == nil {
-		f, err := os.OpenFile(d.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := os.OpenFile(d.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			return err
 		}
@@ -69,8 +82,8 @@ func (d *daemon) start() error {
 	return nil
 }
 
-// waitSocket waits until crimux's socket exists (it listens then).
-func (d *daemon) waitSocket(timeout time.Duration) error {
+// WaitSocket waits until crimux's socket exists (it listens then).
+func (d *Daemon) WaitSocket(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		if _, err := os.Stat(d.socket); err == nil {
@@ -85,8 +98,8 @@ func (d *daemon) waitSocket(timeout time.Duration) error {
 	return fmt.Errorf("crimux did not listen on %s within %s; last log lines:\n%s", d.socket, timeout, d.tail(20))
 }
 
-// kill SIGKILLs crimux, as a crash or the OOM killer would.
-func (d *daemon) kill() {
+// Kill SIGKILLs crimux, as a crash or the OOM killer would.
+func (d *Daemon) Kill() {
 	if d.cmd == nil {
 		return
 	}
@@ -94,8 +107,8 @@ func (d *daemon) kill() {
 	<-d.exited
 }
 
-// stop ends crimux with SIGTERM (SIGKILL after 20 s).
-func (d *daemon) stop() {
+// Stop ends crimux with SIGTERM (SIGKILL after 20 s).
+func (d *Daemon) Stop() {
 	if d.cmd == nil {
 		return
 	}
@@ -106,7 +119,7 @@ func (d *daemon) stop() {
 		select {
 		case <-d.exited:
 		case <-time.After(20 * time.Second):
-			d.kill()
+			d.Kill()
 		}
 	}
 	if d.logFile != nil {
@@ -115,10 +128,10 @@ func (d *daemon) stop() {
 	}
 }
 
-func (d *daemon) pid() int { return d.cmd.Process.Pid }
+func (d *Daemon) pid() int { return d.cmd.Process.Pid }
 
-// rssMiB is crimux's resident memory (VmRSS) in MiB.
-func (d *daemon) rssMiB() (float64, error) {
+// RSSMiB is crimux's resident memory (VmRSS) in MiB.
+func (d *Daemon) RSSMiB() (float64, error) {
 	return rssOf(d.pid())
 }
 
@@ -140,30 +153,15 @@ func rssOf(pid int) (float64, error) {
 }
 
 // tail is the end of crimux's log, for error messages.
-func (d *daemon) tail(lines int) string {
-	b, _ := os.ReadFile(d.logPath)
+func (d *Daemon) tail(lines int) string {
+	b, _ := os.ReadFile(d.LogPath)
 	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.Join(all[max(0, len(all)-lines):], "\n")
 }
 
-// waitUntil polls f every interval until it returns nil or ctx ends.
-func waitUntil(ctx context.Context, interval time.Duration, f func() error) error {
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-time.After(interval):
-		}
-	}
-}
-
-// cpuTime is the CPU time (user + system) crimux has used so far, at the
+// CPUTime is the CPU time (user + system) crimux has used so far, at the
 // kernel's clock-tick resolution.
-func (d *daemon) cpuTime() time.Duration {
+func (d *Daemon) CPUTime() time.Duration {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.pid()))
 	if err != nil {
 		return 0

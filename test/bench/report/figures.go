@@ -1,4 +1,7 @@
-package main
+// Package report owns what the bench reports: the catalogue of figures
+// (names, units, goals), the results the phases record, the `BENCH <name>
+// <value> <unit>` lines, and the generated section of docs/benchmarks.md.
+package report
 
 import (
 	"fmt"
@@ -8,17 +11,17 @@ import (
 	"sync"
 )
 
-// figure is one number the bench reports, under a name that stays the
+// Figure is one number the bench reports, under a name that stays the
 // same from run to run so runs can be compared.
-type figure struct {
-	name, unit string
-	// goal is the figure's target (lower is better); 0 is none.
-	goal float64
-	what string
+type Figure struct {
+	Name, Unit string
+	// Goal is the figure's target (lower is better); 0 is none.
+	Goal float64
+	What string
 }
 
-// catalogue lists every figure in the order they are printed (issue 8).
-var catalogue = []figure{
+// Catalogue lists every figure in the order they are printed (issue 8).
+var Catalogue = []Figure{
 	{"rpc_version_p50_overhead_us", "us", 50, "Version, crimux p50 minus direct p50"},
 	{"rpc_version_p99_overhead_us", "us", 200, "Version, crimux p99 minus direct p99"},
 	{"rpc_containerstatus_p50_overhead_us", "us", 50, "ContainerStatus of a running container, p50 difference"},
@@ -37,49 +40,50 @@ var catalogue = []figure{
 	{"snapshot_restore_ratio", "ratio", 0, "VM API RestoreSnapshot vs libvirt snapshot-revert directly, median ratio"},
 }
 
-// result is a measured figure with what it was computed from.
-type result struct {
-	value float64
-	// crimux and direct describe the two sides (medians, quantiles).
-	crimux, direct string
-	note           string
+// Result is a measured figure with what it was computed from.
+type Result struct {
+	Value float64
+	// Crimux and Direct describe the two sides (medians, quantiles).
+	Crimux, Direct string
+	Note           string
 }
 
-// results collects figures as the phases measure them; a figure never
+// Results collects figures as the phases measure them; a figure never
 // measured stays NaN.
-type results struct {
+type Results struct {
 	mu     sync.Mutex
-	byName map[string]*result
+	byName map[string]*Result
 }
 
-func newResults() *results {
-	r := &results{byName: map[string]*result{}}
-	for _, f := range catalogue {
-		r.byName[f.name] = &result{value: math.NaN()}
+// NewResults has every figure of the catalogue, NaN.
+func NewResults() *Results {
+	r := &Results{byName: map[string]*Result{}}
+	for _, f := range Catalogue {
+		r.byName[f.Name] = &Result{Value: math.NaN()}
 	}
 	return r
 }
 
-// set records a figure, replacing what an earlier attempt recorded (its
+// Set records a figure, replacing what an earlier attempt recorded (its
 // notes included: notes about a value come after it).
-func (r *results) set(name string, value float64, crimux, direct string) {
+func (r *Results) Set(name string, value float64, crimux, direct string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	*r.entry(name) = result{value: value, crimux: crimux, direct: direct}
+	*r.entry(name) = Result{Value: value, Crimux: crimux, Direct: direct}
 }
 
-// note adds a remark to a figure (why it is NaN, what it includes).
-func (r *results) note(name, format string, args ...any) {
+// Note adds a remark to a figure (why it is NaN, what it includes).
+func (r *Results) Note(name, format string, args ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res := r.entry(name)
-	if res.note != "" {
-		res.note += "; "
+	if res.Note != "" {
+		res.Note += "; "
 	}
-	res.note += fmt.Sprintf(format, args...)
+	res.Note += fmt.Sprintf(format, args...)
 }
 
-func (r *results) entry(name string) *result {
+func (r *Results) entry(name string) *Result {
 	res, ok := r.byName[name]
 	if !ok {
 		panic("bench: figure not in the catalogue: " + name)
@@ -87,21 +91,22 @@ func (r *results) entry(name string) *result {
 	return res
 }
 
-func (r *results) get(name string) result {
+// Get is the figure's result so far.
+func (r *Results) Get(name string) Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return *r.entry(name)
 }
 
-// print writes one `BENCH <name> <value> <unit>` line per figure.
-func (r *results) print(w io.Writer) {
-	for _, f := range catalogue {
-		fmt.Fprintf(w, "BENCH %s %s %s\n", f.name, formatValue(r.get(f.name).value), f.unit)
+// Print writes one `BENCH <name> <value> <unit>` line per figure.
+func (r *Results) Print(w io.Writer) {
+	for _, f := range Catalogue {
+		fmt.Fprintf(w, "BENCH %s %s %s\n", f.Name, FormatValue(r.Get(f.Name).Value), f.Unit)
 	}
 }
 
-// formatValue prints a figure with up to three decimals, NaN as NaN.
-func formatValue(v float64) string {
+// FormatValue prints a figure with up to three decimals, NaN as NaN.
+func FormatValue(v float64) string {
 	switch {
 	case math.IsNaN(v):
 		return "NaN"
@@ -115,15 +120,15 @@ func formatValue(v float64) string {
 
 // worst is the figure furthest over its goal (value/goal), or the
 // closest to it when all are within.
-func (r *results) worst() (figure, float64, bool) {
-	var best figure
+func (r *Results) worst() (Figure, float64, bool) {
+	var best Figure
 	bestScore, found := math.Inf(-1), false
-	for _, f := range catalogue {
-		v := r.get(f.name).value
-		if f.goal == 0 || math.IsNaN(v) {
+	for _, f := range Catalogue {
+		v := r.Get(f.Name).Value
+		if f.Goal == 0 || math.IsNaN(v) {
 			continue
 		}
-		if score := v / f.goal; score > bestScore {
+		if score := v / f.Goal; score > bestScore {
 			best, bestScore, found = f, score, true
 		}
 	}

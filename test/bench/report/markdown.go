@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/crimux/crimux/test/bench/machine"
 )
 
 // The bench owns the part of docs/benchmarks.md between these markers;
@@ -26,8 +28,14 @@ What crimux costs over the direct path, measured by ` + "`make bench`" + ` (test
 ## Analysis
 `
 
-// writeDoc rewrites the bench section of path with this run's table.
-func writeDoc(path string, res *results, h hostFacts, o options) error {
+// Counts are the run's counts (the bench's flags), for the report.
+type Counts struct {
+	RPCCalls, ListPods, ListCalls, LifecycleRounds, VMRounds, VMMiB     int
+	SnapshotRounds, Burst, BurstMiB, RecoveryContainers, RecoveryRounds int
+}
+
+// WriteDoc rewrites the bench section of path with this run's table.
+func WriteDoc(path string, res *Results, h machine.Facts, c Counts) error {
 	old, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		old, err = []byte(docSkeleton), nil
@@ -40,7 +48,7 @@ func writeDoc(path string, res *results, h hostFacts, o options) error {
 	if !ok1 || !ok2 {
 		return fmt.Errorf("no bench markers in %s (%q … %q)", path, beginMarker, endMarker)
 	}
-	doc := before + beginMarker + "\n" + section(res, h, o) + endMarker + after
+	doc := before + beginMarker + "\n" + section(res, h, c) + endMarker + after
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(doc), 0o644); err != nil {
 		return err
@@ -49,9 +57,9 @@ func writeDoc(path string, res *results, h hostFacts, o options) error {
 }
 
 // section is the generated Markdown: machine, versions, counts, table.
-func section(res *results, h hostFacts, o options) string {
+func section(res *Results, h machine.Facts, c Counts) string {
 	var s strings.Builder
-	fmt.Fprintf(&s, "## Latest run: %s\n\n", h.date)
+	fmt.Fprintf(&s, "## Latest run: %s\n\n", h.Date)
 	fmt.Fprintf(&s, "| | |\n|---|---|\n")
 	row := func(k, v string) {
 		if v == "" {
@@ -59,45 +67,45 @@ func section(res *results, h hostFacts, o options) string {
 		}
 		fmt.Fprintf(&s, "| %s | %s |\n", k, v)
 	}
-	row("machine", fmt.Sprintf("%s, %d cores, %s RAM", h.cpu, h.cores, h.memory))
-	row("os", fmt.Sprintf("%s, kernel %s", h.os, h.kernel))
-	row("crimux", h.crimux)
-	row("containerd", h.containerd)
-	row("libvirt / qemu", h.libvirt+" / "+h.qemu+" (TCG)")
-	row("go", h.goVersion)
-	row("load average", fmt.Sprintf("%s at start, %s at end (1, 5, 15 min)", h.loadStart, h.loadEnd))
-	row("counts", counts(o))
-	row("run took", h.took.Round(time.Second).String()+" (set-up and cleanup included)")
+	row("machine", fmt.Sprintf("%s, %d cores, %s RAM", h.CPU, h.Cores, h.Memory))
+	row("os", fmt.Sprintf("%s, kernel %s", h.OS, h.Kernel))
+	row("crimux", h.Crimux)
+	row("containerd", h.Containerd)
+	row("libvirt / qemu", h.Libvirt+" / "+h.Qemu+" (TCG)")
+	row("go", h.GoVersion)
+	row("load average", fmt.Sprintf("%s at start, %s at end (1, 5, 15 min)", h.LoadStart, h.LoadEnd))
+	row("counts", counts(c))
+	row("run took", h.Took.Round(time.Second).String()+" (set-up and cleanup included)")
 	s.WriteString("\n| figure | value | unit | goal | crimux | direct | notes |\n|---|---:|---|---:|---|---|---|\n")
-	for _, f := range catalogue {
-		r := res.get(f.name)
+	for _, f := range Catalogue {
+		r := res.Get(f.Name)
 		goal := "—"
-		if f.goal != 0 {
-			goal = "≤ " + formatValue(f.goal)
-			if !math.IsNaN(r.value) && r.value > f.goal {
+		if f.Goal != 0 {
+			goal = "≤ " + FormatValue(f.Goal)
+			if !math.IsNaN(r.Value) && r.Value > f.Goal {
 				goal += " **over**"
 			}
 		}
-		note := f.what
-		if r.note != "" {
-			note += ". " + r.note
+		note := f.What
+		if r.Note != "" {
+			note += ". " + r.Note
 		}
-		fmt.Fprintf(&s, "| `%s` | %s | %s | %s | %s | %s | %s |\n", f.name, formatValue(r.value), f.unit, goal,
-			cell(r.crimux), cell(r.direct), cell(note))
+		fmt.Fprintf(&s, "| `%s` | %s | %s | %s | %s | %s | %s |\n", f.Name, FormatValue(r.Value), f.Unit, goal,
+			cell(r.Crimux), cell(r.Direct), cell(note))
 	}
 	if f, score, ok := res.worst(); ok {
 		fmt.Fprintf(&s, "\nFurthest from its goal: `%s` = %s %s, %.2f× its goal of %s.\n",
-			f.name, formatValue(res.get(f.name).value), f.unit, score, formatValue(f.goal))
+			f.Name, FormatValue(res.Get(f.Name).Value), f.Unit, score, FormatValue(f.Goal))
 	}
 	s.WriteString("\nEvery sample of the run: `/run/crimux-testbed/bench/samples.txt` (Go benchmark format: `benchstat -col /path samples.txt`).\n")
 	return s.String()
 }
 
-func counts(o options) string {
+func counts(c Counts) string {
 	return fmt.Sprintf("rpc %d calls/path; lists %d pods, %d calls/path; lifecycle %d rounds/path; VM start %d rounds/path (%d MiB); "+
 		"snapshots %d rounds/path; burst %d × %d MiB; recovery %d containers + the burst VMs, %d rounds",
-		o.rpcCalls, o.listPods, o.listCalls, o.lifecycleRounds, o.vmRounds, o.vmMiB,
-		o.snapshotRounds, o.burst, o.burstMiB, o.recoveryContainers, o.recoveryRounds)
+		c.RPCCalls, c.ListPods, c.ListCalls, c.LifecycleRounds, c.VMRounds, c.VMMiB,
+		c.SnapshotRounds, c.Burst, c.BurstMiB, c.RecoveryContainers, c.RecoveryRounds)
 }
 
 // cell makes text safe inside a Markdown table cell.

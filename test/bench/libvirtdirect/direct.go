@@ -1,0 +1,178 @@
+// Package libvirtdirect owns the bench's direct VM path, the baseline
+// crimux is measured against: libvirt through go-libvirt, with the domain
+// XML crimux's converter builds for the same image and size. Its emulator
+// is qemu itself, not crimux's wrapper (no cgroup placement: that is part
+// of what crimux costs), and its overlay disk is made with qemu-img exactly
+// as crimux makes one. It also owns the bench's other direct dealings with
+// libvirt: destroying domains by name or by crimux's identity stamp, and
+// snapshots of its own VMs.
+package libvirtdirect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	golibvirt "github.com/digitalocean/go-libvirt"
+	"github.com/digitalocean/go-libvirt/socket/dialers"
+
+	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/test/bench/stats"
+)
+
+const (
+	// QEMUBinary is the host's qemu, the direct path's emulator.
+	QEMUBinary = "/usr/bin/qemu-system-x86_64"
+	// Socket is libvirtd's socket.
+	Socket   = "/var/run/libvirt/libvirt-sock"
+	qemuUser = "libvirt-qemu"
+	// DomainPrefix starts the names of the direct path's domains, followed
+	// by the run ID and a dash.
+	DomainPrefix = "crimuxbench-"
+)
+
+// Client makes VMs directly through libvirt.
+type Client struct {
+	l      *golibvirt.Libvirt
+	layout imageLayout
+	dir    string
+	prefix string
+	uid    int
+	gid    int
+
+	mu   sync.Mutex
+	seq  int
+	live map[string]*VM
+}
+
+// VM is one domain of the direct path.
+type VM struct {
+	Name string
+	dir  string
+	dom  golibvirt.Domain
+}
+
+// ConsoleLog is the file libvirt writes the VM's serial console to.
+func (v *VM) ConsoleLog() string { return filepath.Join(v.dir, "console.log") }
+
+// New connects to libvirtd and reads the files of the VM image image out
+// of containerd with crimux's own image reader (runtimes/libvirt/vmimage),
+// into a cache of the bench's.
+func New(ctx context.Context, containerdEndpoint, image, dir, runID string) (*Client, error) {
+	layout, err := prepareImage(ctx, containerdEndpoint, filepath.Join(dir, "images"), image)
+	if err != nil {
+		return nil, err
+	}
+	l := golibvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(Socket), dialers.WithLocalTimeout(5*time.Second)))
+	if err := l.ConnectToURI(golibvirt.QEMUSystem); err != nil {
+		return nil, fmt.Errorf("connect to libvirtd: %w", err)
+	}
+	d := &Client{l: l, layout: layout, dir: filepath.Join(dir, "vms"), prefix: DomainPrefix + runID + "-", live: map[string]*VM{}}
+	if u, err := user.Lookup(qemuUser); err == nil {
+		d.uid, _ = strconv.Atoi(u.Uid)
+		d.gid, _ = strconv.Atoi(u.Gid)
+	}
+	return d, os.MkdirAll(d.dir, 0o711)
+}
+
+// spec is the VM crimux would make of the image with mib of memory and one
+// vCPU, under TCG, without crimux's identity stamp.
+func (d *Client) spec(name, dir string, mib int) vm.Spec {
+	s := vm.Spec{
+		Name: name, VCPUs: 1, MemoryMiB: uint64(mib), Accel: vm.AccelTCG, Emulator: QEMUBinary,
+		Console: vm.Console{Socket: filepath.Join(dir, "console.sock"), Log: filepath.Join(dir, "console.log")},
+	}
+	if d.layout.Kernel != "" {
+		s.Boot = &vm.KernelBoot{Kernel: d.layout.Kernel, Initrd: d.layout.Initrd, Args: d.layout.KernelArgs}
+	}
+	if d.layout.DiskPath != "" {
+		s.Disk = &vm.Disk{Path: filepath.Join(dir, "disk.qcow2"), Format: "qcow2"}
+	}
+	return s
+}
+
+// Start makes the VM's directory (outside the timing: crimux's is made
+// in CreateContainer too, but a mkdir is noise), then times what crimux
+// does for a VM: the overlay with qemu-img, define, start.
+func (d *Client) Start(mib int) (*VM, time.Duration, error) {
+	d.mu.Lock()
+	d.seq++
+	v := &VM{Name: fmt.Sprintf("%s%d", d.prefix, d.seq)}
+	d.live[v.Name] = v
+	d.mu.Unlock()
+	v.dir = filepath.Join(d.dir, v.Name)
+	if err := os.MkdirAll(v.dir, 0o700); err != nil {
+		return v, 0, err
+	}
+	if err := os.Chown(v.dir, d.uid, d.gid); err != nil {
+		return v, 0, err
+	}
+	spec := d.spec(v.Name, v.dir, mib)
+	took, err := stats.Timed(func() error {
+		if spec.Disk != nil {
+			out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2",
+				"-b", d.layout.DiskPath, "-F", d.layout.DiskFormat, spec.Disk.Path).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("overlay: %v: %s", err, out)
+			}
+		}
+		xml, err := vm.DomainXML(spec)
+		if err != nil {
+			return err
+		}
+		if v.dom, err = d.l.DomainDefineXML(xml); err != nil {
+			return fmt.Errorf("define %s: %w", v.Name, err)
+		}
+		if err := d.l.DomainCreate(v.dom); err != nil {
+			return fmt.Errorf("start %s: %w", v.Name, err)
+		}
+		return nil
+	})
+	return v, took, err
+}
+
+// Remove destroys and undefines the VM and deletes its files.
+func (d *Client) Remove(v *VM) error {
+	err := DestroyDomain(d.l, v.Name)
+	if rmErr := os.RemoveAll(v.dir); err == nil {
+		err = rmErr
+	}
+	d.mu.Lock()
+	delete(d.live, v.Name)
+	d.mu.Unlock()
+	return err
+}
+
+// RemoveAll removes every VM of the direct path, and any domain of this
+// run's prefix libvirt still has (a start cut short).
+func (d *Client) RemoveAll() error {
+	var errs []error
+	d.mu.Lock()
+	vms := make([]*VM, 0, len(d.live))
+	for _, v := range d.live {
+		vms = append(vms, v)
+	}
+	d.mu.Unlock()
+	for _, v := range vms {
+		errs = append(errs, d.Remove(v))
+	}
+	if doms, _, err := d.l.ConnectListAllDomains(1, 0); err == nil {
+		for _, dom := range doms {
+			if strings.HasPrefix(dom.Name, d.prefix) {
+				errs = append(errs, DestroyDomain(d.l, dom.Name))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close disconnects from libvirtd.
+func (d *Client) Close() { _ = d.l.Disconnect() }

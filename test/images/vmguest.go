@@ -1,0 +1,148 @@
+package main
+
+// KernelArgs of the test VM: a serial console, no kernel chatter, reboot at
+// once on a panic (crimux sees the VM restart instead of a hung guest).
+const vmKernelArgs = "console=ttyS0 quiet panic=-1"
+
+// The modules /init loads, with their dependencies (from modules.dep): the
+// cloud kernel builds virtio, the ACPI power button and evdev (which
+// busybox acpid reads) as modules. ext4 is built in.
+var vmModules = []string{"virtio_pci", "virtio_blk", "virtio_net", "virtio_rng", "button", "evdev"}
+
+// vmInit is the test VM's /init. The e2e tests read these console lines:
+// CRIMUX-VM-BOOTED once acpid runs (so the power button works from then
+// on), CRIMUX-DISK: <marker> once /dev/vda is mounted read-write at /mnt,
+// CRIMUX-UPTIME: <seconds> every 2 s; then a shell on the console.
+const vmInit = `#!/bin/sh
+# /init of the crimux test VM (static busybox). Never exits: PID 1 exiting
+# panics the kernel.
+export PATH=/sbin:/bin:/usr/sbin:/usr/bin HOME=/root
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /tmp
+exec </dev/console >/dev/console 2>&1
+
+while read -r m; do
+	insmod "/lib/modules/$m.ko" || echo "CRIMUX-WARN: insmod $m failed"
+done </lib/modules/load-order
+ip link set lo up 2>/dev/null
+
+# The pod network (crimux gives the guest eth0 and serves it DHCP): once
+# leased, CRIMUX-NET: <ip>/<prefix>, an HTTP responder on :8080, and,
+# when the kernel command line asks with crimux.probe=<ip:port>, an HTTP
+# GET there until one answers: CRIMUX-PROBE-OK: <first line of markup>
+# (or CRIMUX-PROBE-FAIL after 60 tries).
+if [ -e /sys/class/net/eth0 ]; then
+	(
+		ip link set eth0 up
+		if udhcpc -i eth0 -s /etc/udhcpc.script -f -q -n -t 30 -T 1 -A 1 >/tmp/udhcpc.log 2>&1; then
+			echo "CRIMUX-NET: $(cat /run/net-address)"
+			httpd -p 8080 -h /www
+			probe=$(sed -n 's/.*crimux\.probe=\([^ ]*\).*/\1/p' /proc/cmdline)
+			if [ -n "$probe" ]; then
+				i=0
+				while [ $i -lt 60 ]; do
+					# nc, not wget: the static busybox's wget looks the
+					# port up through NSS and crashes.
+					body=$(printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 "${probe%:*}" "${probe##*:}" 2>/dev/null)
+					if [ -n "$body" ]; then
+						echo "CRIMUX-PROBE-OK: $(echo "$body" | grep -m 1 '<')"
+						break
+					fi
+					sleep 1
+					i=$((i + 1))
+				done
+				[ $i -lt 60 ] || echo "CRIMUX-PROBE-FAIL: $probe"
+			fi
+		else
+			echo "CRIMUX-NET-ERROR: no DHCP lease"
+			cat /tmp/udhcpc.log
+		fi
+	) &
+fi
+
+# The ACPI power button (button.ko, /dev/input/event*) powers off:
+# /etc/acpid.conf maps PWRF to /etc/acpi/PWRF/00000080. A press before
+# acpid has opened the event devices is lost, so wait (bounded) for that:
+# CRIMUX-VM-BOOTED promises a working power button.
+acpid -f -c /etc/acpi -a /etc/acpid.conf -l /var/log/acpid.log </dev/null >/dev/null 2>&1 &
+acpid=$!
+events=$(ls /dev/input 2>/dev/null | grep -c '^event')
+i=0
+while [ $i -lt 100 ]; do
+	[ "$(ls -l "/proc/$acpid/fd" 2>/dev/null | grep -c '/dev/input/event')" -ge "$events" ] && break
+	sleep 0.05
+	i=$((i + 1))
+done
+[ $i -lt 100 ] || echo "CRIMUX-WARN: acpid did not open the input devices"
+# After a newline: the firmware leaves its last console line unterminated.
+printf '\nCRIMUX-VM-BOOTED\n'
+
+# A virtio disk: wait (bounded) for its node, mount it read-write.
+hasdisk=
+for d in /sys/bus/virtio/devices/*; do
+	[ "$(cat "$d/device" 2>/dev/null)" = 0x0002 ] && hasdisk=1
+done
+if [ -n "$hasdisk" ]; then
+	i=0
+	while [ ! -b /dev/vda ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+fi
+if [ -b /dev/vda ]; then
+	if mount -t ext4 -o rw /dev/vda /mnt; then
+		echo "CRIMUX-DISK: $(cat /mnt/marker)"
+	else
+		echo "CRIMUX-DISK-ERROR: cannot mount /dev/vda"
+	fi
+fi
+
+(
+	while :; do
+		read -r up rest </proc/uptime
+		echo "CRIMUX-UPTIME: $up"
+		sleep 2
+	done
+) &
+
+# A shell on the console, with the console as its controlling tty; again
+# whenever it exits.
+while :; do
+	setsid cttyhack sh
+	sleep 1
+done
+`
+
+const vmAcpidConf = "PWRF PWRF/00000080\n"
+
+// vmUdhcpcScript configures eth0 from the lease (busybox udhcpc: $ip,
+// $mask as a prefix length, $router, $dns, $mtu, $hostname).
+const vmUdhcpcScript = `#!/bin/sh
+case "$1" in
+deconfig)
+	ip -4 addr flush dev "$interface"
+	;;
+bound|renew)
+	ip -4 addr flush dev "$interface"
+	ip addr add "$ip/$mask" dev "$interface"
+	[ -n "$mtu" ] && ip link set "$interface" mtu "$mtu"
+	for r in $router; do ip route add default via "$r" dev "$interface"; break; done
+	: >/etc/resolv.conf
+	for d in $dns; do echo "nameserver $d" >>/etc/resolv.conf; done
+	[ -n "$hostname" ] && hostname "$hostname"
+	echo "$ip/$mask" >/run/net-address
+	;;
+esac
+exit 0
+`
+
+// vmIndexHTML is what the VM's HTTP responder answers.
+const vmIndexHTML = "CRIMUX-VM-HTTP\n"
+
+const vmPowerOff = `#!/bin/sh
+# ACPI power button: power off at once.
+echo CRIMUX-POWEROFF >/dev/console
+sync
+poweroff -f
+`
