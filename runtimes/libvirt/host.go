@@ -39,7 +39,7 @@ func (v vmImages) Prepare(ctx context.Context, ref string) (ImageLayout, error) 
 	}
 	out := ImageLayout{Kernel: l.Kernel, Initrd: l.Initrd, KernelArgs: l.KernelArgs}
 	if l.Disk != nil {
-		out.DiskPath, out.DiskFormat = l.Disk.Path, l.Disk.Format
+		out.DiskPath, out.DiskFormat, out.DiskVirtualSize = l.Disk.Path, l.Disk.Format, l.Disk.VirtualSize
 	}
 	return out, nil
 }

@@ -52,6 +52,10 @@ type Options struct {
 	Emulator string
 	// Instance is crimux's identity, stamped on every domain.
 	Instance string
+	// MaxDiskVirtualSize caps the size of the disk a VM image may declare
+	// (a qcow2's virtual size: its overlay grows up to it, on the state
+	// dir's filesystem); 0 is DefaultMaxDiskVirtualSize.
+	MaxDiskVirtualSize int64
 	// MemoryOverheadMiB is added to the VM's RAM for its cgroup limit:
 	// qemu's own memory (TCG translation cache, device emulation).
 	MemoryOverheadMiB int64
@@ -77,9 +81,16 @@ type ImageReader interface {
 // ImageLayout is what an image holds for a VM (host paths).
 type ImageLayout struct {
 	DiskPath, DiskFormat string
-	Kernel, Initrd       string
-	KernelArgs           string
+	// DiskVirtualSize is the size of the disk the guest sees (what the
+	// VM's overlay may grow to), in bytes.
+	DiskVirtualSize int64
+	Kernel, Initrd  string
+	KernelArgs      string
 }
+
+// DefaultMaxDiskVirtualSize caps the disk a VM image may declare when
+// Options.MaxDiskVirtualSize is 0.
+const DefaultMaxDiskVirtualSize = 64 << 30
 
 // Cgroups manages the VM's cgroup under the pod's cgroup parent.
 type Cgroups interface {
@@ -190,6 +201,7 @@ func NewID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// VMDir is the directory of the VM of container id.
 func (r *Runtime) VMDir(id string) string { return filepath.Join(r.Opts.StateDir, "vms", id) }
 
 // Recovered is closed once the runtime has caught up with what runs after

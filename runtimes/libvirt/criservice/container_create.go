@@ -116,6 +116,9 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	if err != nil {
 		return nil, err
 	}
+	if err := r.checkDiskSize(cfg.GetImage().GetImage(), layout); err != nil {
+		return nil, err
+	}
 	id := core.NewID()
 	rec := &store.Container{
 		ID: id, SandboxID: sb.ID, Config: cfg, ImageRef: cfg.GetImage().GetImage(),
@@ -188,4 +191,29 @@ func (r *Service) defineDomain(p *vmPlan, undo *core.Rollback) error {
 	}
 	undo.Add("domain", func() error { return l.Undefine(dom) })
 	return nil
+}
+
+// checkDiskSize refuses an image whose disk declares more than the cap:
+// the VM's overlay grows up to that size on the state dir's filesystem,
+// which every VM and the store share.
+func (r *Service) checkDiskSize(image string, l core.ImageLayout) error {
+	limit := r.Opts.MaxDiskVirtualSize
+	if limit <= 0 {
+		limit = core.DefaultMaxDiskVirtualSize
+	}
+	if l.DiskPath == "" || l.DiskVirtualSize <= limit {
+		return nil
+	}
+	return errdefs.Invalid("config.image.image", "image %q declares a %d-byte disk (%s), more than the cap of %d bytes (%s; libvirt.max_disk_virtual_size_gib)",
+		image, l.DiskVirtualSize, humanBytes(l.DiskVirtualSize), limit, humanBytes(limit))
+}
+
+// humanBytes writes a size in the largest binary unit it fills.
+func humanBytes(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	f, i := float64(n), 0
+	for f >= 1024 && i < len(units)-1 {
+		f, i = f/1024, i+1
+	}
+	return strconv.FormatFloat(f, 'f', -1, 64) + " " + units[i]
 }

@@ -3,6 +3,9 @@ package criservice
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/crimux/crimux/internal/crifilter"
@@ -56,8 +59,9 @@ func (r *Service) stats(c *store.Container) (*runtimeapi.ContainerStats, error) 
 	st := &runtimeapi.ContainerStats{
 		Attributes: &runtimeapi.ContainerAttributes{Id: c.ID, Metadata: c.Config.GetMetadata(),
 			Labels: c.Config.GetLabels(), Annotations: c.Config.GetAnnotations()},
-		Cpu:    &runtimeapi.CpuUsage{Timestamp: now, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{}},
-		Memory: &runtimeapi.MemoryUsage{Timestamp: now, WorkingSetBytes: &runtimeapi.UInt64Value{}},
+		Cpu:           &runtimeapi.CpuUsage{Timestamp: now, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{}},
+		Memory:        &runtimeapi.MemoryUsage{Timestamp: now, WorkingSetBytes: &runtimeapi.UInt64Value{}},
+		WritableLayer: r.writableLayer(c, now),
 	}
 	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING || c.Power().GuestOff() {
 		return st, nil
@@ -117,4 +121,18 @@ func (r *Service) podStats(sb *store.Sandbox) *runtimeapi.PodSandboxStats {
 		}
 	}
 	return st
+}
+
+// writableLayer is the VM's overlay disk as kubelet's eviction sees a
+// container's writable layer: the bytes the guest has written (allocated
+// on the host), on the state dir's filesystem.
+func (r *Service) writableLayer(c *store.Container, now int64) *runtimeapi.FilesystemUsage {
+	var used, inodes uint64
+	if fi, err := os.Lstat(filepath.Join(c.Dir, "disk.qcow2")); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().IsRegular() {
+			used, inodes = uint64(st.Blocks)*512, 1
+		}
+	}
+	return &runtimeapi.FilesystemUsage{Timestamp: now, FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: r.Opts.StateDir},
+		UsedBytes: &runtimeapi.UInt64Value{Value: used}, InodesUsed: &runtimeapi.UInt64Value{Value: inodes}}
 }

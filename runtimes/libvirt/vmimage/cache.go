@@ -28,7 +28,7 @@ type entryRecord struct {
 func (rec entryRecord) layout(dir string) Layout {
 	l := Layout{Digest: rec.Digest, KernelArgs: rec.KernelArgs}
 	if rec.Files.Disk != "" {
-		l.Disk = &Disk{Path: filepath.Join(dir, rec.Files.Disk), Format: rec.Files.DiskFormat}
+		l.Disk = &Disk{Path: filepath.Join(dir, rec.Files.Disk), Format: rec.Files.DiskFormat, VirtualSize: rec.Files.DiskVirtualSize}
 	}
 	if rec.Files.Kernel != "" {
 		l.Kernel = filepath.Join(dir, rec.Files.Kernel)
@@ -90,6 +90,11 @@ func loadEntry(dir string) (Layout, error) {
 	}
 	if rec.Files.Disk != "" && rec.Files.DiskFormat != FormatQcow2 && rec.Files.DiskFormat != FormatRaw {
 		return Layout{}, fmt.Errorf("cache entry %s: bad disk format %q", dir, rec.Files.DiskFormat)
+	}
+	// An entry of an older crimux has no virtual size: extracted again,
+	// its disk is checked again.
+	if rec.Files.Disk != "" && rec.Files.DiskVirtualSize <= 0 {
+		return Layout{}, fmt.Errorf("cache entry %s: no virtual size recorded for its disk", dir)
 	}
 	return rec.layout(dir), nil
 }

@@ -62,8 +62,10 @@ const (
 type extracted struct {
 	Disk       string `json:"disk,omitempty"`
 	DiskFormat string `json:"diskFormat,omitempty"`
-	Kernel     string `json:"kernel,omitempty"`
-	Initrd     string `json:"initrd,omitempty"`
+	// DiskVirtualSize is the size of the disk the guest sees, in bytes.
+	DiskVirtualSize int64  `json:"diskVirtualSize,omitempty"`
+	Kernel          string `json:"kernel,omitempty"`
+	Initrd          string `json:"initrd,omitempty"`
 }
 
 // extract indexes the layers, applies the layout rules, copies the chosen
@@ -103,7 +105,7 @@ func extract(ctx context.Context, layers int, open openLayer, dir string, opts e
 		}
 	}
 	if sel.disk != nil {
-		if out.DiskFormat, out.Disk, err = finishDisk(dir, sel.disk); err != nil {
+		if out.DiskFormat, out.DiskVirtualSize, out.Disk, err = finishDisk(dir, sel.disk); err != nil {
 			return extracted{}, err
 		}
 	}
@@ -126,20 +128,20 @@ func readLayer(ctx context.Context, open openLayer, i int, fn func(io.Reader) er
 	return err
 }
 
-// finishDisk detects the copied disk's format, checks it and gives the
-// file its format's extension.
-func finishDisk(dir string, disk *pick) (format, name string, err error) {
+// finishDisk detects the copied disk's format and virtual size, checks it
+// and gives the file its format's extension.
+func finishDisk(dir string, disk *pick) (format string, virtualSize int64, name string, err error) {
 	f, err := os.Open(filepath.Join(dir, diskFile))
 	if err != nil {
-		return "", "", err
+		return "", 0, "", err
 	}
-	format, err = diskFormat(f, disk.size)
+	format, virtualSize, err = diskInfo(f, disk.size)
 	f.Close()
 	if err != nil {
-		return "", "", invalid(disk.path, "%v", err)
+		return "", 0, "", invalid(disk.path, "%v", err)
 	}
 	name = diskFile + "." + format
-	return format, name, os.Rename(filepath.Join(dir, diskFile), filepath.Join(dir, name))
+	return format, virtualSize, name, os.Rename(filepath.Join(dir, diskFile), filepath.Join(dir, name))
 }
 
 type copyJob struct {

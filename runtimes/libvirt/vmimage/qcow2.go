@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 )
 
 // Disk formats. The format is always passed to libvirt explicitly: qemu
@@ -19,6 +20,7 @@ var qcow2Magic = []byte("QFI\xfb")
 
 // qcow2 facts (qemu's docs/interop/qcow2.txt).
 const (
+	qcow2SizeOffset    = 24 // the virtual size, a big-endian uint64
 	qcow2HeaderV2      = 72
 	qcow2HeaderV3      = 104
 	qcow2MinCluster    = 9
@@ -51,6 +53,35 @@ var otherFormats = []struct {
 	{0, []byte("vhdxfile"), "vhdx"},
 	{0, []byte("conectix"), "vpc"},
 	{0x40, []byte{0x7f, 0x10, 0xda, 0xbe}, "vdi"},
+}
+
+// diskInfo detects a disk's format from its content and the size of the
+// disk the guest sees: qcow2 by its magic (its header's virtual size),
+// else raw (the file's size). A qcow2 must name no other file (backing
+// file, external data file) and pass checkQcow2; the reason it fails is
+// the error.
+func diskInfo(r io.ReaderAt, size int64) (format string, virtualSize int64, err error) {
+	format, err = diskFormat(r, size)
+	if err != nil || format != FormatQcow2 {
+		return format, size, err
+	}
+	virtualSize, err = qcow2VirtualSize(r)
+	return format, virtualSize, err
+}
+
+// qcow2VirtualSize reads the size of the disk a qcow2 gives the guest:
+// what its overlay may grow to, whatever the file's own size (a few MiB
+// of qcow2 can declare a PiB).
+func qcow2VirtualSize(r io.ReaderAt) (int64, error) {
+	var b [8]byte
+	if _, err := r.ReadAt(b[:], qcow2SizeOffset); err != nil {
+		return 0, fmt.Errorf("qcow2 header: read the virtual size: %w", err)
+	}
+	v := binary.BigEndian.Uint64(b[:])
+	if v > math.MaxInt64 {
+		return 0, fmt.Errorf("qcow2 virtual size %d does not fit a signed 64-bit size", v)
+	}
+	return int64(v), nil
 }
 
 // diskFormat detects a disk's format from its content: qcow2 by its magic,

@@ -187,3 +187,34 @@ func TestDiskFormatQemuImg(t *testing.T) {
 		})
 	}
 }
+
+// TestDiskVirtualSize: the size the guest sees is read from a qcow2's
+// header (a few KiB may declare a PiB: issue 13, the disk bomb) and is a
+// raw file's own size; a declared size past int64 is refused.
+func TestDiskVirtualSize(t *testing.T) {
+	const pib = int64(1) << 50
+	for _, tc := range []struct {
+		name    string
+		disk    []byte
+		want    int64
+		wantErr string
+	}{
+		{name: "qcow2 1 MiB", disk: qcow2Image(nil), want: 1 << 20},
+		{name: "qcow2 declaring 1 PiB", disk: qcow2Image(func(b []byte) { binary.BigEndian.PutUint64(b[24:], uint64(pib)) }), want: pib},
+		{name: "qcow2 past int64", disk: qcow2Image(func(b []byte) { binary.BigEndian.PutUint64(b[24:], 1<<63) }), wantErr: "does not fit"},
+		{name: "raw", disk: make([]byte, 3000), want: 3000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, got, err := diskInfo(bytes.NewReader(tc.disk), int64(len(tc.disk)))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("diskInfo: %v, want an error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("diskInfo = %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -46,6 +46,9 @@ type Layout struct {
 type Disk struct {
 	Path   string
 	Format string // FormatQcow2 or FormatRaw
+	// VirtualSize is the size of the disk the guest sees, in bytes: a
+	// qcow2's declared size (its overlay grows up to it), a raw file's own.
+	VirtualSize int64
 }
 
 // Images is the part of containerd's image service the Reader uses:

@@ -43,7 +43,7 @@ func TestPrepareResolvesAndCaches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Layout{Digest: im.manifest.String(), Disk: &Disk{Path: filepath.Join(dir, cacheKey(im.manifest), "disk.qcow2"), Format: FormatQcow2}}
+	want := Layout{Digest: im.manifest.String(), Disk: &Disk{Path: filepath.Join(dir, cacheKey(im.manifest), "disk.qcow2"), Format: FormatQcow2, VirtualSize: 1 << 20}}
 	if l.Digest != want.Digest || l.Disk == nil || *l.Disk != *want.Disk || l.Kernel != "" || l.Initrd != "" {
 		t.Fatalf("layout = %+v, want %+v", l, want)
 	}
