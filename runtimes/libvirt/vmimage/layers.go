@@ -9,10 +9,15 @@ import (
 	"strings"
 )
 
-// Bounds on untrusted tar streams, so a hostile image costs bounded memory.
+// Bounds on untrusted tar streams, so a hostile image costs bounded memory
+// whatever it holds: the index keeps every name (and link target) of every
+// layer until the image is merged. A containerDisk holds a handful of
+// files; a whole root filesystem (which crimux never boots from) holds
+// tens of thousands.
 const (
-	maxEntries = 1 << 19 // tar headers over all layers
-	maxPathLen = 4096    // PATH_MAX, for names and link targets
+	maxEntries   = 1 << 16  // tar headers over all layers
+	maxPathLen   = 4096     // PATH_MAX, for names and link targets
+	maxNameBytes = 16 << 20 // names and link targets over all layers
 )
 
 // OCI whiteouts (image-spec layer.md).
@@ -44,6 +49,9 @@ func (t *tree) apply(r io.Reader, layer int) error {
 		t.entries++
 		if t.entries > maxEntries {
 			return invalid(layerName(layer), "more than %d tar entries in the image", maxEntries)
+		}
+		if t.nameBytes += len(hdr.Name) + len(hdr.Linkname); t.nameBytes > maxNameBytes {
+			return invalid(layerName(layer), "more than %d bytes of file names in the image", maxNameBytes)
 		}
 		if err := t.applyEntry(hdr, fileRef{layer: layer, entry: entry}); err != nil {
 			return err

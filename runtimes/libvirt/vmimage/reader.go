@@ -72,7 +72,13 @@ type Reader struct {
 	maxDisk   int64
 	locks     keyedMutex
 	cleanOnce sync.Once
+	// extracting bounds the extractions running at once: each holds an
+	// image's index and a decompressor.
+	extracting chan struct{}
 }
+
+// maxExtractions is how many images are extracted at once; more wait.
+const maxExtractions = 2
 
 // Option configures a Reader.
 type Option func(*Reader)
@@ -91,7 +97,8 @@ func NewReader(imgs Images, blobs content.Provider, cacheDir string, opts ...Opt
 	if abs, err := filepath.Abs(cacheDir); err == nil {
 		cacheDir = abs
 	}
-	r := &Reader{images: imgs, blobs: blobs, dir: cacheDir, namespace: Namespace, maxDisk: DefaultMaxDiskSize}
+	r := &Reader{images: imgs, blobs: blobs, dir: cacheDir, namespace: Namespace, maxDisk: DefaultMaxDiskSize,
+		extracting: make(chan struct{}, maxExtractions)}
 	for _, o := range opts {
 		o(r)
 	}
@@ -137,6 +144,12 @@ func (r *Reader) Prepare(ctx context.Context, imageRef string) (Layout, error) {
 
 // fill extracts m into a temporary directory and renames it into place.
 func (r *Reader) fill(ctx context.Context, m manifestInfo, key string) (Layout, error) {
+	select {
+	case r.extracting <- struct{}{}:
+		defer func() { <-r.extracting }()
+	case <-ctx.Done():
+		return Layout{}, ctx.Err()
+	}
 	args, err := kernelArgs(m.config)
 	if err != nil {
 		return Layout{}, err

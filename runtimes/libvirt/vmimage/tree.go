@@ -69,8 +69,11 @@ const maxSteps = 1 << 26
 type tree struct {
 	root    *node
 	entries int // tar headers applied, bounded by maxEntries
-	steps   int // work done, bounded by budget
-	budget  int // maxSteps, less in tests
+	// nameBytes are the bytes of names and link targets read, bounded by
+	// maxNameBytes.
+	nameBytes int
+	steps     int // work done, bounded by budget
+	budget    int // maxSteps, less in tests
 }
 
 func (t *tree) tooMuchWork(p string) error {
