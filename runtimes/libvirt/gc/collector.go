@@ -3,6 +3,8 @@ package gc
 import (
 	"context"
 	"time"
+
+	"github.com/crimux/crimux/runtimes/libvirt/store"
 )
 
 // gcInterval is the period of the collector.
@@ -47,8 +49,8 @@ func (r *Collector) CollectGarbage(ctx context.Context, afterStart bool) GCRepor
 	l, err := r.Conn.Get()
 	if err == nil {
 		r.finishTeardowns(&rep, afterStart)
-		r.collectDomains(l, &rep)
-		r.collectDirs(&rep)
+		present := r.collectDomains(l, &rep)
+		r.collectDirs(&rep, present)
 	}
 	r.collectNetworks(&rep, afterStart, err == nil)
 	if rep.Domains+rep.Dirs+rep.Records+rep.Adopted+rep.Networks > 0 || len(rep.Foreign)+len(rep.ForeignNetns) > 0 || rep.Pending > 0 {
@@ -60,6 +62,26 @@ func (r *Collector) CollectGarbage(ctx context.Context, afterStart bool) GCRepor
 	return rep
 }
 
+// owesTeardown: the record is being removed, or was abandoned half made.
+func owesTeardown(c *store.Container, afterStart bool) bool {
+	abandoned := c.Creating && (afterStart || time.Since(time.Unix(0, c.CreatedAt)) > staleCreate)
+	return c.Removing || abandoned
+}
+
+// finishTeardown tears a VM down under its pod's lock, deciding again on
+// the record read under the lock: a call that held the lock meanwhile
+// (a CreateContainer in flight while the first pass after a restart
+// listed the records) may have finished it. done says whether a teardown
+// was tried.
+func (r *Collector) finishTeardown(sandboxID, id string, afterStart bool) (done bool, err error) {
+	defer r.Locks.Lock(sandboxID)()
+	c, err := r.Store.AnyContainer(id)
+	if err != nil || !owesTeardown(c, afterStart) {
+		return false, nil
+	}
+	return true, r.Teardown(c)
+}
+
 // finishTeardowns retries every teardown the store still records.
 func (r *Collector) finishTeardowns(rep *GCReport, afterStart bool) {
 	recs, err := r.Store.Containers()
@@ -67,13 +89,13 @@ func (r *Collector) finishTeardowns(rep *GCReport, afterStart bool) {
 		return
 	}
 	for _, c := range recs {
-		abandoned := c.Creating && (afterStart || time.Since(time.Unix(0, c.CreatedAt)) > staleCreate)
-		if !c.Removing && !abandoned {
+		if !owesTeardown(c, afterStart) {
 			continue
 		}
-		unlock := r.Locks.Lock(c.SandboxID)
-		err := r.Teardown(c)
-		unlock()
+		done, err := r.finishTeardown(c.SandboxID, c.ID, afterStart)
+		if !done {
+			continue
+		}
 		if err != nil {
 			rep.Pending++
 			r.Log.Warn("teardown still failing", "container", c.ID, "err", err)

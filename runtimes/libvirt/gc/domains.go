@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crimux/crimux/internal/errdefs"
+
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
@@ -15,10 +17,15 @@ import (
 )
 
 // collectDomains looks at every crimux-named domain libvirt has.
-func (r *Collector) collectDomains(l virt.Libvirt, rep *GCReport) {
+// It returns the IDs of the crimux-named domains that are still there
+// after the pass: their directories are not the collector's to remove.
+// Only a record that is certainly missing makes a domain an orphan: one
+// the store cannot read (a damaged record, a downgrade) is left alone.
+func (r *Collector) collectDomains(l virt.Libvirt, rep *GCReport) (present map[string]bool) {
+	present = map[string]bool{}
 	doms, err := l.ListAll()
 	if err != nil {
-		return
+		return present
 	}
 	prefix := vm.DomainName("")
 	for _, d := range doms {
@@ -26,25 +33,53 @@ func (r *Collector) collectDomains(l virt.Libvirt, rep *GCReport) {
 			continue
 		}
 		id := strings.TrimPrefix(d.Name, prefix)
+		present[id] = true
 		if _, err := r.Store.AnyContainer(id); err == nil {
 			continue // owned (live or being removed)
-		}
-		meta, ok := domainMetadata(l, d)
-		if !ok || meta.Instance != r.Opts.Instance {
-			rep.Foreign = append(rep.Foreign, d.Name)
+		} else if !errdefs.IsNotFound(err) {
+			rep.Pending++
+			r.Log.Warn("the record of a VM cannot be read: its domain is left alone", "domain", d.Name, "err", err)
 			continue
 		}
-		off, err := core.IsShutoff(l, d)
-		if err == nil && !off {
-			if r.adopt(d.Name, meta) == nil {
-				rep.Adopted++
-			}
-			continue
-		}
-		if core.DestroyAndUndefine(l, d.Name) == nil {
-			rep.Domains++
+		if r.collectDomain(l, d, rep) {
+			delete(present, id)
 		}
 	}
+	return present
+}
+
+// collectDomain adopts or removes a crimux-named domain without a record,
+// or reports it as foreign; removed says whether it is gone.
+func (r *Collector) collectDomain(l virt.Libvirt, d virt.Domain, rep *GCReport) (removed bool) {
+	meta, ok := domainMetadata(l, d)
+	if !ok || meta.Instance != r.Opts.Instance || !mintedBy(meta, d.Name) {
+		rep.Foreign = append(rep.Foreign, d.Name)
+		return false
+	}
+	off, err := core.IsShutoff(l, d)
+	if err == nil && !off {
+		if err := r.adopt(d.Name, meta); err != nil {
+			rep.Pending++
+			r.Log.Warn("a running VM of this crimux not adopted yet; its files are kept", "domain", d.Name, "err", err)
+			return false
+		}
+		rep.Adopted++
+		return false
+	}
+	if core.DestroyAndUndefine(l, d.Name) == nil {
+		rep.Domains++
+		return true
+	}
+	return false
+}
+
+// mintedBy reports whether a domain's metadata names IDs crimux mints,
+// its own container's among them: IDs read back from libvirt name files,
+// locks and records, so they are checked as strictly as any from CRI (a
+// domain stamped with container ID "../../../etc" would make its
+// directory /etc).
+func mintedBy(m vm.Metadata, domain string) bool {
+	return core.ValidID(m.ContainerID) && core.ValidID(m.SandboxID) && vm.DomainName(m.ContainerID) == domain
 }
 
 // adopt takes a running domain of ours back into the store, so it is
@@ -52,7 +87,9 @@ func (r *Collector) collectDomains(l virt.Libvirt, rep *GCReport) {
 // instead of running unseen forever.
 func (r *Collector) adopt(domain string, m vm.Metadata) error {
 	defer r.Locks.Lock(m.SandboxID)()
-	if _, err := r.Store.Sandbox(m.SandboxID); err != nil {
+	if _, err := r.Store.Sandbox(m.SandboxID); err != nil && !errdefs.IsNotFound(err) {
+		return err // unreadable: never overwritten
+	} else if err != nil {
 		sb := &store.Sandbox{ID: m.SandboxID, Handler: "vm", CreatedAt: time.Now().UnixNano(),
 			State: runtimeapi.PodSandboxState_SANDBOX_READY, ContainerID: m.ContainerID,
 			Config: &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{
@@ -85,13 +122,18 @@ func domainMetadata(l virt.Libvirt, d virt.Domain) (vm.Metadata, bool) {
 }
 
 // collectDirs removes VM directories no record owns.
-func (r *Collector) collectDirs(rep *GCReport) {
+// A directory is removed only when no record names it (certainly: an
+// unreadable record keeps it) and no domain of its name is left.
+func (r *Collector) collectDirs(rep *GCReport, present map[string]bool) {
 	entries, err := os.ReadDir(filepath.Join(r.Opts.StateDir, "vms"))
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		if _, err := r.Store.AnyContainer(e.Name()); err == nil {
+		if present[e.Name()] {
+			continue
+		}
+		if _, err := r.Store.AnyContainer(e.Name()); !errdefs.IsNotFound(err) {
 			continue
 		}
 		if os.RemoveAll(filepath.Join(r.Opts.StateDir, "vms", e.Name())) == nil {

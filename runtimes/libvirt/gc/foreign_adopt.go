@@ -27,8 +27,11 @@ func (r *Collector) adoptForeignDomain(l virt.Libvirt, name string) (vm.Metadata
 	case vm.DomainName(m.ContainerID) != name:
 		return m, fmt.Errorf("domain %q: its crimux metadata names container %q, not this domain's: not adopted: %w",
 			name, m.ContainerID, errdefs.ErrFailedPrecondition)
+	case !mintedBy(m, name):
+		return m, fmt.Errorf("domain %q: its crimux metadata names IDs crimux never mints (sandbox %q, container %q): not adopted: %w",
+			name, m.SandboxID, m.ContainerID, errdefs.ErrFailedPrecondition)
 	}
-	if _, err := r.Store.Sandbox(m.SandboxID); err == nil {
+	if _, err := r.Store.Sandbox(m.SandboxID); !errdefs.IsNotFound(err) {
 		return m, fmt.Errorf("domain %q: its pod sandbox %s is one of this crimux's: not adopted: %w", name, m.SandboxID, errdefs.ErrFailedPrecondition)
 	}
 	if err := setInstance(l, f.dom, m, r.Opts.Instance); err != nil {

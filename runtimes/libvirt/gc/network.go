@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/crimux/crimux/internal/errdefs"
+
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -87,8 +89,8 @@ func (r *Collector) collectNamespaces(ctx context.Context, rep *GCReport) {
 	}
 	rep.ForeignNetns = foreign
 	for id := range own {
-		if _, err := r.Store.Sandbox(id); err == nil {
-			continue
+		if _, err := r.Store.Sandbox(id); !errdefs.IsNotFound(err) {
+			continue // owned, or its record unreadable: not an orphan
 		}
 		unlock := r.Locks.Lock(id)
 		err := r.Net.Collect(ctx, id)

@@ -297,3 +297,10 @@ func marshalPB(m proto.Message) ([]byte, error) {
 }
 
 func unmarshalPB(b []byte, m proto.Message) error { return proto.Unmarshal(b, m) }
+
+// PutRawContainer writes a VM record's bytes as they are, unchecked: for
+// tests that need a record this version cannot read (damage, a
+// downgrade), which everything else must treat as unknown, not absent.
+func (s *Store) PutRawContainer(id string, b []byte) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketContainers).Put([]byte(id), b) })
+}
