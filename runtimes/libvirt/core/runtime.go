@@ -7,11 +7,8 @@
 // operations), gc (the collector). None of them talks to libvirt but
 // through virt.Libvirt, so all of them are unit-tested against virtfake.
 //
-// What a VM is made of, per container, under <state>/vms/<id>/:
-//
-//	disk.qcow2     qcow2 overlay on the read-only image disk (removed with the container)
-//	console.log    every byte of the serial console, written by libvirt's virtlogd
-//	console.sock   the serial console, for Attach
+// What a VM is made of, per container, under <state>/vms/<id>/: see
+// vmfiles.go.
 //
 // Life cycle of a container record (the state machine):
 //

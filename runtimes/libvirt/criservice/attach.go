@@ -6,9 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/cri-streaming/pkg/streaming"
 	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
@@ -63,8 +63,7 @@ func (s consoleStreams) Attach(ctx context.Context, id string, in io.Reader, out
 	if err != nil {
 		return err
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", filepath.Join(c.Dir, "console.sock"))
+	conn, err := core.DialConsole(ctx, c.Dir)
 	if err != nil {
 		return fmt.Errorf("connect to the console of %s: %w", c.Domain, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -135,7 +134,7 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 			PodNamespace: sb.Config.GetMetadata().GetNamespace(), SandboxID: sb.ID, ContainerID: id,
 		},
 		VCPUs: res.VCPUs, MemoryMiB: res.MemoryMiB, Accel: r.Accel, Emulator: r.Opts.Emulator,
-		Console: vm.Console{Socket: filepath.Join(rec.Dir, "console.sock"), Log: filepath.Join(rec.Dir, "console.log")},
+		Console: vm.Console{Socket: core.ConsoleSocket(rec.Dir), Log: filepath.Join(rec.Dir, core.ConsoleLogFile)},
 	}
 	if layout.Kernel != "" {
 		args := layout.KernelArgs
@@ -145,25 +144,17 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 		spec.Boot = &vm.KernelBoot{Kernel: layout.Kernel, Initrd: layout.Initrd, Args: args}
 	}
 	if layout.DiskPath != "" {
-		spec.Disk = &vm.Disk{Path: filepath.Join(rec.Dir, "disk.qcow2"), Format: "qcow2"}
+		spec.Disk = &vm.Disk{Path: filepath.Join(rec.Dir, core.DiskFile), Format: "qcow2"}
 	}
 	return &vmPlan{rec: rec, spec: spec, layout: layout}, nil
 }
 
 // makeVMFiles makes the VM's directory and its overlay disk.
 func (r *Service) makeVMFiles(p *vmPlan, undo *core.Rollback) error {
-	if err := os.MkdirAll(p.rec.Dir, 0o700); err != nil {
+	if err := core.MakeVMDir(p.rec.Dir); err != nil {
 		return err
 	}
 	undo.Add("vm dir", func() error { return os.RemoveAll(p.rec.Dir) })
-	// qemu runs as libvirt's qemu user and binds the console socket here.
-	if u, err := user.Lookup(core.QemuUser); err == nil {
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(p.rec.Dir, uid, gid); err != nil {
-			return err
-		}
-	}
 	if p.spec.Disk == nil {
 		return nil
 	}
@@ -172,7 +163,8 @@ func (r *Service) makeVMFiles(p *vmPlan, undo *core.Rollback) error {
 	if err != nil {
 		return fmt.Errorf("create overlay disk %s: %v: %s", p.spec.Disk.Path, err, out)
 	}
-	return nil
+	// Root's alone until libvirt hands it to qemu's user at start.
+	return os.Chmod(p.spec.Disk.Path, 0o600)
 }
 
 // defineDomain defines (does not start) the VM's libvirt domain.

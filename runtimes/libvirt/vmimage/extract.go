@@ -201,7 +201,7 @@ func copyFile(dest, src string, size int64, sync bool) error {
 // writeFile writes exactly size bytes of r to a new read-only file,
 // leaving holes for zero blocks (raw disks are mostly zeros), and syncs it.
 func writeFile(dest string, r io.Reader, size int64, sync bool) (err error) {
-	f, err := os.OpenFile(dest, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	f, err := os.OpenFile(dest, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
 	if err != nil {
 		return err
 	}

@@ -154,7 +154,12 @@ func (r *Reader) fill(ctx context.Context, m manifestInfo, key string) (Layout, 
 	if err != nil {
 		return Layout{}, err
 	}
-	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+	// Root's: qemu opens an image's files only while libvirt lends them
+	// to its user (dynamic_ownership), and lists nothing.
+	if err := os.MkdirAll(r.dir, 0o711); err != nil {
+		return Layout{}, err
+	}
+	if err := os.Chmod(r.dir, 0o711); err != nil {
 		return Layout{}, err
 	}
 	tmp, err := os.MkdirTemp(r.dir, ".tmp-"+key+"-")
@@ -167,7 +172,7 @@ func (r *Reader) fill(ctx context.Context, m manifestInfo, key string) (Layout, 
 			os.RemoveAll(tmp)
 		}
 	}()
-	if err := os.Chmod(tmp, 0o755); err != nil {
+	if err := os.Chmod(tmp, 0o711); err != nil {
 		return Layout{}, err
 	}
 	files, err := extract(ctx, len(m.layers), r.layerOpener(m.layers), tmp, extractOpts{maxDisk: r.maxDisk, maxBoot: maxBootFileSize})
@@ -291,12 +296,31 @@ func (r *Reader) discard(key string) error {
 	return os.RemoveAll(gone)
 }
 
-// removeStale deletes what an interrupted extraction or removal left.
+// removeStale deletes what an interrupted extraction or removal left, and
+// makes the entries of an older crimux (world-readable) root's.
 func (r *Reader) removeStale() {
 	entries, _ := os.ReadDir(r.dir)
+	if len(entries) > 0 {
+		_ = os.Chmod(r.dir, 0o711)
+	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".tmp-") || strings.HasPrefix(e.Name(), ".rm-") {
-			os.RemoveAll(filepath.Join(r.dir, e.Name()))
+		p := filepath.Join(r.dir, e.Name())
+		switch {
+		case strings.HasPrefix(e.Name(), ".tmp-") || strings.HasPrefix(e.Name(), ".rm-"):
+			os.RemoveAll(p)
+		case e.Type().IsDir():
+			restrictEntry(p)
+		}
+	}
+}
+
+// restrictEntry gives an entry's directory 0711 and its files 0400.
+func restrictEntry(dir string) {
+	_ = os.Chmod(dir, 0o711)
+	files, _ := os.ReadDir(dir)
+	for _, f := range files {
+		if f.Type().IsRegular() {
+			_ = os.Chmod(filepath.Join(dir, f.Name()), 0o400)
 		}
 	}
 }

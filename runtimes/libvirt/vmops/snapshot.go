@@ -134,7 +134,7 @@ func (r *Ops) beginSnapshottable(id string) (*core.VMOp, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(op.C.Dir, "disk.qcow2")); err != nil {
+	if _, err := os.Lstat(filepath.Join(op.C.Dir, core.DiskFile)); err != nil {
 		op.Done()
 		return nil, fmt.Errorf("the VM has no disk to snapshot: %w", errdefs.ErrFailedPrecondition)
 	}

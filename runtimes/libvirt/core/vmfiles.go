@@ -1,0 +1,97 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// The files of a VM, under <state>/vms/<id>/. The directory is root's,
+// 0711: qemu (libvirt's qemu user) may open what libvirt hands it there,
+// but neither list nor plant anything, so crimux, which reads and writes
+// in it as root, never meets a file qemu chose. Only run/ is qemu's.
+//
+//	disk.qcow2      the overlay (root, 0600; libvirt gives it to qemu's user while the VM runs)
+//	console.log     the serial console, written by virtlogd (root)
+//	console.offset  how far the console was copied into the CRI log
+//	run/            qemu's (0700): the console socket it binds
+const (
+	DiskFile          = "disk.qcow2"
+	ConsoleLogFile    = "console.log"
+	RunDir            = "run"
+	ConsoleSocketFile = "console.sock"
+)
+
+// ConsoleSocket is where the qemu of the VM in dir listens for Attach.
+func ConsoleSocket(dir string) string { return filepath.Join(dir, RunDir, ConsoleSocketFile) }
+
+// MakeVMDir makes a VM's directory, root's, and its run/ for qemu.
+func MakeVMDir(dir string) error {
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o711); err != nil { // whatever the umask
+		return err
+	}
+	run := filepath.Join(dir, RunDir)
+	if err := os.Mkdir(run, 0o700); err != nil {
+		return err
+	}
+	uid, gid, err := qemuIDs()
+	if err != nil {
+		return err
+	}
+	return os.Lchown(run, uid, gid)
+}
+
+// qemuIDs are the uid and gid libvirt runs qemu as; root's where there is
+// no such user (a host where libvirt runs qemu as root).
+func qemuIDs() (uid, gid int, err error) {
+	u, err := user.Lookup(QemuUser)
+	var unknown user.UnknownUserError
+	if errors.As(err, &unknown) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("look up %s: %w", QemuUser, err)
+	}
+	if uid, err = strconv.Atoi(u.Uid); err != nil {
+		return 0, 0, err
+	}
+	gid, err = strconv.Atoi(u.Gid)
+	return uid, gid, err
+}
+
+// DialConsole connects to the console socket of the VM in dir. run/ is
+// qemu's to write: the socket is opened without following a symlink and
+// must be a socket, then reached through its descriptor, so a qemu that
+// planted a link to another socket (containerd's, another VM's) cannot
+// have root connect there. A VM made before run/ existed has its socket
+// in dir itself.
+func DialConsole(ctx context.Context, dir string) (net.Conn, error) {
+	path := ConsoleSocket(dir)
+	if _, err := os.Lstat(filepath.Join(dir, RunDir)); errors.Is(err, os.ErrNotExist) {
+		path = filepath.Join(dir, ConsoleSocketFile)
+	}
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return nil, fmt.Errorf("%s is not a socket (mode %#o)", path, st.Mode)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d", fd))
+}
