@@ -11,7 +11,7 @@ import (
 // without one.
 const defaultCPUPeriod = 100000
 
-// cgroupOf is the cgroup a VM's qemu runs in: a child of the pod's
+// CgroupOf is the cgroup a VM's qemu runs in: a child of the pod's
 // cgroup_parent named after the VM, limited to the container's CPU and
 // memory, the memory limit raised by qemu's own overhead.
 func (r *Runtime) CgroupOf(c *store.Container) VMCgroup {

@@ -20,10 +20,12 @@ type EventHub struct {
 	subs map[chan *runtimeapi.ContainerEventResponse]struct{}
 }
 
+// NewEventHub has no subscribers yet.
 func NewEventHub() *EventHub {
 	return &EventHub{subs: map[chan *runtimeapi.ContainerEventResponse]struct{}{}}
 }
 
+// Subscribe returns a stream of events and its cancel.
 func (h *EventHub) Subscribe() (chan *runtimeapi.ContainerEventResponse, func()) {
 	ch := make(chan *runtimeapi.ContainerEventResponse, 64)
 	h.mu.Lock()

@@ -23,6 +23,8 @@ const (
 	pollInterval = 100 * time.Millisecond
 )
 
+// StopVM stops the VM of container id under its pod's lock: ACPI power
+// off, destroyed after grace.
 func (r *Runtime) StopVM(ctx context.Context, id string, grace time.Duration) error {
 	c, unlock, err := r.LockContainer(id)
 	if err != nil {
@@ -32,7 +34,7 @@ func (r *Runtime) StopVM(ctx context.Context, id string, grace time.Duration) er
 	return r.StopVMLocked(ctx, c, grace)
 }
 
-// stopVMLocked stops a VM; the caller holds its pod's lock.
+// StopVMLocked stops a VM; the caller holds its pod's lock.
 func (r *Runtime) StopVMLocked(ctx context.Context, c *store.Container, grace time.Duration) error {
 	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return nil
@@ -82,6 +84,7 @@ func ShutdownDomain(ctx context.Context, l virt.Libvirt, name string, grace time
 	return ExitKilled, "Killed", nil
 }
 
+// IsShutoff reports whether libvirt says the domain is shut off.
 func IsShutoff(l virt.Libvirt, dom virt.Domain) (bool, error) {
 	state, err := l.State(dom)
 	if err != nil {
@@ -90,7 +93,7 @@ func IsShutoff(l virt.Libvirt, dom virt.Domain) (bool, error) {
 	return state == virt.StateShutoff, nil
 }
 
-// markExited records a VM's end once (the first cause wins: an event and a
+// MarkExited records a VM's end once (the first cause wins: an event and a
 // stop can race).
 func (r *Runtime) MarkExited(c *store.Container, code int32, reason, msg string) {
 	if c.State == runtimeapi.ContainerState_CONTAINER_EXITED {
@@ -101,7 +104,7 @@ func (r *Runtime) MarkExited(c *store.Container, code int32, reason, msg string)
 	r.Events.Publish(r.Event(c, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT))
 }
 
-// removeVM tears a VM down; the caller holds the pod's lock. Teardown
+// RemoveVM tears a VM down; the caller holds the pod's lock. Teardown
 // converges: the record is marked Removing first (from then on the VM is
 // gone for CRI), every step is idempotent, and the record is deleted only
 // when every resource is confirmed gone. A step that fails (libvirtd
@@ -132,7 +135,7 @@ func (r *Runtime) RemoveVM(ctx context.Context, id string) error {
 	return nil
 }
 
-// teardown deletes a VM's domain, cgroup and files, then its record.
+// Teardown deletes a VM's domain, cgroup and files, then its record.
 func (r *Runtime) Teardown(c *store.Container) error {
 	l, err := r.Conn.Get()
 	if err != nil {
@@ -174,7 +177,7 @@ func DestroyAndUndefine(l virt.Libvirt, name string) error {
 	return nil
 }
 
-// lockContainer loads a container and takes its pod's lock.
+// LockContainer loads a container and takes its pod's lock.
 func (r *Runtime) LockContainer(id string) (*store.Container, func(), error) {
 	c, err := r.Store.Container(id)
 	if err != nil {

@@ -51,7 +51,7 @@ func podOf(sb *store.Sandbox) *podnet.Pod {
 	return p
 }
 
-// planNetwork picks the network of a new pod (nothing created yet).
+// PlanNetwork picks the network of a new pod (nothing created yet).
 func (r *Runtime) PlanNetwork(sb *store.Sandbox) error {
 	if r.Net == nil {
 		return nil
@@ -64,7 +64,7 @@ func (r *Runtime) PlanNetwork(sb *store.Sandbox) error {
 	return nil
 }
 
-// setupNetwork creates the planned network and starts its DHCP
+// SetupNetwork creates the planned network and starts its DHCP
 // responder; the record is saved as soon as the addresses are known.
 func (r *Runtime) SetupNetwork(ctx context.Context, sb *store.Sandbox) error {
 	if sb.Net == nil {
@@ -83,7 +83,7 @@ func (r *Runtime) SetupNetwork(ctx context.Context, sb *store.Sandbox) error {
 	return nil
 }
 
-// teardownNetwork releases a pod's network (CNI DEL, namespace) and
+// TeardownNetwork releases a pod's network (CNI DEL, namespace) and
 // records that it is down. Idempotent.
 func (r *Runtime) TeardownNetwork(ctx context.Context, sb *store.Sandbox) error {
 	if sb.Net == nil || sb.NetDown {
@@ -100,7 +100,7 @@ func (r *Runtime) TeardownNetwork(ctx context.Context, sb *store.Sandbox) error 
 	return nil
 }
 
-// resumeNetworks restarts the DHCP responders of ready pods after a
+// ResumeNetworks restarts the DHCP responders of ready pods after a
 // start: the guests keep their leases (infinite), but a guest that
 // reboots asks again.
 func (r *Runtime) ResumeNetworks() {

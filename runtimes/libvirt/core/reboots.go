@@ -20,6 +20,7 @@ type RebootWatch struct {
 	waiters map[string]map[chan struct{}]struct{}
 }
 
+// NewRebootWatch follows no connection yet.
 func NewRebootWatch() *RebootWatch {
 	return &RebootWatch{waiters: map[string]map[chan struct{}]struct{}{}}
 }

@@ -11,7 +11,7 @@ import (
 // caller's (an abandoned pod, one collector pass).
 const NetworkGCTimeout = 2 * time.Minute
 
-// abandonSandbox undoes a pod RunPodSandbox could not finish; what cannot
+// AbandonSandbox undoes a pod RunPodSandbox could not finish; what cannot
 // be undone now stays recorded (Removing) for the collector.
 func (r *Runtime) AbandonSandbox(ctx context.Context, sb *store.Sandbox) {
 	// Not the caller's context: it may be what ended (kubelet gave up).
@@ -22,7 +22,7 @@ func (r *Runtime) AbandonSandbox(ctx context.Context, sb *store.Sandbox) {
 	}
 }
 
-// finishSandboxRemoval tears down a pod's network and deletes its record;
+// FinishSandboxRemoval tears down a pod's network and deletes its record;
 // on failure the record stays, marked Removing.
 func (r *Runtime) FinishSandboxRemoval(ctx context.Context, sb *store.Sandbox) error {
 	if !sb.Removing {

@@ -10,6 +10,7 @@ import (
 	"github.com/crimux/crimux/vmtypes"
 )
 
+// StatusOf is the CRI status of a live VM container, from the store.
 func (r *Runtime) StatusOf(ctx context.Context, id string) (*runtimeapi.ContainerStatus, error) {
 	c, err := r.Store.Container(id)
 	if err != nil {
@@ -28,7 +29,7 @@ func (r *Runtime) StatusOf(ctx context.Context, id string) (*runtimeapi.Containe
 	}, nil
 }
 
-// event makes the CRI event of a container change.
+// Event makes the CRI event of a container change.
 func (r *Runtime) Event(c *store.Container, typ runtimeapi.ContainerEventType) *runtimeapi.ContainerEventResponse {
 	ev := &runtimeapi.ContainerEventResponse{ContainerId: c.ID, ContainerEventType: typ, CreatedAt: time.Now().UnixNano()}
 	if sb, err := r.Store.Sandbox(c.SandboxID); err == nil {
@@ -40,6 +41,7 @@ func (r *Runtime) Event(c *store.Container, typ runtimeapi.ContainerEventType) *
 	return ev
 }
 
+// SandboxStatus is the CRI status of a VM pod, from its record.
 func SandboxStatus(sb *store.Sandbox) *runtimeapi.PodSandboxStatus {
 	return &runtimeapi.PodSandboxStatus{
 		Id: sb.ID, Metadata: sb.Config.GetMetadata(), State: sb.State, CreatedAt: sb.CreatedAt,
@@ -51,11 +53,12 @@ func SandboxStatus(sb *store.Sandbox) *runtimeapi.PodSandboxStatus {
 	}
 }
 
+// PodName is a pod's namespace/name, for logs.
 func PodName(cfg *runtimeapi.PodSandboxConfig) string {
 	return cfg.GetMetadata().GetNamespace() + "/" + cfg.GetMetadata().GetName()
 }
 
-// sandboxWithContainers reads a pod and its containers from the store.
+// SandboxWithContainers reads a pod and its containers from the store.
 func (r *Runtime) SandboxWithContainers(id string) (*store.Sandbox, []*store.Container, error) {
 	sb, err := r.Store.Sandbox(id)
 	if err != nil {
@@ -83,7 +86,7 @@ func PowerStatus(c *store.Container) (reason, message string, ok bool) {
 	return "", "", false
 }
 
-// resumeConsoles restarts the copiers of running VMs after a crimux start.
+// ResumeConsoles restarts the copiers of running VMs after a crimux start.
 func (r *Runtime) ResumeConsoles() {
 	recs, err := r.Store.LiveContainers()
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/crimux/crimux/vmtypes"
 )
 
-// sandboxOf resolves a pod sandbox or container ID to its pod sandbox ID.
+// SandboxOf resolves a pod sandbox or container ID to its pod sandbox ID.
 func (r *Runtime) SandboxOf(id string) (string, error) {
 	if c, err := r.Store.Container(id); err == nil {
 		return c.SandboxID, nil
@@ -28,7 +28,7 @@ func (r *Runtime) SandboxOf(id string) (string, error) {
 	return sb.ID, nil
 }
 
-// lockVM takes the lock of the VM's pod and loads its container (the VM)
+// LockVM takes the lock of the VM's pod and loads its container (the VM)
 // under it.
 func (r *Runtime) LockVM(id string) (*store.Container, func(), error) {
 	sbID, err := r.SandboxOf(id)
@@ -64,7 +64,7 @@ func RequireRunning(c *store.Container) error {
 	return nil
 }
 
-// domainOf looks the VM's domain up in libvirt.
+// DomainOf looks the VM's domain up in libvirt.
 func (r *Runtime) DomainOf(c *store.Container) (virt.Libvirt, virt.Domain, error) {
 	l, err := r.Conn.Get()
 	if err != nil {
