@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/crimux/crimux/internal/idcodec"
 )
 
 // DefaultPath is where crimux looks for its config unless --config says otherwise.
@@ -172,6 +174,9 @@ func Parse(data []byte) (Config, error) {
 	return cfg, nil
 }
 
+// runtimeName is the syntax of a runtime's name. The name also prefixes the
+// runtime's IDs, so validation asks idcodec too whether it can (the ID
+// separator must not appear in it).
 var runtimeName = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
 
 // Validate checks the configuration without touching the host. Every error
@@ -231,7 +236,7 @@ func validateRuntimes(rts []Runtime) []error {
 	var primaries []string
 	for i, rt := range rts {
 		at := fmt.Sprintf("runtime[%d] %q", i, rt.Name)
-		if !runtimeName.MatchString(rt.Name) || strings.Contains(rt.Name, "--") {
+		if !runtimeName.MatchString(rt.Name) || !idcodec.ValidPrefix(rt.Name) {
 			errs = append(errs, fmt.Errorf("%s: name must be lower-case letters, digits and single dashes, starting with a letter", at))
 		}
 		if names[rt.Name] {

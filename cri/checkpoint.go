@@ -10,7 +10,7 @@ import (
 
 // CheckpointContainer asks the container's runtime.
 func (s *Server) CheckpointContainer(ctx context.Context, req *runtimeapi.CheckpointContainerRequest) (*runtimeapi.CheckpointContainerResponse, error) {
-	rt, err := s.route("container_id", req.GetContainerId())
+	rt, err := s.route(ctx, "container_id", req.GetContainerId())
 	if err != nil {
 		return nil, err
 	}
@@ -20,7 +20,7 @@ func (s *Server) CheckpointContainer(ctx context.Context, req *runtimeapi.Checkp
 
 // CheckpointPod asks the pod's runtime.
 func (s *Server) CheckpointPod(ctx context.Context, req *runtimeapi.CheckpointPodRequest) (*runtimeapi.CheckpointPodResponse, error) {
-	rt, err := s.route("pod_sandbox_id", req.GetPodSandboxId())
+	rt, err := s.route(ctx, "pod_sandbox_id", req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
 	}
@@ -29,7 +29,8 @@ func (s *Server) CheckpointPod(ctx context.Context, req *runtimeapi.CheckpointPo
 }
 
 // RestorePod makes a new pod, so it is routed like RunPodSandbox: by the
-// handler and annotations of the pod config it carries.
+// handler and annotations of the pod config it carries. The route is not
+// recorded: the metrics have always labelled RestorePod "all".
 func (s *Server) RestorePod(ctx context.Context, req *runtimeapi.RestorePodRequest) (*runtimeapi.RestorePodResponse, error) {
 	if req.GetCheckpointPath() == "" {
 		return nil, errdefs.Invalid("checkpoint_path", "must be set")

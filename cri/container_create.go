@@ -11,7 +11,7 @@ import (
 
 // CreateContainer goes to the runtime owning the pod.
 func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
-	rt, err := s.route("pod_sandbox_id", req.GetPodSandboxId())
+	rt, err := s.route(ctx, "pod_sandbox_id", req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
 	}
@@ -30,7 +30,7 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 
 // StartContainer goes to the container's runtime.
 func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
-	rt, err := s.route("container_id", req.GetContainerId())
+	rt, err := s.route(ctx, "container_id", req.GetContainerId())
 	if err != nil {
 		return nil, err
 	}

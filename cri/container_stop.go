@@ -8,7 +8,7 @@ import (
 
 // StopContainer is idempotent: an unknown container is already stopped.
 func (s *Server) StopContainer(ctx context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
-	rt, err := s.route("container_id", req.GetContainerId())
+	rt, err := s.route(ctx, "container_id", req.GetContainerId())
 	if err != nil {
 		return nil, err
 	}
@@ -20,7 +20,7 @@ func (s *Server) StopContainer(ctx context.Context, req *runtimeapi.StopContaine
 
 // RemoveContainer is idempotent: an unknown container is already removed.
 func (s *Server) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
-	rt, err := s.route("container_id", req.GetContainerId())
+	rt, err := s.route(ctx, "container_id", req.GetContainerId())
 	if err != nil {
 		return nil, err
 	}

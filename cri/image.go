@@ -14,20 +14,25 @@ import (
 // runtime_handler; with no handler (the usual case, VM disks included) in
 // the primary's. Runtimes without a store of their own share the primary's.
 
-// imageRuntime returns the runtime whose image store holds spec's image.
-func (s *Server) imageRuntime(spec *runtimeapi.ImageSpec) (*registry.Runtime, error) {
+// imageRuntime checks spec and returns the runtime whose image store holds
+// its image. It records the runtime serving the image's handler as the
+// call's route, also where the image lives in the primary's store, and
+// before the check (routing.go).
+func (s *Server) imageRuntime(ctx context.Context, spec *runtimeapi.ImageSpec) (*registry.Runtime, error) {
 	reg := s.reg.Load()
-	rt := reg.Primary()
-	if h := spec.GetRuntimeHandler(); h != "" {
-		var err error
-		if rt, err = reg.ForHandler(h); err != nil {
-			return nil, err
-		}
-		if rt.Backend.Images() == nil {
-			rt = reg.Primary()
-		}
+	h := spec.GetRuntimeHandler()
+	owner, err := reg.ForHandler(h)
+	recordRoute(ctx, owner)
+	if verr := validateImageSpec(spec); verr != nil {
+		return nil, verr
 	}
-	return rt, nil
+	switch {
+	case err != nil:
+		return nil, err
+	case h == "" || owner.Backend.Images() == nil:
+		return reg.Primary(), nil
+	}
+	return owner, nil
 }
 
 // imageBackends returns one runtime per distinct image store.
@@ -51,10 +56,7 @@ func validateImageSpec(spec *runtimeapi.ImageSpec) error {
 // PullImage pulls into the image's runtime store. A runtime that is down
 // fails the pull with Unavailable, never an empty success.
 func (s *Server) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
-	if err := validateImageSpec(req.GetImage()); err != nil {
-		return nil, err
-	}
-	rt, err := s.imageRuntime(req.GetImage())
+	rt, err := s.imageRuntime(ctx, req.GetImage())
 	if err != nil {
 		return nil, err
 	}
@@ -70,10 +72,7 @@ func (s *Server) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest
 
 // ImageStatus asks the image's runtime store.
 func (s *Server) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
-	if err := validateImageSpec(req.GetImage()); err != nil {
-		return nil, err
-	}
-	rt, err := s.imageRuntime(req.GetImage())
+	rt, err := s.imageRuntime(ctx, req.GetImage())
 	if err != nil {
 		return nil, err
 	}
@@ -84,10 +83,7 @@ func (s *Server) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusReq
 // RemoveImage removes from the image's runtime store; an unknown image is
 // already removed.
 func (s *Server) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
-	if err := validateImageSpec(req.GetImage()); err != nil {
-		return nil, err
-	}
-	rt, err := s.imageRuntime(req.GetImage())
+	rt, err := s.imageRuntime(ctx, req.GetImage())
 	if err != nil {
 		return nil, err
 	}

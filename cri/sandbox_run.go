@@ -13,15 +13,15 @@ import (
 // workload-type annotation, then the primary) and lets it create the pod.
 func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
 	cfg := req.GetConfig()
+	rt, routeErr := s.newPodRuntime(ctx, req.GetRuntimeHandler(), cfg.GetAnnotations()) // before the checks, for the metrics (routing.go)
 	if cfg == nil {
 		return nil, errdefs.Invalid("config", "must be set")
 	}
 	if cfg.GetMetadata() == nil {
 		return nil, errdefs.Invalid("config.metadata", "must be set")
 	}
-	rt, err := s.reg.Load().ForNewPod(req.GetRuntimeHandler(), cfg.GetAnnotations())
-	if err != nil {
-		return nil, err
+	if routeErr != nil {
+		return nil, routeErr
 	}
 	s.logger(ctx).Debug("run pod sandbox", "runtime", rt.Name, "pod", cfg.Metadata.Namespace+"/"+cfg.Metadata.Name)
 	resp, err := rt.Backend.Runtime().RunPodSandbox(ctx, req)

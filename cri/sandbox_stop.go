@@ -8,7 +8,7 @@ import (
 
 // StopPodSandbox is idempotent: an unknown pod is already stopped.
 func (s *Server) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
-	rt, err := s.route("pod_sandbox_id", req.GetPodSandboxId())
+	rt, err := s.route(ctx, "pod_sandbox_id", req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
 	}
@@ -20,7 +20,7 @@ func (s *Server) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSand
 
 // RemovePodSandbox is idempotent: an unknown pod is already removed.
 func (s *Server) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
-	rt, err := s.route("pod_sandbox_id", req.GetPodSandboxId())
+	rt, err := s.route(ctx, "pod_sandbox_id", req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
 	}

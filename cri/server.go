@@ -1,6 +1,7 @@
 // Package cri is crimux's CRI v1 gRPC server: thin handlers, one file per
 // RPC family, that route each call to the runtime that owns it (see
-// registry) and merge the answers of list calls. Logging, request IDs and
+// registry; routing.go records the choice in the call's context for the
+// metrics) and merge the answers of list calls. Logging, request IDs and
 // the translation of errors to gRPC codes happen once, in interceptors.
 package cri
 
@@ -14,7 +15,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/internal/idcodec"
 	"github.com/crimux/crimux/registry"
 )
 
@@ -59,14 +59,6 @@ func (s *Server) SetRegistry(reg *registry.Registry) *registry.Registry {
 
 // Registry returns the registry in force.
 func (s *Server) Registry() *registry.Registry { return s.reg.Load() }
-
-// route returns the runtime owning id after checking that id is well formed.
-func (s *Server) route(field, id string) (*registry.Runtime, error) {
-	if err := idcodec.Validate(field, id); err != nil {
-		return nil, err
-	}
-	return s.reg.Load().ForID(id), nil
-}
 
 // runtimeErr names the runtime in errors that mean it could not be reached;
 // every other downstream error passes through unchanged.

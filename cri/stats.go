@@ -10,7 +10,7 @@ import (
 
 // ContainerStats asks the container's runtime.
 func (s *Server) ContainerStats(ctx context.Context, req *runtimeapi.ContainerStatsRequest) (*runtimeapi.ContainerStatsResponse, error) {
-	rt, err := s.route("container_id", req.GetContainerId())
+	rt, err := s.route(ctx, "container_id", req.GetContainerId())
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func (s *Server) listContainerStats(ctx context.Context, f *runtimeapi.Container
 
 // PodSandboxStats asks the pod's runtime.
 func (s *Server) PodSandboxStats(ctx context.Context, req *runtimeapi.PodSandboxStatsRequest) (*runtimeapi.PodSandboxStatsResponse, error) {
-	rt, err := s.route("pod_sandbox_id", req.GetPodSandboxId())
+	rt, err := s.route(ctx, "pod_sandbox_id", req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
 	}

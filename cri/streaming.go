@@ -11,7 +11,7 @@ import (
 
 // ExecSync runs a command in the container's runtime.
 func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
-	rt, err := s.route("container_id", req.GetContainerId())
+	rt, err := s.route(ctx, "container_id", req.GetContainerId())
 	if err != nil {
 		return nil, err
 	}
@@ -21,7 +21,7 @@ func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) 
 
 // Exec returns the runtime's streaming URL.
 func (s *Server) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
-	rt, err := s.route("container_id", req.GetContainerId())
+	rt, err := s.route(ctx, "container_id", req.GetContainerId())
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +31,7 @@ func (s *Server) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtim
 
 // Attach returns the runtime's streaming URL.
 func (s *Server) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
-	rt, err := s.route("container_id", req.GetContainerId())
+	rt, err := s.route(ctx, "container_id", req.GetContainerId())
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +41,7 @@ func (s *Server) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*ru
 
 // PortForward returns the runtime's streaming URL.
 func (s *Server) PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
-	rt, err := s.route("pod_sandbox_id", req.GetPodSandboxId())
+	rt, err := s.route(ctx, "pod_sandbox_id", req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
 	}

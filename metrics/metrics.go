@@ -11,12 +11,13 @@
 //	crimux_build_info{version}                       always 1
 //
 // plus Go's and the process's own. api is "cri" or "vm" (crimux's VM API);
-// runtime is the registry entry a call was routed to, "all" for calls that
-// fan out (lists, Status, Version) and "none" when routing failed.
+// runtime is the registry entry a call was routed to, as the handler that
+// routed it recorded it in the call's context (internal/route): "all" for
+// calls that fan out (lists, Status, Version) and "none" when routing
+// failed. The package knows nothing of the registry.
 //
-// Reconnects and GCRemovals are package variables: the runtimes that see a
-// reconnect or collect garbage count into them without being handed a
-// *Metrics; every Metrics registry exports them.
+// The runtimes count reconnects and garbage collection through *Metrics,
+// handed to them by the daemon (GCRemoved, Reconnected).
 package metrics
 
 import (
@@ -34,27 +35,6 @@ import (
 )
 
 const namespace = "crimux"
-
-var (
-	// Reconnects counts connections re-made after one was lost, by target
-	// (libvirtd's URI, containerd's endpoint). The first connection does
-	// not count.
-	Reconnects = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "reconnects_total",
-		Help: "Connections to a runtime daemon (libvirtd, containerd) re-made after one was lost.",
-	}, []string{"target"})
-	// GCRemovals counts what garbage collection removed, by kind of object
-	// (a domain, a VM's directory with its overlay disk, a store record...):
-	// GCRemovals.WithLabelValues("domain").Inc().
-	GCRemovals = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "gc_removals_total",
-		Help: "Objects garbage collection removed because no pod owned them, by kind.",
-	}, []string{"kind"})
-)
-
-// GCKinds are the kinds of objects GC removes (exported at 0 from the
-// start); others may be counted too.
-var GCKinds = []string{"domain", "dir", "record", "network", "container_cgroup", "orphan_task", "foreign_domain", "foreign_netns"}
 
 // latencyBuckets span a cached Status (sub-millisecond) to a slow image
 // pull or VM start (minutes).
@@ -76,6 +56,7 @@ type Metrics struct {
 	rpcErrors    *prometheus.CounterVec
 	runtimeReady *prometheus.GaugeVec
 	reloads      *prometheus.CounterVec
+	counters
 
 	mu         sync.Mutex
 	readyNames map[[2]string]bool // label sets of runtimeReady in use
@@ -102,6 +83,7 @@ func New(opts Options) *Metrics {
 			Namespace: namespace, Name: "config_reloads_total",
 			Help: "Config reloads (SIGHUP) by result: success, or failure (the old config stays).",
 		}, []string{"result"}),
+		counters:   newCounters(),
 		readyNames: map[[2]string]bool{},
 	}
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -110,13 +92,10 @@ func New(opts Options) *Metrics {
 	})
 	buildInfo.Set(1)
 	m.reg.MustRegister(m.rpcDuration, m.rpcErrors, m.runtimeReady, m.reloads, buildInfo,
-		Reconnects, GCRemovals, newVMCollector(opts.VMPowerStates),
+		m.reconnects, m.gcRemovals, newVMCollector(opts.VMPowerStates),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"success", "failure"} {
 		m.reloads.WithLabelValues(r)
-	}
-	for _, k := range GCKinds {
-		GCRemovals.WithLabelValues(k)
 	}
 	return m
 }

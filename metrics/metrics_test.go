@@ -11,11 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/crimux/crimux/config"
-	"github.com/crimux/crimux/internal/idcodec"
-	"github.com/crimux/crimux/registry"
+	"github.com/crimux/crimux/internal/route"
 )
 
 // scrape returns the text exposition of m.
@@ -38,17 +35,19 @@ func wantLines(t *testing.T, text string, lines ...string) {
 
 func TestInterceptorLabels(t *testing.T) {
 	m := New(Options{Version: "v9"})
-	resolve := func(method string, req any) string { return "containerd" }
-	unary := m.UnaryServerInterceptor(resolve)
+	unary := m.UnaryServerInterceptor()
+	// Each handler routes its call to "containerd" and records it, as the
+	// CRI server and the VM API do.
 	call := func(method string, err error) {
 		_, _ = unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: method},
-			func(context.Context, any) (any, error) { return nil, err })
+			func(ctx context.Context, _ any) (any, error) { route.Record(ctx, "containerd"); return nil, err })
 	}
 	call("/runtime.v1.RuntimeService/RunPodSandbox", nil)
 	call("/runtime.v1.RuntimeService/ContainerStatus", status.Error(codes.NotFound, "x"))
 	call("/crimux.vm.v1.VMService/GetVM", status.Error(codes.Unavailable, "x"))
-	stream := m.StreamServerInterceptor(func(string, any) string { return RuntimeAll })
-	_ = stream(nil, nil, &grpc.StreamServerInfo{FullMethod: "/runtime.v1.RuntimeService/GetContainerEvents"},
+	// A stream that records nothing fans out: "all".
+	stream := m.StreamServerInterceptor()
+	_ = stream(nil, fakeStream{ctx: context.Background()}, &grpc.StreamServerInfo{FullMethod: "/runtime.v1.RuntimeService/GetContainerEvents"},
 		func(any, grpc.ServerStream) error { return nil })
 
 	text := scrape(t, m)
@@ -97,55 +96,6 @@ func TestSetRuntimeReadyForgetsRemovedRuntimes(t *testing.T) {
 	}
 }
 
-// nopBackend is a backend no call reaches.
-type nopBackend struct{}
-
-func (nopBackend) Runtime() runtimeapi.RuntimeServiceClient { return nil }
-func (nopBackend) Images() runtimeapi.ImageServiceClient    { return nil }
-func (nopBackend) Close() error                             { return nil }
-
-type nopFactory struct{}
-
-func (nopFactory) Key(rt config.Runtime) string { return rt.Name }
-func (nopFactory) New(context.Context, config.Runtime, *idcodec.Codec) (registry.Backend, error) {
-	return nopBackend{}, nil
-}
-
-func TestRegistryResolver(t *testing.T) {
-	cfg := config.Default()
-	cfg.Runtimes = append(cfg.Runtimes, config.Runtime{Name: "kata", Type: config.TypeContainer, Handlers: []string{"kata"}})
-	reg, err := registry.New(context.Background(), cfg, map[string]registry.Factory{config.TypeContainer: nopFactory{}, config.TypeVM: nopFactory{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resolve := RegistryResolver(func() *registry.Registry { return reg })
-	tests := []struct {
-		method string
-		req    any
-		want   string
-	}{
-		{"/runtime.v1.RuntimeService/RunPodSandbox", &runtimeapi.RunPodSandboxRequest{RuntimeHandler: "vm"}, "vm"},
-		{"/runtime.v1.RuntimeService/RunPodSandbox", &runtimeapi.RunPodSandboxRequest{
-			Config: &runtimeapi.PodSandboxConfig{Annotations: map[string]string{registry.WorkloadTypeAnnotation: "vm"}}}, "vm"},
-		{"/runtime.v1.RuntimeService/RunPodSandbox", &runtimeapi.RunPodSandboxRequest{}, "containerd"},
-		{"/runtime.v1.RuntimeService/RunPodSandbox", &runtimeapi.RunPodSandboxRequest{RuntimeHandler: "nope"}, RuntimeNone},
-		{"/runtime.v1.RuntimeService/StopContainer", &runtimeapi.StopContainerRequest{ContainerId: "vm--abc"}, "vm"},
-		{"/runtime.v1.RuntimeService/StopPodSandbox", &runtimeapi.StopPodSandboxRequest{PodSandboxId: "kata--abc"}, "kata"},
-		{"/runtime.v1.RuntimeService/CreateContainer", &runtimeapi.CreateContainerRequest{PodSandboxId: "abc"}, "containerd"},
-		{"/runtime.v1.RuntimeService/ContainerStatus", &runtimeapi.ContainerStatusRequest{}, RuntimeNone},
-		{"/runtime.v1.ImageService/PullImage", &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "x"}}, "containerd"},
-		{"/runtime.v1.ImageService/PullImage", &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{RuntimeHandler: "kata"}}, "kata"},
-		{"/runtime.v1.RuntimeService/ListContainers", &runtimeapi.ListContainersRequest{}, RuntimeAll},
-		{"/runtime.v1.RuntimeService/Status", &runtimeapi.StatusRequest{}, RuntimeAll},
-		{"/crimux.vm.v1.VMService/GetVM", nil, "vm"},
-	}
-	for _, tt := range tests {
-		if got := resolve(tt.method, tt.req); got != tt.want {
-			t.Errorf("%s %v: runtime %q, want %q", tt.method, tt.req, got, tt.want)
-		}
-	}
-}
-
 func TestSplitMethod(t *testing.T) {
 	for method, want := range map[string][2]string{
 		"/runtime.v1.RuntimeService/Version": {"cri", "Version"},
@@ -157,5 +107,51 @@ func TestSplitMethod(t *testing.T) {
 		if api, rpc := splitMethod(method); api != want[0] || rpc != want[1] {
 			t.Errorf("splitMethod(%q) = %q, %q; want %q", method, api, rpc, want)
 		}
+	}
+}
+
+// fakeStream is a server stream with only a context.
+type fakeStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s fakeStream) Context() context.Context { return s.ctx }
+
+// TestStreamSeesTheRouteSlot: a streaming handler that routes its call
+// to one runtime labels it with that runtime.
+func TestStreamSeesTheRouteSlot(t *testing.T) {
+	m := New(Options{})
+	stream := m.StreamServerInterceptor()
+	_ = stream(nil, fakeStream{ctx: context.Background()}, &grpc.StreamServerInfo{FullMethod: "/runtime.v1.RuntimeService/StreamContainerStats"},
+		func(_ any, ss grpc.ServerStream) error { route.Record(ss.Context(), "vm"); return nil })
+	_, _ = m.UnaryServerInterceptor()(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/runtime.v1.RuntimeService/StopContainer"},
+		func(ctx context.Context, _ any) (any, error) { route.Record(ctx, RuntimeNone); return nil, nil })
+	wantLines(t, scrape(t, m),
+		`crimux_rpc_duration_seconds_count{api="cri",rpc="StreamContainerStats",runtime="vm"} 1`,
+		`crimux_rpc_duration_seconds_count{api="cri",rpc="StopContainer",runtime="none"} 1`)
+}
+
+// TestCounters: what the runtimes count through GCRemoved and Reconnected
+// is exported under the metric names and labels dashboards know, and each
+// Metrics counts only what it was handed.
+func TestCounters(t *testing.T) {
+	m, other := New(Options{}), New(Options{})
+	m.GCRemoved("container_cgroup", 3)
+	m.GCRemoved("orphan_task", 0)
+	m.GCRemoved("domain", -1) // a caller's bug: not counted, no panic
+	m.GCRemoved("odd_kind", 2)
+	m.Reconnected("unix:///run/containerd/containerd.sock")
+	m.Reconnected("unix:///run/containerd/containerd.sock")
+	wantLines(t, scrape(t, m),
+		`crimux_gc_removals_total{kind="container_cgroup"} 3`,
+		`crimux_gc_removals_total{kind="orphan_task"} 0`,
+		`crimux_gc_removals_total{kind="domain"} 0`,
+		`crimux_gc_removals_total{kind="odd_kind"} 2`,
+		`crimux_reconnects_total{target="unix:///run/containerd/containerd.sock"} 2`)
+	text := scrape(t, other)
+	wantLines(t, text, `crimux_gc_removals_total{kind="container_cgroup"} 0`)
+	if strings.Contains(text, "crimux_reconnects_total{") {
+		t.Errorf("a Metrics exports another's reconnects:\n%s", text)
 	}
 }

@@ -3,9 +3,13 @@
 // whose readiness is the node's, and the answer to the two routing
 // questions: which runtime gets a new pod, and which runtime owns an ID.
 //
-// Routing by ID is stateless (see internal/idcodec): the primary's IDs carry
-// no prefix, every other backend's IDs carry "<name>--". A Registry is
-// immutable once built; a config reload builds a new one and swaps it in.
+// Routing by ID is stateless (see internal/idcodec): the primary's IDs pass
+// through, every other backend's IDs carry its name as a prefix. A Registry
+// is immutable once built; a config reload builds a new one and swaps it in.
+//
+// Beyond CRI, a backend declares its abilities by implementing small
+// interfaces (Recoverer, PowerStateCounter, vmtypes.Operator), which
+// callers ask for with Ability (abilities.go).
 package registry
 
 import (
@@ -194,7 +198,7 @@ func (r *Registry) ForNewPod(handler string, annotations map[string]string) (*Ru
 			handler, strings.Join(r.handlerNames(), ", "), errdefs.ErrInvalidArgument)
 	}
 	if wt, ok := annotations[WorkloadTypeAnnotation]; ok {
-		if rt, ok := r.byType[wt]; ok {
+		if rt, ok := r.ForType(wt); ok {
 			return rt, nil
 		}
 		return nil, fmt.Errorf("annotation %s=%q: no runtime of that workload type is configured: %w",
@@ -204,6 +208,13 @@ func (r *Registry) ForNewPod(handler string, annotations map[string]string) (*Ru
 		return rt, nil
 	}
 	return r.primary, nil
+}
+
+// ForType returns the runtime of a workload type: the primary if it is of
+// that type, else the first configured; false if none is.
+func (r *Registry) ForType(workloadType string) (*Runtime, bool) {
+	rt, ok := r.byType[workloadType]
+	return rt, ok
 }
 
 // ForHandler returns the runtime serving a RuntimeClass handler ("" is the

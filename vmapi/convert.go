@@ -1,20 +1,21 @@
 package vmapi
 
 import (
+	"github.com/crimux/crimux/internal/idcodec"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 	"github.com/crimux/crimux/vmtypes"
 )
 
 // toVM converts the runtime's view of a VM, its IDs as clients see them.
-func toVM(v vmtypes.VMInfo, c ids) *vmv1.VM {
+func toVM(v vmtypes.VMInfo, c idcodec.Codec) *vmv1.VM {
 	out := &vmv1.VM{
-		PodSandboxId: c.encode(v.SandboxID), Namespace: v.Namespace, Name: v.Name,
+		PodSandboxId: c.Encode(v.SandboxID), Namespace: v.Namespace, Name: v.Name,
 		PodState: v.PodState.String(), PowerState: powerStateToPB(v.PowerState),
 		Domain: v.Domain, DomainState: v.DomainState, HasManagedSave: v.ManagedSave, Accelerator: v.Accel,
 		Image: v.Image, CreatedAt: v.CreatedAt, StartedAt: v.StartedAt,
 	}
 	if v.ContainerID != "" {
-		out.ContainerId = c.encode(v.ContainerID)
+		out.ContainerId = c.Encode(v.ContainerID)
 		out.ContainerState = v.ContainerState.String()
 		out.Resources = &vmv1.Resources{Vcpus: uint32(v.VCPUs), MemoryMib: v.MemoryMiB}
 	}

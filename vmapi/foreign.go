@@ -18,7 +18,7 @@ const maxForeignNameLen = 255
 // runtime sees.
 func (s *Server) ListForeign(ctx context.Context, _ *vmv1.ListForeignRequest) (*vmv1.ListForeignResponse, error) {
 	resp := &vmv1.ListForeignResponse{}
-	for _, rt := range s.vmRuntimes() {
+	for _, rt := range vmRuntimes(s.routed(ctx)) {
 		res, err := rt.vms.ListForeign(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("runtime %q: list foreign resources: %w", rt.name, err)
@@ -36,10 +36,11 @@ func (s *Server) ListForeign(ctx context.Context, _ *vmv1.ListForeignRequest) (*
 // runtimes (there is one per crimux), the first that knows the resource
 // acts on it.
 func (s *Server) CollectForeign(ctx context.Context, req *vmv1.CollectForeignRequest) (*vmv1.CollectForeignResponse, error) {
+	reg := s.routed(ctx)
 	if err := validateForeign(req); err != nil {
 		return nil, err
 	}
-	rts := s.vmRuntimes()
+	rts := vmRuntimes(reg)
 	if len(rts) == 0 {
 		return nil, fmt.Errorf("%s/%s: no VM runtime is configured: %w", req.GetKind(), req.GetName(), errdefs.ErrFailedPrecondition)
 	}

@@ -21,28 +21,12 @@ import (
 // namespace and name. An ID or pod of another runtime is a container pod:
 // FailedPrecondition, saying so, rather than NotFound.
 
-// ids shows a runtime's IDs as clients see them.
-type ids struct{ prefix string }
-
-func (c ids) encode(id string) string {
-	if c.prefix == "" {
-		return id
-	}
-	return idcodec.New(c.prefix).Encode(id)
-}
-
-func (c ids) decode(id string) string {
-	if c.prefix == "" {
-		return id
-	}
-	return idcodec.New(c.prefix).Decode(id)
-}
-
 // vmRuntime is one VM runtime of the registry.
 type vmRuntime struct {
 	name string
-	vms  VMRuntime
-	ids  ids
+	vms  vmtypes.Operator
+	// ids shows the runtime's IDs as clients see them.
+	ids idcodec.Codec
 }
 
 // target is a resolved VM.
@@ -57,35 +41,44 @@ type target struct {
 // wrap names the VM as the client did in an error of the runtime.
 func (t target) wrap(err error) error { return fmt.Errorf("vm %s: %w", t.ref, err) }
 
-func (s *Server) vmRuntimes() []vmRuntime {
+// vmRuntimes are the registry's backends that run VMs: those with the VM
+// operations ability (vmtypes.Operator).
+func vmRuntimes(reg *registry.Registry) []vmRuntime {
 	var out []vmRuntime
-	for _, rt := range s.registry().Backends() {
-		if vms, ok := s.vmsOf(rt.Backend); ok {
-			out = append(out, vmRuntime{name: rt.Name, vms: vms, ids: ids{rt.Prefix}})
+	for _, rt := range reg.Backends() {
+		if vm, ok := vmRuntimeOf(rt); ok {
+			out = append(out, vm)
 		}
 	}
 	return out
 }
 
-func (s *Server) resolve(ctx context.Context, ref *vmv1.VMRef) (target, error) {
+func vmRuntimeOf(rt *registry.Runtime) (vmRuntime, bool) {
+	vms, ok := registry.Ability[vmtypes.Operator](rt)
+	if !ok {
+		return vmRuntime{}, false
+	}
+	return vmRuntime{name: rt.Name, vms: vms, ids: idcodec.For(rt.Prefix)}, true
+}
+
+func resolve(ctx context.Context, reg *registry.Registry, ref *vmv1.VMRef) (target, error) {
 	switch r := ref.GetRef().(type) {
 	case *vmv1.VMRef_Id:
-		return s.resolveID(ctx, r.Id)
+		return resolveID(ctx, reg, r.Id)
 	case *vmv1.VMRef_Pod:
-		return s.resolvePod(ctx, r.Pod.GetNamespace(), r.Pod.GetName())
+		return resolvePod(ctx, reg, r.Pod.GetNamespace(), r.Pod.GetName())
 	}
 	return target{}, errdefs.Invalid("vm", "must name a VM: a pod sandbox or container ID, or a pod namespace and name")
 }
 
-func (s *Server) resolveID(ctx context.Context, id string) (target, error) {
+func resolveID(ctx context.Context, reg *registry.Registry, id string) (target, error) {
 	if err := idcodec.Validate("vm.id", id); err != nil {
 		return target{}, err
 	}
 	ref := strconv.Quote(id)
-	rt := s.registry().ForID(id)
-	if vms, ok := s.vmsOf(rt.Backend); ok {
-		c := ids{rt.Prefix}
-		return target{vmRuntime: vmRuntime{name: rt.Name, vms: vms, ids: c}, id: c.decode(id), ref: ref}, nil
+	rt := reg.ForID(id)
+	if vm, ok := vmRuntimeOf(rt); ok {
+		return target{vmRuntime: vm, id: vm.ids.Decode(id), ref: ref}, nil
 	}
 	known, err := knowsID(ctx, rt, id)
 	switch {
@@ -119,7 +112,7 @@ func knowsID(ctx context.Context, rt *registry.Runtime, id string) (bool, error)
 	return false, nil
 }
 
-func (s *Server) resolvePod(ctx context.Context, namespace, name string) (target, error) {
+func resolvePod(ctx context.Context, reg *registry.Registry, namespace, name string) (target, error) {
 	if namespace == "" {
 		return target{}, errdefs.Invalid("vm.pod.namespace", "must not be empty")
 	}
@@ -128,7 +121,7 @@ func (s *Server) resolvePod(ctx context.Context, namespace, name string) (target
 	}
 	ref := strconv.Quote(namespace + "/" + name)
 	var found []candidate
-	for _, rt := range s.vmRuntimes() {
+	for _, rt := range vmRuntimes(reg) {
 		vms, err := rt.vms.ListVMs(ctx)
 		if err != nil {
 			return target{}, fmt.Errorf("vm %s: list VMs of runtime %q: %w", ref, rt.name, err)
@@ -142,7 +135,7 @@ func (s *Server) resolvePod(ctx context.Context, namespace, name string) (target
 	if len(found) > 0 {
 		return pickPod(ref, found)
 	}
-	if rt, err := s.containerPodNamed(ctx, namespace, name); err != nil {
+	if rt, err := containerPodNamed(ctx, reg, namespace, name); err != nil {
 		return target{}, fmt.Errorf("vm %s: %w", ref, err)
 	} else if rt != nil {
 		return target{}, fmt.Errorf("vm %s: is a pod of runtime %q (type %s), not a VM: %w", ref, rt.Name, rt.Type, errdefs.ErrFailedPrecondition)
@@ -169,7 +162,7 @@ func pickPod(ref string, found []candidate) (target, error) {
 	var ready []string
 	for _, c := range found {
 		if c.info.PodState == runtimeapi.PodSandboxState_SANDBOX_READY {
-			ready = append(ready, c.ids.encode(c.id))
+			ready = append(ready, c.ids.Encode(c.id))
 		}
 	}
 	if len(ready) > 1 {
@@ -182,9 +175,9 @@ func pickPod(ref string, found []candidate) (target, error) {
 
 // containerPodNamed returns the non-VM runtime that has a pod of this
 // namespace and name, nil if none has.
-func (s *Server) containerPodNamed(ctx context.Context, namespace, name string) (*registry.Runtime, error) {
-	for _, rt := range s.registry().Backends() {
-		if _, ok := s.vmsOf(rt.Backend); ok || rt.Backend.Runtime() == nil {
+func containerPodNamed(ctx context.Context, reg *registry.Registry, namespace, name string) (*registry.Runtime, error) {
+	for _, rt := range reg.Backends() {
+		if _, ok := vmRuntimeOf(rt); ok || rt.Backend.Runtime() == nil {
 			continue
 		}
 		resp, err := rt.Backend.Runtime().ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})

@@ -2,7 +2,8 @@
 // proto/vm/v1/vm.proto), on the same gRPC server and socket as CRI. The
 // handlers are thin: they resolve the VM a request names (resolve.go) to
 // the VM runtime that runs it and the runtime's own ID, call the runtime
-// (runtimes/libvirt, vmops_*.go), and convert the answer (convert.go).
+// through its VM operations (vmtypes.Operator, found in the registry as
+// an ability), and convert the answer (convert.go).
 // Errors are errdefs sentinels, turned into gRPC codes once, by the
 // interceptor the CRI server shares (cri.UnaryInterceptor).
 package vmapi
@@ -14,7 +15,9 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/crimux/crimux/config"
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/internal/route"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 	"github.com/crimux/crimux/registry"
 	"github.com/crimux/crimux/vmtypes"
@@ -23,41 +26,35 @@ import (
 // maxTimeout bounds the deadlines a request may ask for.
 const maxTimeout = 10 * time.Minute
 
-// VMRuntime is a VM runtime as the VM API calls it (*libvirt.Runtime), by
-// the runtime's own pod sandbox or container IDs.
-type VMRuntime interface {
-	ListVMs(ctx context.Context) ([]vmtypes.VMInfo, error)
-	GetVM(ctx context.Context, id string) (vmtypes.VMInfo, error)
-	RebootVM(ctx context.Context, id string, hard bool, timeout time.Duration) (vmtypes.RebootResult, error)
-	SetPowerState(ctx context.Context, id string, target vmtypes.PowerState, grace time.Duration) (vmtypes.PowerChange, error)
-	CreateSnapshot(ctx context.Context, id, name, description string) (vmtypes.SnapshotInfo, error)
-	ListSnapshots(ctx context.Context, id string) ([]vmtypes.SnapshotInfo, error)
-	RestoreSnapshot(ctx context.Context, id, name string) (vmtypes.PowerState, error)
-	DeleteSnapshot(ctx context.Context, id, name string) error
-	// Resources of another crimux identity (foreign.go), by kind
-	// (vmtypes.ForeignDomain, vmtypes.ForeignNetns) and name.
-	ListForeign(ctx context.Context) ([]vmtypes.ForeignResource, error)
-	AdoptForeign(ctx context.Context, kind, name string) error
-	DeleteForeign(ctx context.Context, kind, name string) error
-}
-
-// VMRuntimeOf returns the VM runtime behind a registry backend, false for
-// a backend that runs no VMs.
-type VMRuntimeOf func(registry.Backend) (VMRuntime, bool)
-
-// Server serves VMService.
+// Server serves VMService. It finds the VM runtimes in the registry by
+// their ability (registry.Ability with vmtypes.Operator), so it knows no
+// runtime's concrete type.
 type Server struct {
 	vmv1.UnimplementedVMServiceServer
 
 	registry func() *registry.Registry
-	vmsOf    VMRuntimeOf
 	log      *slog.Logger
 }
 
 // New returns a server resolving VMs in the registry in force (registry is
 // called per request: a config reload swaps it).
-func New(registry func() *registry.Registry, vmsOf VMRuntimeOf, log *slog.Logger) *Server {
-	return &Server{registry: registry, vmsOf: vmsOf, log: log}
+func New(registry func() *registry.Registry, log *slog.Logger) *Server {
+	return &Server{registry: registry, log: log}
+}
+
+// routed returns the registry in force for one call and records the call
+// as routed to the registry's VM runtime (internal/route), the label of
+// every VM API call in the metrics (route.None without a VM runtime). It
+// is each handler's first step, so calls refused as invalid are labelled
+// too.
+func (s *Server) routed(ctx context.Context) *registry.Registry {
+	reg := s.registry()
+	if rt, ok := reg.ForType(config.TypeVM); ok {
+		route.Record(ctx, rt.Name)
+	} else {
+		route.Record(ctx, route.None)
+	}
+	return reg
 }
 
 // Register adds VMService to g.
@@ -66,7 +63,7 @@ func (s *Server) Register(g *grpc.Server) { vmv1.RegisterVMServiceServer(g, s) }
 // ListVMs lists the VMs of every VM runtime.
 func (s *Server) ListVMs(ctx context.Context, _ *vmv1.ListVMsRequest) (*vmv1.ListVMsResponse, error) {
 	resp := &vmv1.ListVMsResponse{}
-	for _, rt := range s.vmRuntimes() {
+	for _, rt := range vmRuntimes(s.routed(ctx)) {
 		vms, err := rt.vms.ListVMs(ctx)
 		if err != nil {
 			return nil, err
@@ -80,7 +77,8 @@ func (s *Server) ListVMs(ctx context.Context, _ *vmv1.ListVMsRequest) (*vmv1.Lis
 
 // GetVM reports one VM.
 func (s *Server) GetVM(ctx context.Context, req *vmv1.GetVMRequest) (*vmv1.GetVMResponse, error) {
-	t, err := s.resolve(ctx, req.GetVm())
+	reg := s.routed(ctx)
+	t, err := resolve(ctx, reg, req.GetVm())
 	if err != nil {
 		return nil, err
 	}
@@ -93,11 +91,12 @@ func (s *Server) GetVM(ctx context.Context, req *vmv1.GetVMRequest) (*vmv1.GetVM
 
 // RebootVM reboots a running VM, softly first unless hard is asked for.
 func (s *Server) RebootVM(ctx context.Context, req *vmv1.RebootVMRequest) (*vmv1.RebootVMResponse, error) {
+	reg := s.routed(ctx)
 	timeout, err := timeoutOf(req.GetTimeoutSeconds())
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.resolve(ctx, req.GetVm())
+	t, err := resolve(ctx, reg, req.GetVm())
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +113,7 @@ func (s *Server) RebootVM(ctx context.Context, req *vmv1.RebootVMRequest) (*vmv1
 
 // SetPowerState moves a VM to the power state asked for.
 func (s *Server) SetPowerState(ctx context.Context, req *vmv1.SetPowerStateRequest) (*vmv1.SetPowerStateResponse, error) {
+	reg := s.routed(ctx)
 	target, ok := powerStateFromPB(req.GetState())
 	if !ok {
 		return nil, errdefs.Invalid("state", "%s is not a power state to set: use RUNNING, PAUSED, SHUTDOWN or HIBERNATE", req.GetState())
@@ -122,7 +122,7 @@ func (s *Server) SetPowerState(ctx context.Context, req *vmv1.SetPowerStateReque
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.resolve(ctx, req.GetVm())
+	t, err := resolve(ctx, reg, req.GetVm())
 	if err != nil {
 		return nil, err
 	}
@@ -135,10 +135,11 @@ func (s *Server) SetPowerState(ctx context.Context, req *vmv1.SetPowerStateReque
 
 // CreateSnapshot snapshots a VM.
 func (s *Server) CreateSnapshot(ctx context.Context, req *vmv1.CreateSnapshotRequest) (*vmv1.CreateSnapshotResponse, error) {
+	reg := s.routed(ctx)
 	if err := vmtypes.ValidateSnapshotName(req.GetSnapshotName()); err != nil {
 		return nil, err
 	}
-	t, err := s.resolve(ctx, req.GetVm())
+	t, err := resolve(ctx, reg, req.GetVm())
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +152,8 @@ func (s *Server) CreateSnapshot(ctx context.Context, req *vmv1.CreateSnapshotReq
 
 // ListSnapshots lists a VM's snapshots.
 func (s *Server) ListSnapshots(ctx context.Context, req *vmv1.ListSnapshotsRequest) (*vmv1.ListSnapshotsResponse, error) {
-	t, err := s.resolve(ctx, req.GetVm())
+	reg := s.routed(ctx)
+	t, err := resolve(ctx, reg, req.GetVm())
 	if err != nil {
 		return nil, err
 	}
@@ -168,10 +170,11 @@ func (s *Server) ListSnapshots(ctx context.Context, req *vmv1.ListSnapshotsReque
 
 // RestoreSnapshot reverts a VM to one of its snapshots.
 func (s *Server) RestoreSnapshot(ctx context.Context, req *vmv1.RestoreSnapshotRequest) (*vmv1.RestoreSnapshotResponse, error) {
+	reg := s.routed(ctx)
 	if err := vmtypes.ValidateSnapshotName(req.GetSnapshotName()); err != nil {
 		return nil, err
 	}
-	t, err := s.resolve(ctx, req.GetVm())
+	t, err := resolve(ctx, reg, req.GetVm())
 	if err != nil {
 		return nil, err
 	}
@@ -184,10 +187,11 @@ func (s *Server) RestoreSnapshot(ctx context.Context, req *vmv1.RestoreSnapshotR
 
 // DeleteSnapshot deletes one snapshot of a VM.
 func (s *Server) DeleteSnapshot(ctx context.Context, req *vmv1.DeleteSnapshotRequest) (*vmv1.DeleteSnapshotResponse, error) {
+	reg := s.routed(ctx)
 	if err := vmtypes.ValidateSnapshotName(req.GetSnapshotName()); err != nil {
 		return nil, err
 	}
-	t, err := s.resolve(ctx, req.GetVm())
+	t, err := resolve(ctx, reg, req.GetVm())
 	if err != nil {
 		return nil, err
 	}

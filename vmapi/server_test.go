@@ -122,8 +122,9 @@ func (f *fakeVMs) findForeign(kind, name string) error {
 	return fmt.Errorf("%s %q: no resource of another identity has this name: %w", kind, name, errdefs.ErrNotFound)
 }
 
-// vmBackend is the registry backend of the fake VM runtime.
-type vmBackend struct{ vms *fakeVMs }
+// vmBackend is the registry backend of the fake VM runtime: it declares
+// the VM operations ability (vmtypes.Operator) as the real one does.
+type vmBackend struct{ *fakeVMs }
 
 func (vmBackend) Runtime() runtimeapi.RuntimeServiceClient { return nil }
 func (vmBackend) Images() runtimeapi.ImageServiceClient    { return nil }
@@ -172,10 +173,7 @@ func newClient(t *testing.T, vms *fakeVMs) vmv1.VMServiceClient {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g := grpc.NewServer(grpc.ChainUnaryInterceptor(cri.UnaryInterceptor(log, nil)))
-	vmapi.New(func() *registry.Registry { return reg }, func(b registry.Backend) (vmapi.VMRuntime, bool) {
-		vb, ok := b.(vmBackend)
-		return vb.vms, ok
-	}, log).Register(g)
+	vmapi.New(func() *registry.Registry { return reg }, log).Register(g)
 	sock := crifake.SocketPath(t, "crimux.sock")
 	lis, err := net.Listen("unix", sock)
 	if err != nil {

@@ -87,10 +87,11 @@ func newDaemon(cfg config.Config, f flags, fs *flag.FlagSet, logTo io.Writer) *d
 	level.Set(parseLevel(cfg.LogLevel))
 	log := slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: level}))
 	d := &daemon{
-		flags: f, fs: fs, log: log, level: level, newFactories: factories, cfg: cfg,
+		flags: f, fs: fs, log: log, level: level, cfg: cfg,
 		calls: newCallTracker(), notify: notifier{log: log}, health: &healthState{},
 	}
 	d.metrics = metrics.New(metrics.Options{Version: version.Version, VMPowerStates: d.vmPowerStates})
+	d.newFactories = d.factories
 	return d
 }
 
@@ -100,16 +101,18 @@ func parseLevel(level string) slog.Level {
 	return l
 }
 
-// factories are the runtime implementations of this build, by workload type.
-func factories(cfg config.Config, log *slog.Logger) map[string]registry.Factory {
+// factories are the runtime implementations of this build, by workload
+// type, counting into the daemon's metrics.
+func (d *daemon) factories(cfg config.Config, log *slog.Logger) map[string]registry.Factory {
 	return map[string]registry.Factory{
-		config.TypeContainer: containerd.Factory{Defaults: cfg.Containerd, StateDir: cfg.StateDir, Log: log},
+		config.TypeContainer: containerd.Factory{Defaults: cfg.Containerd, StateDir: cfg.StateDir, Counters: d.metrics, Log: log},
 		config.TypeVM: libvirt.Factory{
 			Options: libvirt.Options{
 				StateDir: cfg.StateDir, URI: cfg.Libvirt.URI, Accel: cfg.Libvirt.Accel,
 				Emulator:          cfg.Libvirt.Emulator, // Instance: the state dir's identity (internal/identity)
 				MemoryOverheadMiB: cfg.Libvirt.MemoryOverheadMiB, StreamingAddr: cfg.Libvirt.StreamingAddr,
 				PlacementSocket: cfg.Libvirt.PlacementSocket, Network: vmNetwork(cfg),
+				Counters: d.metrics,
 			},
 			ContainerdEndpoint: cfg.Containerd.Endpoint,
 			Log:                log,
@@ -135,15 +138,8 @@ func vmNetwork(cfg config.Config) *podnet.Config {
 func (d *daemon) services() []func(*grpc.Server) {
 	return []func(*grpc.Server){
 		d.cri.Register, // CRI v1: RuntimeService, ImageService
-		vmapi.New(d.cri.Registry, vmRuntimeOf, d.log).Register, // crimux.vm.v1.VMService
+		vmapi.New(d.cri.Registry, d.log).Register, // crimux.vm.v1.VMService
 	}
-}
-
-// vmRuntimeOf finds the VM runtime behind a registry backend, for the VM
-// API.
-func vmRuntimeOf(b registry.Backend) (vmapi.VMRuntime, bool) {
-	rt, ok := libvirt.RuntimeOf(b)
-	return rt, ok
 }
 
 // recoveryWait bounds how long READY waits for the VM runtime's recovery:
@@ -154,12 +150,12 @@ const recoveryWait = 30 * time.Second
 // recoverRuntimes waits, once crimux listens and before it tells systemd
 // it is ready, until every VM runtime has recovered: store and libvirt
 // reconciled, the first collector pass done (teardowns finished, this
-// crimux's orphans adopted).
+// crimux's orphans adopted): every backend with the Recoverer ability.
 func (d *daemon) recoverRuntimes(ctx context.Context, reg *registry.Registry) {
 	deadline := time.NewTimer(recoveryWait)
 	defer deadline.Stop()
 	for _, rt := range reg.Backends() {
-		vm, ok := libvirt.RuntimeOf(rt.Backend)
+		vm, ok := registry.Ability[registry.Recoverer](rt)
 		if !ok {
 			continue
 		}
@@ -227,11 +223,10 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 // translation, so they see the codes clients see), then cri's request IDs,
 // logging and error translation.
 func (d *daemon) grpcServer() *grpc.Server {
-	runtimeOf := metrics.RegistryResolver(d.cri.Registry)
 	return grpc.NewServer(
 		grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize),
-		grpc.ChainUnaryInterceptor(d.calls.unary, d.metrics.UnaryServerInterceptor(runtimeOf), cri.UnaryInterceptor(d.log, nil)),
-		grpc.ChainStreamInterceptor(d.metrics.StreamServerInterceptor(runtimeOf), cri.StreamInterceptor(d.log, nil)),
+		grpc.ChainUnaryInterceptor(d.calls.unary, d.metrics.UnaryServerInterceptor(), cri.UnaryInterceptor(d.log, nil)),
+		grpc.ChainStreamInterceptor(d.metrics.StreamServerInterceptor(), cri.StreamInterceptor(d.log, nil)),
 	)
 }
 
@@ -249,14 +244,15 @@ func (d *daemon) serveMetrics(ctx context.Context) {
 	d.log.Info("metrics serving", "address", addr.String(), "path", "/metrics")
 }
 
-// vmPowerStates counts the VMs of the VM runtime in force, for metrics.
+// vmPowerStates counts the VMs of the runtimes in force that count them
+// (the PowerStateCounter ability), for metrics.
 func (d *daemon) vmPowerStates() (map[string]int, error) {
 	if d.cri == nil {
 		return nil, nil
 	}
 	counts := map[string]int{}
 	for _, rt := range d.cri.Registry().Backends() {
-		if vm, ok := libvirt.RuntimeOf(rt.Backend); ok {
+		if vm, ok := registry.Ability[registry.PowerStateCounter](rt); ok {
 			c, err := vm.PowerStateCounts()
 			if err != nil {
 				return nil, err

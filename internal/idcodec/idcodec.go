@@ -7,6 +7,10 @@
 // Rewriting is done on the wire messages with protobuf reflection: request
 // IDs lose the prefix on the way to the runtime, response IDs gain it on the
 // way back. Image IDs are never rewritten (images are shared).
+//
+// This package is the one place that knows the separator and how prefixed
+// IDs are built and parsed (and so which runtime names can be prefixes):
+// the registry, the VM API, the runtimes and config validation ask it.
 package idcodec
 
 import (
@@ -27,11 +31,28 @@ func Split(id string) (prefix, inner string, ok bool) {
 	return strings.Cut(id, Sep)
 }
 
-// Codec adds and strips one runtime's prefix.
+// ValidPrefix reports whether name can prefix IDs: not empty and without
+// the separator, which would make Split cut inside the name and route the
+// runtime's IDs elsewhere.
+func ValidPrefix(name string) bool {
+	return name != "" && !strings.Contains(name, Sep)
+}
+
+// Codec adds and strips one runtime's prefix. The zero Codec is the
+// primary's: its IDs pass through unchanged.
 type Codec struct{ prefix string }
 
 // New returns the codec of the runtime named prefix.
 func New(prefix string) Codec { return Codec{prefix: prefix + Sep} }
+
+// For returns the codec of a registry entry's ID prefix: "" (the
+// primary's) gives the zero Codec, which changes nothing.
+func For(prefix string) Codec {
+	if prefix == "" {
+		return Codec{}
+	}
+	return New(prefix)
+}
 
 // Encode turns a runtime's ID into the ID clients see.
 func (c Codec) Encode(id string) string {

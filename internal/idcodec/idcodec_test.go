@@ -258,3 +258,26 @@ func TestRewriteNil(t *testing.T) {
 	Rewrite(sb, New("vm").Encode) // a typed nil must not panic either
 	Rewrite(&runtimeapi.ListPodSandboxResponse{}, New("vm").Encode)
 }
+
+func TestFor(t *testing.T) {
+	primary := For("")
+	for _, id := range []string{"abc", "vm--abc", ""} {
+		if got := primary.Encode(id); got != id {
+			t.Errorf("primary Encode(%q) = %q, want it unchanged", id, got)
+		}
+		if got := primary.Decode(id); got != id {
+			t.Errorf("primary Decode(%q) = %q, want it unchanged", id, got)
+		}
+	}
+	if got := For("vm").Encode("abc"); got != New("vm").Encode("abc") {
+		t.Errorf("For(vm) encodes %q, want New(vm)'s %q", got, New("vm").Encode("abc"))
+	}
+}
+
+func TestValidPrefix(t *testing.T) {
+	for name, want := range map[string]bool{"vm": true, "kata-vm": true, "": false, "kata--vm": false, "vm--": false} {
+		if got := ValidPrefix(name); got != want {
+			t.Errorf("ValidPrefix(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

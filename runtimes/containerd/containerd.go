@@ -2,7 +2,9 @@
 // real containerd. Every call gets a deadline of its own (RunPodSandbox
 // more, StopContainer and ExecSync their timeouts on top); the connection
 // reconnects with backoff when containerd restarts; readiness is
-// containerd's own Status, asked by the CRI server.
+// containerd's own Status, asked by the CRI server. What it counts
+// (reconnects, what its cgroup sweep removed) goes to the Counters the
+// daemon hands its Factory.
 package containerd
 
 import (
@@ -19,7 +21,6 @@ import (
 
 	"github.com/crimux/crimux/config"
 	"github.com/crimux/crimux/internal/idcodec"
-	"github.com/crimux/crimux/metrics"
 	"github.com/crimux/crimux/registry"
 	"github.com/crimux/crimux/runtimes/containerd/cgroupgc"
 )
@@ -41,6 +42,9 @@ type Factory struct {
 	Defaults config.Containerd
 	// StateDir holds the records of the stray-cgroup sweep ("": no sweep).
 	StateDir string
+	// Counters receives what the backends count (metrics); nil counts
+	// nothing.
+	Counters Counters
 	Log      *slog.Logger
 }
 
@@ -56,7 +60,8 @@ func (f Factory) endpoint(rt config.Runtime) string {
 
 // New dials lazily: containerd may start after crimux.
 func (f Factory) New(_ context.Context, rt config.Runtime, codec *idcodec.Codec) (registry.Backend, error) {
-	return Dial(f.endpoint(rt), Options{CallTimeout: f.Defaults.CallTimeout.Duration, Codec: codec, StateDir: f.StateDir, Log: f.Log})
+	return Dial(f.endpoint(rt), Options{CallTimeout: f.Defaults.CallTimeout.Duration, Codec: codec, StateDir: f.StateDir,
+		Counters: f.Counters, Log: f.Log})
 }
 
 // Options tune a backend.
@@ -68,6 +73,8 @@ type Options struct {
 	// StateDir, when set, turns on the sweep of stray container cgroups
 	// (cgroupgc) with its records there.
 	StateDir string
+	// Counters receives what the backend counts; nil counts nothing.
+	Counters Counters
 	Log      *slog.Logger
 }
 
@@ -94,13 +101,17 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
+	if opts.Counters == nil {
+		opts.Counters = noCounters{}
+	}
 	unary := []grpc.UnaryClientInterceptor{deadlines(opts.CallTimeout)}
 	var sweeper *cgroupgc.Sweeper
 	var reaper *taskReaper                     // ends orphaned tasks for the sweeper
 	var client runtimeapi.RuntimeServiceClient // the sweep's, set once conn exists
 	if opts.StateDir != "" {
 		var err error
-		known := func(ctx context.Context) (map[string]bool, error) { return knownIDs(ctx, client) }
+		ids := ownIDs(opts.Codec)
+		known := func(ctx context.Context) (map[string]bool, error) { return knownIDs(ctx, client, ids) }
 		sweeper, err = newSweeper(opts.StateDir, known, opts.Log.With("component", "cgroupgc"))
 		if err != nil {
 			return nil, err
@@ -128,7 +139,7 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", endpoint, err)
 	}
-	go metrics.WatchReconnects(conn, endpoint)
+	go watchReconnects(conn, func() { opts.Counters.Reconnected(endpoint) })
 	b := &Backend{
 		conn:    conn,
 		raw:     opts.Codec == nil,
@@ -142,7 +153,7 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 		sweeper.SetReaper(reaper)
 		ctx, cancel := context.WithCancel(context.Background())
 		b.stop = cancel
-		go sweeper.Run(ctx, sweepInterval, countSweeps)
+		go sweeper.Run(ctx, sweepInterval, countSweeps(opts.Counters))
 	}
 	return b, nil
 }

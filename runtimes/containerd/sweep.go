@@ -4,14 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/cgroup"
-	"github.com/crimux/crimux/metrics"
+	"github.com/crimux/crimux/internal/idcodec"
 	"github.com/crimux/crimux/runtimes/containerd/cgroupgc"
 )
 
@@ -36,9 +35,10 @@ func hierarchyRoots() ([]string, error) {
 	return roots, nil
 }
 
-// knownIDs are containerd's container and sandbox IDs (a non-primary
-// entry's "<name>--" prefix taken off).
-func knownIDs(ctx context.Context, client runtimeapi.RuntimeServiceClient) (map[string]bool, error) {
+// knownIDs are containerd's own container and sandbox IDs: client's
+// answers carry the IDs clients see (a non-primary entry's prefix added by
+// ids), and ids takes it off again.
+func knownIDs(ctx context.Context, client runtimeapi.RuntimeServiceClient, ids idcodec.Codec) (map[string]bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	ctrs, err := client.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
@@ -49,21 +49,24 @@ func knownIDs(ctx context.Context, client runtimeapi.RuntimeServiceClient) (map[
 	if err != nil {
 		return nil, err
 	}
-	ids := map[string]bool{}
+	known := map[string]bool{}
 	for _, c := range ctrs.GetContainers() {
-		ids[rawID(c.GetId())] = true
+		known[ids.Decode(c.GetId())] = true
 	}
 	for _, p := range pods.GetItems() {
-		ids[rawID(p.GetId())] = true
+		known[ids.Decode(p.GetId())] = true
 	}
-	return ids, nil
+	return known, nil
 }
 
-func rawID(id string) string {
-	if i := strings.LastIndex(id, "--"); i >= 0 {
-		return id[i+2:]
+// ownIDs is the codec that takes the IDs of this backend's answers back
+// to containerd's own: the entry's codec, or for the primary (no codec)
+// the zero one, which changes nothing.
+func ownIDs(codec *idcodec.Codec) idcodec.Codec {
+	if codec == nil {
+		return idcodec.Codec{}
 	}
-	return id
+	return *codec
 }
 
 // recordParents notes a new pod's cgroup parent before containerd makes
@@ -79,8 +82,10 @@ func recordParents(s *cgroupgc.Sweeper, log *slog.Logger) grpc.UnaryClientInterc
 	}
 }
 
-// countSweeps adds what a sweep removed to crimux_gc_removals_total.
-func countSweeps(rep cgroupgc.Report) {
-	metrics.GCRemovals.WithLabelValues("container_cgroup").Add(float64(len(rep.Removed)))
-	metrics.GCRemovals.WithLabelValues("orphan_task").Add(float64(len(rep.Reaped)))
+// countSweeps counts what each sweep removed (crimux_gc_removals_total).
+func countSweeps(c Counters) func(cgroupgc.Report) {
+	return func(rep cgroupgc.Report) {
+		c.GCRemoved("container_cgroup", len(rep.Removed))
+		c.GCRemoved("orphan_task", len(rep.Reaped))
+	}
 }

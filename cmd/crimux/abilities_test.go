@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/config"
+	"github.com/crimux/crimux/cri"
+	"github.com/crimux/crimux/internal/idcodec"
+	"github.com/crimux/crimux/registry"
+	"github.com/crimux/crimux/runtimes/containerd"
+	"github.com/crimux/crimux/runtimes/libvirt"
+)
+
+// vmLikeBackend declares the abilities the daemon asks a VM runtime for,
+// without being the libvirt runtime.
+type vmLikeBackend struct {
+	recovered chan struct{}
+	counts    map[string]int
+}
+
+func (vmLikeBackend) Runtime() runtimeapi.RuntimeServiceClient    { return nil }
+func (vmLikeBackend) Images() runtimeapi.ImageServiceClient       { return nil }
+func (vmLikeBackend) Close() error                                { return nil }
+func (b vmLikeBackend) Recovered() <-chan struct{}                { return b.recovered }
+func (b vmLikeBackend) PowerStateCounts() (map[string]int, error) { return b.counts, nil }
+
+// plainBackend declares no ability.
+type plainBackend struct{}
+
+func (plainBackend) Runtime() runtimeapi.RuntimeServiceClient { return nil }
+func (plainBackend) Images() runtimeapi.ImageServiceClient    { return nil }
+func (plainBackend) Close() error                             { return nil }
+
+type backendFactory struct{ b registry.Backend }
+
+func (f backendFactory) Key(rt config.Runtime) string { return rt.Name }
+func (f backendFactory) New(context.Context, config.Runtime, *idcodec.Codec) (registry.Backend, error) {
+	return f.b, nil
+}
+
+// TestDaemonAsksAbilities: the daemon waits for and counts the VMs of any
+// backend declaring the abilities (registry.Recoverer,
+// registry.PowerStateCounter), and skips the others.
+func TestDaemonAsksAbilities(t *testing.T) {
+	vm := vmLikeBackend{recovered: make(chan struct{}), counts: map[string]int{"running": 2, "paused": 1}}
+	close(vm.recovered)
+	reg, err := registry.New(context.Background(), config.Default(), map[string]registry.Factory{
+		config.TypeContainer: backendFactory{plainBackend{}}, config.TypeVM: backendFactory{vm},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDaemon(config.Default(), flags{}, nil, io.Discard)
+	d.cri = cri.New(reg, d.log)
+	counts, err := d.vmPowerStates()
+	if err != nil || counts["running"] != 2 || counts["paused"] != 1 || len(counts) != 2 {
+		t.Errorf("vmPowerStates = %v, %v; want running 2, paused 1", counts, err)
+	}
+	done := make(chan struct{})
+	go func() { d.recoverRuntimes(context.Background(), reg); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("recoverRuntimes still waits for a backend that has recovered")
+	}
+}
+
+// TestFactoriesCountIntoMetrics: both runtimes count into the daemon's
+// metrics (GC removals, reconnects).
+func TestFactoriesCountIntoMetrics(t *testing.T) {
+	d := newDaemon(config.Default(), flags{}, nil, io.Discard)
+	f := d.factories(config.Default(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if c := f[config.TypeContainer].(containerd.Factory).Counters; c != containerd.Counters(d.metrics) {
+		t.Errorf("containerd.Factory.Counters = %v, want the daemon's metrics", c)
+	}
+	if c := f[config.TypeVM].(libvirt.Factory).Options.Counters; c != libvirt.Counters(d.metrics) {
+		t.Errorf("libvirt.Options.Counters = %v, want the daemon's metrics", c)
+	}
+}

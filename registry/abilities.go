@@ -1,0 +1,40 @@
+package registry
+
+// Abilities. A backend declares what it can do beyond CRI by implementing
+// small interfaces, and callers ask for an ability with Ability instead of
+// type-asserting a runtime's concrete type, so neither the daemon nor the
+// VM API needs to know which runtime implements what. The abilities asked
+// for today:
+//
+//   - Recoverer: catches up after a start (the daemon waits for it before
+//     telling systemd it is ready);
+//   - PowerStateCounter: counts its VMs by power state (metrics);
+//   - vmtypes.Operator: the VM operations of crimux's VM API (reboot, power
+//     state, snapshots, foreign resources), declared beside the VM types.
+//
+// A new ability is a new interface here (or beside the types it speaks);
+// a backend gains it by growing the methods.
+
+// Recoverer is a backend that recovers its state after a start (the VM
+// runtime: store and libvirt reconciled, first garbage collection done).
+type Recoverer interface {
+	// Recovered is closed once the backend has caught up.
+	Recovered() <-chan struct{}
+}
+
+// PowerStateCounter is a backend that runs VMs and counts them by power
+// state.
+type PowerStateCounter interface {
+	PowerStateCounts() (map[string]int, error)
+}
+
+// Ability returns rt's backend as T (an ability interface) and whether the
+// backend has that ability.
+func Ability[T any](rt *Runtime) (T, bool) {
+	var zero T
+	if rt == nil || rt.Backend == nil {
+		return zero, false
+	}
+	a, ok := rt.Backend.(T)
+	return a, ok
+}
