@@ -125,20 +125,6 @@ func (b *backend) Recovered() <-chan struct{} { return b.rt.Recovered() }
 // PowerStateCounts counts the VMs by power state (metrics).
 func (b *backend) PowerStateCounts() (map[string]int, error) { return b.rt.PowerStateCounts() }
 
-// VM is what RuntimeOf finds behind a backend.
-type VM interface {
-	vmtypes.Operator
-	Recovered() <-chan struct{}
-	PowerStateCounts() (map[string]int, error)
-}
-
-// RuntimeOf exposes the VM runtime behind a backend. Deprecated: ask the
-// registry for the ability instead (registry.Ability).
-func RuntimeOf(b registry.Backend) (VM, bool) {
-	vb, ok := b.(*backend)
-	return vb, ok
-}
-
 // operator is the VM runtime's vmtypes.Operator: the VM operations, and
 // the foreign resources of the collector.
 type operator struct {

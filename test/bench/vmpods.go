@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
+
+	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/internal/idcodec"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -23,7 +25,7 @@ type vmPod struct {
 
 // domain is the VM's libvirt domain (crimux-<id>, the container ID without
 // the runtime's prefix).
-func (v *vmPod) domain() string { return "crimux-" + strings.TrimPrefix(v.container, "vm--") }
+func (v *vmPod) domain() string { return vm.DomainName(idcodec.For("vm").Decode(v.container)) }
 
 // vmPodConfig is a VM pod as kubelet sends it: RuntimeClass "vm", a log
 // directory and a cgroup parent of the bench's own.
