@@ -80,7 +80,7 @@ func (rt *Runtime) servePlacement(ctx context.Context, socket string) {
 	p := placer.New(socket, func(domain string) (cgroup.Spec, bool) {
 		cg, ok := r.CgroupForDomain(domain)
 		return cgroup.Spec(cg), ok
-	}, placer.WithAttach(rt.attachForDomain), placer.WithLogger(r.Log.With("component", "placement")),
+	}, placer.WithAttach(rt.attachForDomain), placer.WithGrants(r.Starts.Take), placer.WithLogger(r.Log.With("component", "placement")),
 		placer.WithExecutable(r.Opts.Emulator), placer.WithPeerUIDs(uids...))
 	go func() {
 		if err := p.Serve(ctx); err != nil && ctx.Err() == nil {

@@ -140,11 +140,13 @@ type Runtime struct {
 	Images  ImageReader
 	Cgroups Cgroups
 	// Net is the pod network; nil: VM pods have none.
-	Net      PodNetwork
-	Locks    Locks
-	Console  *console.Consoles
-	Events   *EventHub
-	Reboots  *RebootWatch
+	Net     PodNetwork
+	Locks   Locks
+	Console *console.Consoles
+	Events  *EventHub
+	Reboots *RebootWatch
+	// Starts are the qemu starts in flight, for the placement server.
+	Starts   *Starts
 	Log      *slog.Logger
 	Counters Counters
 	// AfterResync runs on every (re)connect once the store has caught up
@@ -175,7 +177,7 @@ func New(opts Options, p Parts) *Runtime {
 	log := p.Log.With("runtime", "vm")
 	return &Runtime{
 		Opts: opts, Accel: resolveAccel(opts.Accel), Store: p.Store, Conn: p.Conn, Images: p.Images, Cgroups: p.Cgroups,
-		Net: p.Net, Console: console.New(log), Events: NewEventHub(), Reboots: NewRebootWatch(), Log: log,
+		Net: p.Net, Console: console.New(log), Events: NewEventHub(), Reboots: NewRebootWatch(), Starts: &Starts{}, Log: log,
 		Counters: opts.Counters, recovered: make(chan struct{}),
 	}
 }

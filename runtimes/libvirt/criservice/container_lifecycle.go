@@ -35,7 +35,7 @@ func (r *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		// Running already: a crimux killed after DomainCreate and before
 		// recording it. Starting again would fail; recording it converges.
 		if off, serr := core.IsShutoff(l, dom); serr != nil || off {
-			err = l.Start(dom)
+			err = r.StartingQemu(c.Domain, func() error { return l.Start(dom) })
 		}
 	}
 	if err != nil {

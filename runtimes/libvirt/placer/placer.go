@@ -41,7 +41,20 @@ type Placer struct {
 	place   func(l cgroup.Layout, s cgroup.Spec, pid int) error
 	placeMu sync.Mutex
 	attach  func(domain string) (Attachment, error)
+	// granted, when set, must grant every placement: crimux asked libvirt
+	// to start that domain's qemu and the start is in flight (Starts).
+	granted func(domain string) bool
+	// launcher reads the cgroups of the process that starts qemu
+	// (libvirtd): a new qemu comes from there, never from a pod.
+	launcher func() (string, error)
+	// handlers bounds the requests served at once.
+	handlers chan struct{}
 }
+
+// maxHandlers bounds the requests the Placer serves at once: a flood of
+// connections costs a bounded number of goroutines; more are refused at
+// once.
+const maxHandlers = 16
 
 // Attachment is what the wrapper hands qemu besides its placement: open
 // files and the arguments naming them (placement.FDPlaceholder).
@@ -86,7 +99,21 @@ func WithAttach(attach func(domain string) (Attachment, error)) PlacerOption {
 	return func(p *Placer) { p.attach = attach }
 }
 
-// NewPlacer returns a Placer that will listen on socketPath (made
+// WithGrants makes every placement need a grant: granted(domain) is true
+// only while crimux's own start of that domain is in flight, once per
+// start (see the VM runtime's core.Starts). Without it any start libvirt
+// makes is placed.
+func WithGrants(granted func(domain string) bool) PlacerOption {
+	return func(p *Placer) { p.granted = granted }
+}
+
+// WithLauncher sets how the Placer reads the cgroups of the process that
+// starts qemu (default: libvirtd's or virtqemud's, found in /proc).
+func WithLauncher(cgroups func() (string, error)) PlacerOption {
+	return func(p *Placer) { p.launcher = cgroups }
+}
+
+// New returns a Placer that will listen on socketPath (made
 // connectable by every user: the caller is checked by its credentials)
 // and find a VM's Spec with lookup. lookup must know a VM from before its
 // domain is first started until it is undefined: libvirt starts a new qemu
@@ -94,13 +121,15 @@ func WithAttach(attach func(domain string) (Attachment, error)) PlacerOption {
 // managed-save restore.
 func New(socketPath string, lookup func(domainName string) (cgroup.Spec, bool), opts ...PlacerOption) *Placer {
 	p := &Placer{
-		socket: socketPath,
-		lookup: lookup,
-		log:    slog.Default(),
-		proc:   "/proc",
-		layout: cgroup.Discover,
-		place:  ensureAndPlace,
+		socket:   socketPath,
+		lookup:   lookup,
+		log:      slog.Default(),
+		proc:     "/proc",
+		layout:   cgroup.Discover,
+		place:    ensureAndPlace,
+		handlers: make(chan struct{}, maxHandlers),
 	}
+	p.launcher = func() (string, error) { return launcherCgroups(p.proc) }
 	for _, o := range opts {
 		o(p)
 	}
@@ -135,9 +164,16 @@ func (p *Placer) Serve(ctx context.Context) error {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
+		select {
+		case p.handlers <- struct{}{}:
+		default:
+			p.refuse(conn, errors.New("too many placement requests at once"))
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() { <-p.handlers }()
 			p.handle(conn.(*net.UnixConn))
 		}()
 	}
@@ -171,11 +207,25 @@ func (p *Placer) listen() (net.Listener, error) {
 	return ln, nil
 }
 
+// refuse answers a caller that is not served with the reason and closes
+// its connection at once, reading nothing.
+func (p *Placer) refuse(conn net.Conn, err error) {
+	_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = io.WriteString(conn, placement.ErrorAnswer(err.Error()))
+	conn.Close()
+	p.log.Warn("qemu placement refused", "err", err)
+}
+
 func (p *Placer) handle(conn *net.UnixConn) {
+	cred, err := p.checkPeer(conn)
+	if err != nil {
+		p.refuse(conn, err)
+		return
+	}
 	defer conn.Close()
 	start := time.Now()
 	_ = conn.SetDeadline(start.Add(requestTimeout))
-	name, pid, err := p.identify(conn)
+	name, pid, err := p.identify(conn, cred)
 	log := p.log.With("domain", name, "pid", pid)
 	var att Attachment
 	defer att.close()
@@ -199,12 +249,20 @@ func (p *Placer) handle(conn *net.UnixConn) {
 	log.Info("qemu placed", "took", time.Since(start), "files", len(att.Files))
 }
 
-// identify reads the request and checks it against the caller.
-func (p *Placer) identify(conn *net.UnixConn) (string, int, error) {
+// checkPeer checks who connected, before anything is read from it.
+func (p *Placer) checkPeer(conn *net.UnixConn) (*unix.Ucred, error) {
 	cred, err := peerCred(conn)
 	if err != nil {
-		return "", 0, err
+		return nil, err
 	}
+	if len(p.uids) > 0 && !slices.Contains(p.uids, cred.Uid) {
+		return nil, fmt.Errorf("caller pid %d: uid %d is not a qemu user", cred.Pid, cred.Uid)
+	}
+	return cred, nil
+}
+
+// identify reads the request and checks it against the caller.
+func (p *Placer) identify(conn *net.UnixConn, cred *unix.Ucred) (string, int, error) {
 	pid := int(cred.Pid)
 	line, err := bufio.NewReader(io.LimitReader(conn, placement.MaxNameLen+2)).ReadString('\n')
 	if err != nil {
@@ -213,9 +271,6 @@ func (p *Placer) identify(conn *net.UnixConn) (string, int, error) {
 	name := strings.TrimSuffix(line, "\n")
 	if err := placement.ValidName(name); err != nil {
 		return name, pid, err
-	}
-	if len(p.uids) > 0 && !slices.Contains(p.uids, cred.Uid) {
-		return name, pid, fmt.Errorf("caller uid %d is not a qemu user", cred.Uid)
 	}
 	if p.exe != "" {
 		exe, err := os.Readlink(filepath.Join(p.proc, fmt.Sprint(pid), "exe"))
@@ -273,6 +328,9 @@ func (p *Placer) placeVM(name string, pid int) error {
 	}
 	p.placeMu.Lock()
 	defer p.placeMu.Unlock()
+	if err := p.mayPlace(l, spec, name, pid); err != nil {
+		return err
+	}
 	return p.place(l, spec, pid)
 }
 

@@ -95,7 +95,7 @@ func startPlacer(t *testing.T, placeErr error, opts ...PlacerOption) (sock strin
 	}
 	sock = filepath.Join(dir, "placement.sock")
 	specs := map[string]cgroup.Spec{"crimux-vm-1": {Parent: "/kubepods/pod1", Name: "crimux-vm-1"}}
-	opts = append([]PlacerOption{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)
+	opts = append([]PlacerOption{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithLauncher(ownCgroups)}, opts...)
 	p := New(sock, func(name string) (cgroup.Spec, bool) { s, ok := specs[name]; return s, ok }, opts...)
 	var mu sync.Mutex
 	var calls []placed
@@ -136,6 +136,13 @@ func startPlacer(t *testing.T, placeErr error, opts ...PlacerOption) (sock strin
 	return "", nil
 }
 
+// ownCgroups are this test's cgroups, which its helpers inherit: the
+// cgroups libvirt would start qemu in, as far as the tests go.
+func ownCgroups() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	return string(b), err
+}
+
 func TestPlacer(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
@@ -160,6 +167,14 @@ func TestPlacer(t *testing.T) {
 			wantErr: "not /usr/bin/true"},
 		{name: "placement fails", is: "crimux-vm-1", asks: "crimux-vm-1", placeErr: errors.New("cgroupfs says no"),
 			wantErr: "cgroupfs says no"},
+		// Issue 13, defect 3: what the caller cannot choose decides.
+		{name: "not from libvirt (a pod's cgroups)", is: "crimux-vm-1", asks: "crimux-vm-1",
+			opts:    []PlacerOption{WithLauncher(func() (string, error) { return "0::/machine/libvirtd\n", nil })},
+			wantErr: "does not come from libvirt"},
+		{name: "no start in flight", is: "crimux-vm-1", asks: "crimux-vm-1",
+			opts: []PlacerOption{WithGrants(func(string) bool { return false })}, wantErr: "crimux is not starting crimux-vm-1"},
+		{name: "start in flight", is: "crimux-vm-1", asks: "crimux-vm-1",
+			opts: []PlacerOption{WithGrants(func(d string) bool { return d == "crimux-vm-1" })}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sock, placements := startPlacer(t, tc.placeErr, tc.opts...)

@@ -92,7 +92,7 @@ func (r *Ops) RestoreSnapshot(ctx context.Context, id, name string) (vmtypes.Pow
 			return "", err
 		}
 	}
-	err = l.RevertToSnapshot(snap)
+	err = r.StartingQemu(c.Domain, func() error { return l.RevertToSnapshot(snap) })
 	r.settlePower(l, dom, c, prev)
 	if err != nil {
 		return c.Power(), fmt.Errorf("restore snapshot %q of domain %s: %w", name, c.Domain, err)

@@ -1,0 +1,143 @@
+package placer
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/crimux/crimux/cgroup"
+)
+
+// What the Placer trusts. The caller's uid, executable and command line
+// are its own to choose: a compromised qemu of VM A can run the wrapper
+// as the qemu user with B's -name. What it cannot choose is its cgroup:
+// its processes stay in A's, which only root may leave. So a placement is
+// granted to a process that
+//
+//   - comes from where libvirt starts qemu: it is in the launcher's
+//     (libvirtd's) cgroups, in every hierarchy, not in any pod's;
+//   - starts a qemu crimux asked for: the start is in flight (granted,
+//     once per start), and no qemu of that VM runs (its leaf is empty);
+//
+// or to the wrapper of that very VM asking again (its answer was lost):
+// alone in the VM's leaf, where only this Placer can have put it.
+
+// leafSettle is how long a placement waits for the processes of a VM's
+// previous qemu to leave its leaf (a snapshot revert stops one qemu and
+// starts another).
+const leafSettle = 3 * time.Second
+
+// mayPlace decides whether pid may be placed as domain.
+func (p *Placer) mayPlace(l cgroup.Layout, s cgroup.Spec, domain string, pid int) error {
+	others, err := leafProcs(l, s, pid)
+	if err != nil {
+		return err
+	}
+	if own, err := p.inLeaf(pid, s.Name); err == nil && own && len(others) == 0 {
+		return nil // a retry: placed already
+	}
+	if err := p.fromLauncher(pid); err != nil {
+		return err
+	}
+	if p.granted != nil && !p.granted(domain) {
+		return fmt.Errorf("crimux is not starting %s: no placement was asked for", domain)
+	}
+	for deadline := time.Now().Add(leafSettle); len(others) > 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		if others, err = leafProcs(l, s, pid); err != nil {
+			return err
+		}
+	}
+	if len(others) > 0 {
+		return fmt.Errorf("a qemu of %s runs already (pids %v)", domain, others)
+	}
+	return nil
+}
+
+// fromLauncher checks that pid is in the launcher's cgroups.
+func (p *Placer) fromLauncher(pid int) error {
+	want, err := p.launcher()
+	if err != nil {
+		return fmt.Errorf("the cgroups qemu is started in: %w", err)
+	}
+	got, err := os.ReadFile(filepath.Join(p.proc, strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return fmt.Errorf("cgroups of pid %d: %w", pid, err)
+	}
+	if string(got) != want {
+		return fmt.Errorf("pid %d does not come from libvirt: its cgroups are not the ones qemu is started in", pid)
+	}
+	return nil
+}
+
+// inLeaf reports whether every cgroup of pid is a leaf named leaf.
+func (p *Placer) inLeaf(pid int, leaf string) (bool, error) {
+	b, err := os.ReadFile(filepath.Join(p.proc, strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return false, err
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for _, line := range lines {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || filepath.Base(parts[2]) != leaf {
+			return false, nil
+		}
+	}
+	return len(lines) > 0, nil
+}
+
+// leafProcs lists the processes in a VM's leaf other than pid; none when
+// it does not exist yet.
+func leafProcs(l cgroup.Layout, s cgroup.Spec, pid int) ([]int, error) {
+	dirs, err := l.LeafDirs(s)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil && n != pid && !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out, nil
+}
+
+// launcherCgroups reads the cgroups of libvirt's daemon (libvirtd, or
+// virtqemud of the modular daemons) from proc.
+func launcherCgroups(proc string) (string, error) {
+	entries, err := os.ReadDir(proc)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join(proc, e.Name(), "comm"))
+		if err != nil {
+			continue
+		}
+		if c := strings.TrimSpace(string(comm)); c == "libvirtd" || c == "virtqemud" {
+			b, err := os.ReadFile(filepath.Join(proc, e.Name(), "cgroup"))
+			if err != nil {
+				return "", err
+			}
+			return string(b), nil
+		}
+	}
+	return "", errors.New("no libvirtd or virtqemud runs")
+}
