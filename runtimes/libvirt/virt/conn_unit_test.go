@@ -1,0 +1,235 @@
+package virt
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	golibvirt "github.com/digitalocean/go-libvirt"
+	"github.com/digitalocean/go-libvirt/libvirttest"
+
+	"github.com/crimux/crimux/internal/errdefs"
+)
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestNewConnRefusesOtherURIs(t *testing.T) {
+	if _, err := NewConn("qemu:///session", discard(), nil, nil); err == nil || !strings.Contains(err.Error(), "only local qemu:///system") {
+		t.Fatalf("NewConn(qemu:///session) = %v", err)
+	}
+}
+
+// TestConnWithoutLibvirtd: Get is Unavailable before Run and while
+// libvirtd cannot be reached, saying why; Run keeps trying until its
+// context ends and then closes Done.
+func TestConnWithoutLibvirtd(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "no-libvirt-sock")
+	c, err := NewConn("qemu:///system?socket="+sock, discard(), func(context.Context, Libvirt) {
+		t.Error("onConnect ran without libvirtd")
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Get()
+	if !errdefs.IsUnavailable(err) || !strings.Contains(err.Error(), sock) || !strings.Contains(err.Error(), "not connected yet") {
+		t.Fatalf("Get before Run: %v, want Unavailable naming the socket, not connected yet", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go c.Run(ctx)
+	waitFor(t, "a failed dial", func() bool {
+		_, err := c.Get()
+		return err != nil && !strings.Contains(err.Error(), "not connected yet")
+	})
+	if _, err := c.Get(); !errdefs.IsUnavailable(err) || !strings.Contains(err.Error(), sock) {
+		t.Fatalf("Get while libvirtd is unreachable: %v", err)
+	}
+	select {
+	case <-c.Done():
+		t.Fatal("Done closed while Run runs")
+	default:
+	}
+	cancel()
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+}
+
+// mockLibvirtd serves go-libvirt's mock libvirtd (libvirttest) on a unix
+// socket, one mock per connection; kill closes the connections (libvirtd
+// going away).
+type mockLibvirtd struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func newMockLibvirtd(t *testing.T) (*mockLibvirtd, string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "libvirt-sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &mockLibvirtd{ln: ln}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			m.mu.Lock()
+			m.conns = append(m.conns, c)
+			m.mu.Unlock()
+			m.wg.Add(1)
+			go func() { defer m.wg.Done(); serveMock(c) }()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); m.kill(); m.wg.Wait() })
+	return m, sock
+}
+
+func serveMock(c net.Conn) {
+	p, _ := libvirttest.New().Dial()
+	done := make(chan struct{})
+	go func() { _, _ = io.Copy(c, p); close(done) }()
+	_, _ = io.Copy(p, c)
+	p.Close() // the mock's reader sees EOF and ends
+	c.Close()
+	<-done
+}
+
+func (m *mockLibvirtd) kill() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range m.conns {
+		c.Close()
+	}
+	m.conns = nil
+}
+
+// TestConnReconnects: Run connects, hands the connection to onConnect,
+// remakes it when libvirtd goes away (counting the reconnect), and closes
+// it when its context ends.
+func TestConnReconnects(t *testing.T) {
+	d, sock := newMockLibvirtd(t)
+	connected := make(chan Libvirt, 4)
+	var mu sync.Mutex
+	var reconnects []string
+	c, err := NewConn("qemu:///system?socket="+sock, discard(), func(ctx context.Context, l Libvirt) {
+		connected <- l
+		<-ctx.Done() // lives as long as the connection
+	}, func(uri string) {
+		mu.Lock()
+		defer mu.Unlock()
+		reconnects = append(reconnects, uri)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx)
+	first := receive(t, connected)
+	if l, err := c.Get(); err != nil || l != first {
+		t.Fatalf("Get = %v, %v; want the connection onConnect got", l, err)
+	}
+	dom, err := first.Lookup("test")
+	if err != nil || dom.Name != "test" {
+		t.Fatalf("Lookup over the connection: %+v, %v", dom, err)
+	}
+
+	d.kill()
+	select {
+	case <-first.Disconnected():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection did not notice libvirtd going away")
+	}
+	second := receive(t, connected)
+	if second == first {
+		t.Fatal("reconnected with the old connection")
+	}
+	mu.Lock()
+	got := strings.Join(reconnects, ",")
+	mu.Unlock()
+	if got != "qemu:///system?socket="+sock {
+		t.Fatalf("reconnects counted: %q, want one for the URI", got)
+	}
+
+	cancel()
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if _, err := c.Get(); !errdefs.IsUnavailable(err) || !strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("Get after Run: %v, want Unavailable, shutting down", err)
+	}
+}
+
+func receive(t *testing.T, ch <-chan Libvirt) Libvirt {
+	t.Helper()
+	select {
+	case l := <-ch:
+		return l
+	case <-time.After(10 * time.Second):
+		t.Fatal("no connection to the mock libvirtd within 10s")
+		return nil
+	}
+}
+
+// TestRemote: the calls go-libvirt's mock libvirtd answers, through the
+// adapter, in crimux's types.
+func TestRemote(t *testing.T) {
+	l := golibvirt.NewWithDialer(libvirttest.New())
+	if err := l.Connect(); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Disconnect()
+	r := remote{l}
+	d, err := r.Lookup("test")
+	if err != nil || d.Name != "test" || d.UUID == (UUID{}) {
+		t.Fatalf("Lookup = %+v, %v", d, err)
+	}
+	doms, err := r.ListAll()
+	if err != nil || len(doms) != 2 || doms[0].Name != "aaaaaaa-1" || doms[1].ID != 2 {
+		t.Fatalf("ListAll = %+v, %v", doms, err)
+	}
+	if s, err := r.State(d); err != nil || s != StateRunning {
+		t.Fatalf("State = %v, %v; want running", s, err)
+	}
+	for name, call := range map[string]func(Domain) error{
+		"Undefine": r.Undefine, "Reboot": r.Reboot, "Reset": r.Reset, "StartPaused": r.StartPaused,
+	} {
+		if err := call(d); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	select {
+	case <-r.Disconnected():
+		t.Fatal("Disconnected closed on a live connection")
+	default:
+	}
+}
