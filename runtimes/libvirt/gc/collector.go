@@ -49,8 +49,9 @@ func (r *Collector) CollectGarbage(ctx context.Context, afterStart bool) GCRepor
 	l, err := r.Conn.Get()
 	if err == nil {
 		r.finishTeardowns(&rep, afterStart)
-		present := r.collectDomains(l, &rep)
-		r.collectDirs(&rep, present)
+		if present, ok := r.collectDomains(l, &rep); ok {
+			r.collectDirs(&rep, present)
+		}
 	}
 	r.collectNetworks(&rep, afterStart, err == nil)
 	if rep.Domains+rep.Dirs+rep.Records+rep.Adopted+rep.Networks > 0 || len(rep.Foreign)+len(rep.ForeignNetns) > 0 || rep.Pending > 0 {

@@ -21,11 +21,14 @@ import (
 // after the pass: their directories are not the collector's to remove.
 // Only a record that is certainly missing makes a domain an orphan: one
 // the store cannot read (a damaged record, a downgrade) is left alone.
-func (r *Collector) collectDomains(l virt.Libvirt, rep *GCReport) (present map[string]bool) {
+// ok is false when libvirt could not list its domains: then nothing
+// tells which directories are a VM's.
+func (r *Collector) collectDomains(l virt.Libvirt, rep *GCReport) (present map[string]bool, ok bool) {
 	present = map[string]bool{}
 	doms, err := l.ListAll()
 	if err != nil {
-		return present
+		r.Log.Warn("cannot list libvirt's domains: no VM directory collected in this pass", "err", err)
+		return present, false
 	}
 	prefix := vm.DomainName("")
 	for _, d := range doms {
@@ -45,7 +48,7 @@ func (r *Collector) collectDomains(l virt.Libvirt, rep *GCReport) (present map[s
 			delete(present, id)
 		}
 	}
-	return present
+	return present, true
 }
 
 // collectDomain adopts or removes a crimux-named domain without a record,
@@ -56,8 +59,13 @@ func (r *Collector) collectDomain(l virt.Libvirt, d virt.Domain, rep *GCReport) 
 		rep.Foreign = append(rep.Foreign, d.Name)
 		return false
 	}
-	off, err := core.IsShutoff(l, d)
-	if err == nil && !off {
+	state, err := l.State(d)
+	if err != nil {
+		rep.Pending++
+		r.Log.Warn("cannot tell whether an unrecorded VM of this crimux runs: left for the next pass", "domain", d.Name, "err", err)
+		return false
+	}
+	if state.Active() {
 		if err := r.adopt(d.Name, meta); err != nil {
 			rep.Pending++
 			r.Log.Warn("a running VM of this crimux not adopted yet; its files are kept", "domain", d.Name, "err", err)
@@ -87,8 +95,13 @@ func mintedBy(m vm.Metadata, domain string) bool {
 // instead of running unseen forever.
 func (r *Collector) adopt(domain string, m vm.Metadata) error {
 	defer r.Locks.Lock(m.SandboxID)()
-	if _, err := r.Store.Sandbox(m.SandboxID); err != nil && !errdefs.IsNotFound(err) {
+	if sb, err := r.Store.Sandbox(m.SandboxID); err != nil && !errdefs.IsNotFound(err) {
 		return err // unreadable: never overwritten
+	} else if err == nil && sb.ContainerID == "" {
+		sb.ContainerID = m.ContainerID // its VM, found again
+		if err := r.Store.PutSandbox(sb); err != nil {
+			return err
+		}
 	} else if err != nil {
 		sb := &store.Sandbox{ID: m.SandboxID, Handler: "vm", CreatedAt: time.Now().UnixNano(),
 			State: runtimeapi.PodSandboxState_SANDBOX_READY, ContainerID: m.ContainerID,

@@ -76,11 +76,22 @@ func (r *Collector) foreignUser(l virt.Libvirt, id string) (string, error) {
 		return "", fmt.Errorf("list libvirt domains: %w", err)
 	}
 	for _, d := range doms {
-		_, m, ok, err := r.describeDomain(l, d)
-		if err != nil {
-			return "", err
+		ctr, crimux := strings.CutPrefix(d.Name, vm.DomainName(""))
+		if !crimux || ctr == "" {
+			continue
 		}
-		if ok && m.SandboxID == id {
+		if owned, err := r.ownsContainer(ctr); err != nil {
+			return "", err
+		} else if owned {
+			continue
+		}
+		// A domain whose metadata cannot be read may be the user: unknown
+		// is never "nobody's".
+		m, stamped, err := readMetadata(l, d)
+		if err != nil {
+			return "", fmt.Errorf("cannot tell whether domain %s uses it: %w", d.Name, err)
+		}
+		if stamped && m.SandboxID == id && m.Instance != r.Opts.Instance {
 			return d.Name, nil
 		}
 	}

@@ -107,14 +107,13 @@ func (r *Collector) collectNamespaces(ctx context.Context, rep *GCReport) {
 
 // collectNetworks is the network part of a collector pass; orphans says
 // whether namespaces without a record may go (libvirt was asked first).
+// Pod records are finished with or without a pod network (one abandoned
+// in RunPodSandbox is owed its removal either way).
 func (r *Collector) collectNetworks(rep *GCReport, afterStart, orphans bool) {
-	if r.Net == nil {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), core.NetworkGCTimeout)
 	defer cancel()
 	r.finishSandboxes(ctx, rep, afterStart)
-	if orphans {
+	if orphans && r.Net != nil {
 		r.collectNamespaces(ctx, rep)
 	}
 }

@@ -9,16 +9,15 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
 
-// The tests below assert what the collector should do and does not yet:
-// each is skipped with the defect it shows. Remove the t.Skip once the
-// defect is fixed.
+// Regression tests of collector defects found by the unit tests on the
+// fake (each failed before its fix): an error of libvirt or the store is
+// never read as "nothing there".
 
 // A domain listing that fails leaves collectDomains' present set empty,
 // and collectDirs then removes the directory (the overlay disk) of a
 // running VM of this crimux that has no record; the next pass adopts
 // the VM without its disk.
-func TestBugListAllFailureRemovesARunningVMsDisk(t *testing.T) {
-	t.Skip("defect: gc/domains.go collectDomains returns an empty present set when ListAll fails and CollectGarbage still runs collectDirs")
+func TestRegressionListAllFailureRemovesARunningVMsDisk(t *testing.T) {
 	e := newEnv(t)
 	e.putDomain(orphanDom, ours(t), virt.StateRunning)
 	dir := e.vmDir(t, orphanCtr)
@@ -31,8 +30,7 @@ func TestBugListAllFailureRemovesARunningVMsDisk(t *testing.T) {
 
 // A State call that fails is read as "not running": the collector then
 // destroys and undefines a running VM of this crimux it should adopt.
-func TestBugStateFailureDestroysARunningOrphan(t *testing.T) {
-	t.Skip("defect: gc/domains.go collectDomain treats an IsShutoff error as shut off and removes the domain")
+func TestRegressionStateFailureDestroysARunningOrphan(t *testing.T) {
 	e := newEnv(t)
 	e.putDomain(orphanDom, ours(t), virt.StateRunning)
 	e.Libvirt.Fail("State", boom)
@@ -46,8 +44,7 @@ func TestBugStateFailureDestroysARunningOrphan(t *testing.T) {
 // reports it with the error as Detail, and no sandbox): the namespace of
 // a running VM of another identity is then adopted, and the next pass
 // runs CNI DEL on it as an orphan of this crimux, under the VM.
-func TestBugUnreadableDomainLosesItsNetns(t *testing.T) {
-	t.Skip("defect: gc/foreign_netns.go foreignUser treats a domain whose metadata it cannot read as no user of the namespace")
+func TestRegressionUnreadableDomainLosesItsNetns(t *testing.T) {
 	e, l, n := foreignEnv(t)
 	l.Fail("XML", boom)
 	if err := e.gc.adoptForeignNetns(l, "other_"+sbA); err == nil {
@@ -58,8 +55,7 @@ func TestBugUnreadableDomainLosesItsNetns(t *testing.T) {
 // Without a pod network the collector never looks at pod records: one
 // abandoned while Creating (crimux killed in RunPodSandbox) or left
 // Removing stays in the store for ever.
-func TestBugNoNetworkLeaksAbandonedPods(t *testing.T) {
-	t.Skip("defect: gc/network.go collectNetworks returns before finishSandboxes when Net is nil")
+func TestRegressionNoNetworkLeaksAbandonedPods(t *testing.T) {
 	e := newEnv(t, noNetwork)
 	e.PutPod(t, "crashed", func(sb *store.Sandbox) { sb.Creating = true })
 	e.PutPod(t, "removed", func(sb *store.Sandbox) { sb.Removing = true })
