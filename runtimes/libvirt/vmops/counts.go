@@ -13,7 +13,7 @@ import (
 // keeps the container running; a created or exited one as "not_running";
 // "unknown" while libvirtd cannot be reached or the domain is missing.
 func (r *Ops) PowerStateCounts() (map[string]int, error) {
-	recs, err := r.Store.Containers()
+	recs, err := r.Store.LiveContainers() // not those being made or removed
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,10 @@ func countedPowerState(l virt.Libvirt, c *store.Container) string {
 	case virt.StatePaused, virt.StatePMSuspended:
 		return "paused"
 	case virt.StateShutoff:
-		if saved, err := l.HasManagedSave(dom); err == nil && saved {
+		switch saved, err := l.HasManagedSave(dom); {
+		case err != nil:
+			return "unknown"
+		case saved:
 			return "hibernate"
 		}
 		return "shutdown"

@@ -78,6 +78,20 @@ func TestPowerStateCountsAll(t *testing.T) {
 		t.Fatalf("PowerStateCounts = %v, %v; want %v", got, err, want)
 	}
 
+	// A VM being removed is no longer counted; a managed save that
+	// cannot be told is unknown, not shut down.
+	gone := e.PutVM(t, "sbr", "cr", running, vmtypes.PowerRunning)
+	gone.Removing = true
+	if err := e.R.Store.PutContainer(gone); err != nil {
+		t.Fatal(err)
+	}
+	e.Libvirt.Fail("HasManagedSave", boom)
+	got, _ = e.ops.PowerStateCounts()
+	want = map[string]int{"running": 2, "paused": 1, "unknown": 1, "hibernate": 1, "not_running": 1}
+	if got["unknown"]+got["shutdown"]+got["hibernate"] != 2 || got["unknown"] != 1 || got["running"] != 2 {
+		t.Fatalf("with a managed save unknown and a VM being removed: %v, want one unknown of the two shut off, %v", got, want)
+	}
+
 	e.Libvirt.Fail("State", boom)
 	got, _ = e.ops.PowerStateCounts()
 	if got["unknown"] != 1 || got["running"]+got["paused"]+got["shutdown"]+got["hibernate"] != 4 {
