@@ -22,7 +22,6 @@ import (
 	"github.com/crimux/crimux/config"
 	"github.com/crimux/crimux/internal/idcodec"
 	"github.com/crimux/crimux/registry"
-	"github.com/crimux/crimux/runtimes/containerd/cgroupgc"
 )
 
 // maxMsgSize matches kubelet's: list responses of busy nodes are large.
@@ -105,19 +104,14 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 		opts.Counters = noCounters{}
 	}
 	unary := []grpc.UnaryClientInterceptor{deadlines(opts.CallTimeout)}
-	var sweeper *cgroupgc.Sweeper
-	var reaper *taskReaper                     // ends orphaned tasks for the sweeper
-	var client runtimeapi.RuntimeServiceClient // the sweep's, set once conn exists
+	release := func() {}
 	if opts.StateDir != "" {
-		var err error
-		ids := ownIDs(opts.Codec)
-		known := func(ctx context.Context) (map[string]bool, error) { return knownIDs(ctx, client, ids) }
-		sweeper, err = newSweeper(opts.StateDir, known, opts.Log.With("component", "cgroupgc"))
+		sw, rel, err := acquireSweep(opts.StateDir, endpoint, path, opts.Counters, opts.Log)
 		if err != nil {
 			return nil, err
 		}
-		reaper = &taskReaper{}
-		unary = append(unary, recordParents(sweeper, opts.Log), reaper.count)
+		release = rel
+		unary = append(unary, recordParents(sw.sweeper, opts.Log), sw.reaper.count)
 	}
 	var stream []grpc.StreamClientInterceptor
 	if opts.Codec != nil {
@@ -137,6 +131,7 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 		grpc.WithChainStreamInterceptor(stream...),
 	)
 	if err != nil {
+		release()
 		return nil, fmt.Errorf("dial %s: %w", endpoint, err)
 	}
 	go watchReconnects(conn, func() { opts.Counters.Reconnected(endpoint) })
@@ -145,15 +140,7 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 		raw:     opts.Codec == nil,
 		runtime: runtimeapi.NewRuntimeServiceClient(conn),
 		images:  runtimeapi.NewImageServiceClient(conn),
-		stop:    func() {},
-	}
-	if sweeper != nil {
-		client = b.runtime
-		reaper.connect(conn)
-		sweeper.SetReaper(reaper)
-		ctx, cancel := context.WithCancel(context.Background())
-		b.stop = cancel
-		go sweeper.Run(ctx, sweepInterval, countSweeps(opts.Counters))
+		stop:    release,
 	}
 	return b, nil
 }
