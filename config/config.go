@@ -70,6 +70,9 @@ type Libvirt struct {
 	PlacementSocket string `toml:"placement_socket"`
 	// MemoryOverheadMiB is added to a VM's RAM for its cgroup memory limit.
 	MemoryOverheadMiB int64 `toml:"memory_overhead_mib"`
+	// MaxDiskVirtualSizeGiB caps the disk a VM image may declare (its
+	// overlay grows up to it on the state dir's filesystem).
+	MaxDiskVirtualSizeGiB int64 `toml:"max_disk_virtual_size_gib"`
 	// StreamingAddr is where the VM console (Attach) streaming server
 	// listens; port 0 picks a free port.
 	StreamingAddr string `toml:"streaming_addr"`
@@ -122,14 +125,15 @@ func Default() Config {
 		},
 		Libvirt: Libvirt{
 			URI: "qemu:///system", Accel: "auto",
-			Emulator:          "/usr/local/lib/crimux/crimux-qemu-wrapper",
-			PlacementSocket:   "/run/crimux/placement.sock",
-			MemoryOverheadMiB: 256,
-			StreamingAddr:     "127.0.0.1:0",
-			Network:           NetworkCNI,
-			CNIConfDir:        "/etc/cni/net.d",
-			CNIBinDirs:        []string{"/opt/cni/bin", "/usr/lib/cni"},
-			NetnsDir:          "/run/crimux/netns",
+			Emulator:              "/usr/local/lib/crimux/crimux-qemu-wrapper",
+			PlacementSocket:       "/run/crimux/placement.sock",
+			MemoryOverheadMiB:     256,
+			MaxDiskVirtualSizeGiB: 64,
+			StreamingAddr:         "127.0.0.1:0",
+			Network:               NetworkCNI,
+			CNIConfDir:            "/etc/cni/net.d",
+			CNIBinDirs:            []string{"/opt/cni/bin", "/usr/lib/cni"},
+			NetnsDir:              "/run/crimux/netns",
 		},
 		Runtimes: []Runtime{
 			{Name: "containerd", Type: TypeContainer, Handlers: []string{"runc"}, Primary: true},
@@ -215,6 +219,9 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.MetricsAddress); err != nil {
 			errs = append(errs, fmt.Errorf("metrics_address: %q must be host:port or empty: %v", c.MetricsAddress, err))
 		}
+	}
+	if c.Libvirt.MaxDiskVirtualSizeGiB <= 0 || c.Libvirt.MaxDiskVirtualSizeGiB > 1<<20 {
+		errs = append(errs, fmt.Errorf("libvirt.max_disk_virtual_size_gib: %d must be between 1 and %d", c.Libvirt.MaxDiskVirtualSizeGiB, 1<<20))
 	}
 	if c.Libvirt.MemoryOverheadMiB < 0 {
 		errs = append(errs, fmt.Errorf("libvirt.memory_overhead_mib: %d must not be negative", c.Libvirt.MemoryOverheadMiB))

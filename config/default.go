@@ -44,6 +44,10 @@ emulator = "/usr/local/lib/crimux/crimux-qemu-wrapper"
 placement_socket = "/run/crimux/placement.sock"
 # Added to a VM's RAM for its cgroup memory limit: qemu's own memory.
 memory_overhead_mib = 256
+# The largest disk a VM image may declare (a qcow2's virtual size): its
+# overlay grows up to it on the state dir's filesystem. Larger images are
+# refused at CreateContainer.
+max_disk_virtual_size_gib = 64
 # The VM console (Attach) streaming server; port 0 picks a free port.
 streaming_addr = "127.0.0.1:0"
 # VM pods' network: "cni" gives each VM pod a pod IP from the node's CNI

@@ -111,7 +111,8 @@ func (d *daemon) factories(cfg config.Config, log *slog.Logger) map[string]regis
 				StateDir: cfg.StateDir, URI: cfg.Libvirt.URI, Accel: cfg.Libvirt.Accel,
 				Emulator:          cfg.Libvirt.Emulator, // Instance: the state dir's identity (internal/identity)
 				MemoryOverheadMiB: cfg.Libvirt.MemoryOverheadMiB, StreamingAddr: cfg.Libvirt.StreamingAddr,
-				PlacementSocket: cfg.Libvirt.PlacementSocket, Network: vmNetwork(cfg),
+				MaxDiskVirtualSize: cfg.Libvirt.MaxDiskVirtualSizeGiB << 30,
+				PlacementSocket:    cfg.Libvirt.PlacementSocket, Network: vmNetwork(cfg),
 				Counters: d.metrics,
 			},
 			ContainerdEndpoint: cfg.Containerd.Endpoint,
