@@ -6,12 +6,17 @@ import (
 )
 
 // Hostile and broken VM images of the test bed (test/images).
-var badVMImages = []struct{ name, image, words string }{
-	{"neither disk nor kernel", "127.0.0.1:5117/crimux/vm-bad-empty:latest", "neither"},
-	{"two disks", "127.0.0.1:5117/crimux/vm-bad-twodisks:latest", "/disk/"},
-	{"kernel symlink leaving the image", "127.0.0.1:5117/crimux/vm-bad-symlink:latest", "symlink"},
-	{"qcow2 with a backing file", "127.0.0.1:5117/crimux/vm-bad-backing:latest", "backing"},
-	{"qcow2 with an external data file", "127.0.0.1:5117/crimux/vm-bad-datafile:latest", "data"},
+var badVMImages = []struct {
+	name, image string
+	words       []string
+}{
+	{"neither disk nor kernel", "127.0.0.1:5117/crimux/vm-bad-empty:latest", []string{"neither"}},
+	{"two disks", "127.0.0.1:5117/crimux/vm-bad-twodisks:latest", []string{"/disk/"}},
+	{"kernel symlink leaving the image", "127.0.0.1:5117/crimux/vm-bad-symlink:latest", []string{"symlink"}},
+	{"qcow2 with a backing file", "127.0.0.1:5117/crimux/vm-bad-backing:latest", []string{"backing"}},
+	{"qcow2 with an external data file", "127.0.0.1:5117/crimux/vm-bad-datafile:latest", []string{"data"}},
+	// The disk bomb (issue 13): refused naming its size and the cap.
+	{"qcow2 declaring 1 PiB", "127.0.0.1:5117/crimux/vm-bad-bomb:latest", []string{"1125899906842624", "1 PiB", "68719476736", "max_disk_virtual_size_gib"}},
 }
 
 // TestVMBadInput: each bad VM request fails with InvalidArgument (or
@@ -53,7 +58,7 @@ func TestVMBadInput(t *testing.T) {
 	for _, bad := range badVMImages {
 		t.Run(bad.name, func(t *testing.T) {
 			c.crictl("pull", bad.image)
-			createFails(t, vmContainerJSON(t, bad.image, vmMemory, ""), "InvalidArgument", bad.words)
+			createFails(t, vmContainerJSON(t, bad.image, vmMemory, ""), "InvalidArgument", bad.words...)
 		})
 	}
 	t.Run("second container in a VM pod", func(t *testing.T) {

@@ -164,7 +164,7 @@ func (v *testVM) count(marker string) int {
 // and a slow guest (TCG on a busy host) reads its serial port slowly.
 func (v *testVM) typeLine(t *testing.T, line string, wait time.Duration, done func() bool) {
 	t.Helper()
-	sock := filepath.Join(v.c.stateDir, "vms", strings.TrimPrefix(v.ctrID, "vm--"), "console.sock")
+	sock := filepath.Join(v.c.stateDir, "vms", strings.TrimPrefix(v.ctrID, "vm--"), "run", "console.sock")
 	var conn net.Conn
 	testutil.Eventually(t, 10*time.Second, "connect to the console socket", func() error {
 		var err error

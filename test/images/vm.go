@@ -151,6 +151,18 @@ func vmImageSpecs(tmp string, in vmInputs) ([]oci.ImageSpec, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A few MiB of qcow2 declaring a 1 PiB disk: its overlay would grow
+	// until the host's disk is full (issue 13, the disk bomb).
+	bomb, err := sizedQcow2(tmp, "bomb.qcow2", "1P", "-o", "cluster_size=2M")
+	if err != nil {
+		return nil, err
+	}
+	bombL, err := single("qemu-img create -f qcow2 -o cluster_size=2M /disk/disk.qcow2 1P", func(l *oci.LayerBuilder) {
+		l.File("disk/disk.qcow2", 0o644, bomb)
+	})
+	if err != nil {
+		return nil, err
+	}
 	if err := cache.prune(); err != nil {
 		return nil, err
 	}
@@ -167,6 +179,7 @@ func vmImageSpecs(tmp string, in vmInputs) ([]oci.ImageSpec, error) {
 			Layers: []oci.SpecLayer{symlinkL, initrdL}, Config: oci.ContainerConfig{Labels: args}},
 		{ID: "crimux-vm-bad-backing", Refs: []string{"crimux/vm-bad-backing:latest"}, Layers: []oci.SpecLayer{backingL}},
 		{ID: "crimux-vm-bad-datafile", Refs: []string{"crimux/vm-bad-datafile:latest"}, Layers: []oci.SpecLayer{dataFileL}},
+		{ID: "crimux-vm-bad-bomb", Refs: []string{"crimux/vm-bad-bomb:latest"}, Layers: []oci.SpecLayer{bombL}},
 	}, nil
 }
 

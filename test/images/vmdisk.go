@@ -85,9 +85,15 @@ func ext4Disk(tmp string) ([]byte, error) {
 // emptyQcow2 makes an empty 16 MiB qcow2, with extra qemu-img create
 // arguments (e.g. a backing file).
 func emptyQcow2(tmp, name string, extra ...string) ([]byte, error) {
+	return sizedQcow2(tmp, name, "16M", extra...)
+}
+
+// sizedQcow2 is an empty qcow2 declaring a disk of size (qemu-img's
+// syntax: 16M, 1P).
+func sizedQcow2(tmp, name, size string, extra ...string) ([]byte, error) {
 	p := filepath.Join(tmp, name)
 	args := append([]string{"create", "-q", "-f", "qcow2"}, extra...)
-	args = append(args, p, "16M")
+	args = append(args, p, size)
 	if err := runTool(nil, "qemu-img", args...); err != nil {
 		return nil, err
 	}

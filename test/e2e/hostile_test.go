@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crimux/crimux/internal/testutil"
+)
+
+// leafOf is the cgroup path (the same in every hierarchy: crimux makes
+// it so) that a VM's qemu runs in: <pod parent>/<domain>.
+func leafOf(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if parts := strings.SplitN(line, ":", 3); len(parts) == 3 && strings.HasPrefix(filepath.Base(parts[2]), "crimux-") {
+			return parts[2]
+		}
+	}
+	t.Fatalf("qemu pid %d is in no VM leaf:\n%s", pid, b)
+	return ""
+}
+
+// leafState is what a VM's leaf holds: its processes and its limits, in
+// every hierarchy.
+func leafState(leaf string) string {
+	var out []string
+	for _, d := range cgroupDirs(leaf) {
+		for _, f := range []string{"cgroup.procs", "memory.limit_in_bytes", "memory.max", "cpu.cfs_quota_us", "cpu.max"} {
+			if b, err := os.ReadFile(filepath.Join(d, f)); err == nil {
+				out = append(out, filepath.Join(d, f)+"="+strings.Join(strings.Fields(string(b)), " "))
+			}
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, "\n")
+}
+
+// runAsCompromisedQemu runs the qemu wrapper as libvirt's qemu user from
+// inside the cgroup of VM A's qemu (leafA), as a compromised qemu of A
+// would, naming domain; it returns the wrapper's exit error and output.
+func runAsCompromisedQemu(t *testing.T, leafA, domain string) (string, error) {
+	t.Helper()
+	var joins []string
+	for _, d := range cgroupDirs(leafA) {
+		if _, err := os.Stat(filepath.Join(d, "cgroup.procs")); err == nil {
+			joins = append(joins, fmt.Sprintf("echo $$ > %s/cgroup.procs", d))
+		}
+	}
+	script := strings.Join(joins, " && ") + fmt.Sprintf(" && exec runuser -u libvirt-qemu -- %s -name guest=%s,debug-threads=on -version",
+		vmapiWrapper, domain)
+	out, err := exec.Command("sh", "-c", script).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// TestHostileNeighbour (issue 13): two VM pods A and B run; the qemu
+// wrapper, run as libvirt's qemu user from inside A's cgroup with B's
+// domain name (what a compromised qemu of A can do), is refused: it is
+// not placed in B's cgroup, B's processes and limits do not change, and
+// it is handed nothing (B's tap, B's pod traffic). Again while B is
+// hibernated, when no qemu of B holds its place.
+func TestHostileNeighbour(t *testing.T) {
+	c := startVMAPICrimux(t)
+	a := startTestVM(t, c, "hostile-a")
+	b := startTestVM(t, c, "hostile-b")
+	leafA, leafB := leafOf(t, qemuPID(t, a.domain)), leafOf(t, qemuPID(t, b.domain))
+	before := leafState(leafB)
+
+	out, err := runAsCompromisedQemu(t, leafA, b.domain)
+	t.Logf("the wrapper as A's qemu naming B: %v: %s", err, out)
+	if err == nil || !strings.Contains(out, "refused") && !strings.Contains(out, "placement") {
+		t.Fatalf("the wrapper run from A's cgroup with B's name was not refused: %v: %s", err, out)
+	}
+	if strings.Contains(out, "QEMU emulator version") {
+		t.Fatal("qemu ran: the wrapper was placed")
+	}
+	if after := leafState(leafB); after != before {
+		t.Fatalf("B's cgroup changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if pid := qemuPID(t, b.domain); leafOf(t, pid) != leafB {
+		t.Fatalf("B's qemu (pid %d) left its cgroup", pid)
+	}
+
+	c.ctlOK(t, ctlBin(t), "vm", "power", b.ctrID, "hibernate", "--timeout", "60s")
+	beforeHibernated := leafState(leafB)
+	out, err = runAsCompromisedQemu(t, leafA, b.domain)
+	t.Logf("the wrapper as A's qemu naming hibernated B: %v: %s", err, out)
+	if err == nil || strings.Contains(out, "QEMU emulator version") {
+		t.Fatalf("the wrapper naming hibernated B was not refused: %v: %s", err, out)
+	}
+	if after := leafState(leafB); after != beforeHibernated {
+		t.Fatalf("hibernated B's cgroup changed:\nbefore:\n%s\nafter:\n%s", beforeHibernated, after)
+	}
+}
+
+// writableLayer is what crictl stats reports of a container's writable
+// layer, in bytes.
+func writableLayer(t *testing.T, c *crimux, id string) uint64 {
+	t.Helper()
+	var st struct {
+		Stats []struct {
+			WritableLayer struct {
+				UsedBytes struct{ Value string } `json:"usedBytes"`
+			} `json:"writableLayer"`
+		} `json:"stats"`
+	}
+	mustJSON(t, c.crictl("stats", "-o", "json", "--id", id), &st)
+	if len(st.Stats) != 1 {
+		t.Fatalf("crictl stats of %s: %+v", id, st)
+	}
+	n, _ := strconv.ParseUint(st.Stats[0].WritableLayer.UsedBytes.Value, 10, 64)
+	return n
+}
+
+// TestDiskGrowthIsTheWritableLayer (issue 13, the disk bomb's other
+// half): what the guest writes to its disk grows its overlay, which crictl
+// stats (and so kubelet's ephemeral-storage eviction) sees as the
+// container's writable layer.
+func TestDiskGrowthIsTheWritableLayer(t *testing.T) {
+	c := startVMAPICrimux(t)
+	v := startTestVM(t, c, "disk-growth")
+	before := writableLayer(t, c, v.ctrID)
+	if out := v.guestRun(t, "dd if=/dev/urandom of=/mnt/fill bs=1M count=8 2>/dev/null && sync"); !strings.HasPrefix(out, "0:") {
+		t.Fatalf("the guest could not write 8 MiB to its disk: %s", out)
+	}
+	testutil.Eventually(t, 30*time.Second, "the writable layer grown by the 8 MiB written", func() error {
+		if after := writableLayer(t, c, v.ctrID); after < before+8<<20 {
+			return fmt.Errorf("writable layer %d bytes, was %d", after, before)
+		}
+		return nil
+	})
+	t.Logf("writable layer %d bytes before, %d after the guest wrote 8 MiB", before, writableLayer(t, c, v.ctrID))
+}
