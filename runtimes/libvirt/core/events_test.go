@@ -258,6 +258,9 @@ func TestResync(t *testing.T) {
 				if err := e.R.Store.PutContainer(c); err != nil {
 					t.Fatal(err)
 				}
+				if err := writeFile(c.Dir+"/console.log", "booted\n"); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if tc.domain != nil {
 				tc.domain(e.Libvirt)
@@ -277,6 +280,7 @@ func TestResync(t *testing.T) {
 				if e.Libvirt.Calls("Start") != 0 {
 					t.Fatal("a running domain was started again")
 				}
+				coretest.WaitFor(t, "its console in the CRI log", func() bool { return fileContains(c.LogPath, " stdout F booted\n") })
 			}
 		})
 	}

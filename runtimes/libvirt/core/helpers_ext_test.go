@@ -147,3 +147,8 @@ func fileContains(path, s string) bool {
 	b, err := os.ReadFile(path)
 	return err == nil && strings.Contains(string(b), s)
 }
+
+func TestMain(m *testing.M) {
+	coretest.TmpfsForTests()
+	os.Exit(m.Run())
+}
