@@ -127,8 +127,7 @@ func (r *Runtime) domainStopped(domain string, code int32, reason string) {
 	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING || r.stopIsNoExit(c, reason) {
 		return
 	}
-	r.MarkExited(c, code, reason, "domain "+domain+" stopped")
-	if err := r.Store.PutContainer(c); err != nil {
+	if err := r.SaveExit(c, code, reason, "domain "+domain+" stopped"); err != nil {
 		r.Log.Error("record VM exit", "container", c.ID, "err", err)
 	}
 	r.Log.Info("VM exited", "container", c.ID, "exit_code", code, "reason", reason)

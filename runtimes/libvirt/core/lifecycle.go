@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -48,8 +47,7 @@ func (r *Runtime) StopVMLocked(ctx context.Context, c *store.Container, grace ti
 	if err != nil {
 		return fmt.Errorf("stop domain %s: %w", c.Domain, err)
 	}
-	r.MarkExited(c, code, reason, "")
-	return r.Store.PutContainer(c)
+	return r.SaveExit(c, code, reason, "")
 }
 
 // ShutdownDomain powers a domain off: ACPI first, destroy after grace.
@@ -93,15 +91,28 @@ func IsShutoff(l virt.Libvirt, dom virt.Domain) (bool, error) {
 	return state == virt.StateShutoff, nil
 }
 
-// MarkExited records a VM's end once (the first cause wins: an event and a
-// stop can race).
-func (r *Runtime) MarkExited(c *store.Container, code int32, reason, msg string) {
+// MarkExited records a VM's end in c once (the first cause wins: an event
+// and a stop can race); false when c had exited already.
+func (r *Runtime) MarkExited(c *store.Container, code int32, reason, msg string) bool {
 	if c.State == runtimeapi.ContainerState_CONTAINER_EXITED {
-		return
+		return false
 	}
 	c.State, c.FinishedAt, c.ExitCode, c.Reason, c.Message = runtimeapi.ContainerState_CONTAINER_EXITED, time.Now().UnixNano(), code, reason, msg
 	r.Console.Stop(c.ID)
-	r.Events.Publish(r.Event(c, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT))
+	return true
+}
+
+// SaveExit records a VM's end (MarkExited) in the store and then, once it
+// is saved, publishes the STOPPED event, which carries the exit.
+func (r *Runtime) SaveExit(c *store.Container, code int32, reason, msg string) error {
+	changed := r.MarkExited(c, code, reason, msg)
+	if err := r.Store.PutContainer(c); err != nil {
+		return err
+	}
+	if changed {
+		r.Events.Publish(r.Event(c, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT))
+	}
+	return nil
 }
 
 // RemoveVM tears a VM down; the caller holds the pod's lock. Teardown
@@ -187,9 +198,6 @@ func (r *Runtime) LockContainer(id string) (*store.Container, func(), error) {
 	// Reload under the lock: another call may have changed it meanwhile.
 	if c, err = r.Store.Container(id); err != nil {
 		unlock()
-		if errors.Is(err, errdefs.ErrNotFound) {
-			return nil, nil, err
-		}
 		return nil, nil, err
 	}
 	return c, unlock, nil

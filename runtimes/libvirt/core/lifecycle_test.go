@@ -214,13 +214,21 @@ func TestMarkExited(t *testing.T) {
 	e := coretest.New(t)
 	c := putVM(t, e, "sb1", "c1", runtimeapi.ContainerState_CONTAINER_RUNNING, vmtypes.PowerRunning)
 	evs := events(t, e)
-	e.R.MarkExited(c, core.ExitCrashed, "Crashed", "qemu died")
-	e.R.MarkExited(c, core.ExitClean, "Completed", "")
+	if err := e.R.SaveExit(c, core.ExitCrashed, "Crashed", "qemu died"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.R.SaveExit(c, core.ExitClean, "Completed", ""); err != nil {
+		t.Fatal(err)
+	}
 	if c.State != runtimeapi.ContainerState_CONTAINER_EXITED || c.ExitCode != core.ExitCrashed || c.Reason != "Crashed" || c.Message != "qemu died" {
 		t.Fatalf("after two exits: %s %d %q %q; want the first", c.State, c.ExitCode, c.Reason, c.Message)
 	}
-	if n := len(evs()); n != 1 {
-		t.Fatalf("%d STOPPED events, want 1", n)
+	if saved, err := e.R.Store.Container("c1"); err != nil || saved.State != runtimeapi.ContainerState_CONTAINER_EXITED || saved.ExitCode != core.ExitCrashed {
+		t.Fatalf("saved exit: %+v, %v", saved, err)
+	}
+	got := evs()
+	if len(got) != 1 || got[0].ContainersStatuses[0].State != runtimeapi.ContainerState_CONTAINER_EXITED {
+		t.Fatalf("events %v, want one STOPPED carrying the exit", got)
 	}
 }
 

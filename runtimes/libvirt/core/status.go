@@ -16,6 +16,11 @@ func (r *Runtime) StatusOf(ctx context.Context, id string) (*runtimeapi.Containe
 	if err != nil {
 		return nil, err
 	}
+	return ContainerStatus(c), nil
+}
+
+// ContainerStatus is the CRI status of a VM container record.
+func ContainerStatus(c *store.Container) *runtimeapi.ContainerStatus {
 	reason, message := c.Reason, c.Message
 	if pr, pm, ok := PowerStatus(c); ok {
 		reason, message = pr, pm
@@ -26,17 +31,18 @@ func (r *Runtime) StatusOf(ctx context.Context, id string) (*runtimeapi.Containe
 		Image: c.Config.GetImage(), ImageRef: c.ImageRef, Reason: reason, Message: message,
 		Labels: c.Config.GetLabels(), Annotations: c.Config.GetAnnotations(), LogPath: c.LogPath,
 		Resources: &runtimeapi.ContainerResources{Linux: c.Config.GetLinux().GetResources()},
-	}, nil
+	}
 }
 
-// Event makes the CRI event of a container change.
+// Event makes the CRI event of a change of c, carrying c's status as it
+// is now (the change made), none for a container deleted.
 func (r *Runtime) Event(c *store.Container, typ runtimeapi.ContainerEventType) *runtimeapi.ContainerEventResponse {
 	ev := &runtimeapi.ContainerEventResponse{ContainerId: c.ID, ContainerEventType: typ, CreatedAt: time.Now().UnixNano()}
 	if sb, err := r.Store.Sandbox(c.SandboxID); err == nil {
 		ev.PodSandboxStatus = SandboxStatus(sb)
 	}
-	if st, err := r.StatusOf(context.Background(), c.ID); err == nil {
-		ev.ContainersStatuses = []*runtimeapi.ContainerStatus{st}
+	if typ != runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
+		ev.ContainersStatuses = []*runtimeapi.ContainerStatus{ContainerStatus(c)}
 	}
 	return ev
 }

@@ -22,12 +22,9 @@ import (
 // undone if a later one fails, so nothing is left behind.
 func (r *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (_ *runtimeapi.CreateContainerResponse, retErr error) {
 	defer r.Locks.Lock(req.GetPodSandboxId())()
-	sb, err := r.Store.Sandbox(req.GetPodSandboxId())
+	sb, err := r.Store.LiveSandbox(req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
-	}
-	if sb.Creating || sb.Removing {
-		return nil, fmt.Errorf("pod sandbox %q: %w", sb.ID, errdefs.ErrNotFound)
 	}
 	others, err := r.Store.ContainersOf(sb.ID)
 	if err != nil {
@@ -66,6 +63,7 @@ func (r *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if err := r.Store.PutSandbox(sb); err != nil {
 		return nil, err
 	}
+	r.Events.Publish(r.Event(plan.rec, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT))
 	r.Log.Info("VM created", "sandbox", sb.ID, "container", plan.rec.ID, "domain", plan.rec.Domain,
 		"vcpus", plan.rec.VCPUs, "memory_mib", plan.rec.MemoryMiB, "accel", plan.rec.Accel)
 	return &runtimeapi.CreateContainerResponse{ContainerId: plan.rec.ID}, nil

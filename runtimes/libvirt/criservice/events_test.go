@@ -53,9 +53,8 @@ func TestGetContainerEvents(t *testing.T) {
 	if _, err := s.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
 		t.Fatal(err)
 	}
-	// CreateContainer publishes no CONTAINER_CREATED_EVENT (kubelet's
-	// relist sees the new container).
 	want := []runtimeapi.ContainerEventType{
+		runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT,
 		runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT,
 		runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT,
 		runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT,
@@ -73,10 +72,16 @@ func TestGetContainerEvents(t *testing.T) {
 			t.Fatalf("event %d without its pod's status: %v", i, ev.PodSandboxStatus)
 		}
 	}
-	if sts := got[0].ContainersStatuses; len(sts) != 1 || sts[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+	if sts := got[0].ContainersStatuses; len(sts) != 1 || sts[0].State != runtimeapi.ContainerState_CONTAINER_CREATED {
+		t.Fatalf("CREATED event statuses %v, want the VM CREATED", sts)
+	}
+	if sts := got[1].ContainersStatuses; len(sts) != 1 || sts[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		t.Fatalf("STARTED event statuses %v, want the VM RUNNING", sts)
 	}
-	if sts := got[2].ContainersStatuses; len(sts) != 0 {
+	if sts := got[2].ContainersStatuses; len(sts) != 1 || sts[0].State != runtimeapi.ContainerState_CONTAINER_EXITED {
+		t.Fatalf("STOPPED event statuses %v, want the VM EXITED", sts)
+	}
+	if sts := got[3].ContainersStatuses; len(sts) != 0 {
 		t.Fatalf("DELETED event statuses %v, want none (the container is gone)", sts)
 	}
 }
@@ -96,11 +101,6 @@ func TestStoppedEventCarriesTheExit(t *testing.T) {
 		t.Fatalf("event %v", ev)
 	}
 	got := ev.ContainersStatuses[0]
-	if got.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-		// core.MarkExited publishes before its caller writes the exit:
-		// Event reads the status from the store, which still says RUNNING.
-		t.Skip("known bug: the STOPPED event carries the status from before the exit (CONTAINER_RUNNING)")
-	}
 	if got.State != runtimeapi.ContainerState_CONTAINER_EXITED || got.Reason != "Killed" || got.ExitCode != 137 || got.FinishedAt == 0 {
 		t.Fatalf("STOPPED event status: %s exit %d %q, want EXITED 137 Killed", got.State, got.ExitCode, got.Reason)
 	}

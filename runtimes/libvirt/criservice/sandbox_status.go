@@ -3,11 +3,9 @@ package criservice
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/crimux/crimux/internal/crifilter"
-	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -15,12 +13,9 @@ import (
 
 // PodSandboxStatus reports the pod from the store.
 func (r *Service) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
-	sb, err := r.Store.Sandbox(req.GetPodSandboxId())
+	sb, err := r.Store.LiveSandbox(req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
-	}
-	if sb.Creating || sb.Removing {
-		return nil, fmt.Errorf("pod sandbox %q: %w", sb.ID, errdefs.ErrNotFound)
 	}
 	resp := &runtimeapi.PodSandboxStatusResponse{Status: core.SandboxStatus(sb)}
 	if req.GetVerbose() {
@@ -38,16 +33,13 @@ func (r *Service) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandb
 // ListPodSandbox lists VM pods from the store: they stay listed, with
 // their last known state, while libvirtd is down.
 func (r *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
-	recs, err := r.Store.Sandboxes()
+	recs, err := r.Store.LiveSandboxes()
 	if err != nil {
 		return nil, err
 	}
 	f := req.GetFilter()
 	var out []*runtimeapi.PodSandbox
 	for _, sb := range recs {
-		if sb.Creating || sb.Removing {
-			continue
-		}
 		item := &runtimeapi.PodSandbox{
 			Id: sb.ID, Metadata: sb.Config.GetMetadata(), State: sb.State, CreatedAt: sb.CreatedAt,
 			Labels: sb.Config.GetLabels(), Annotations: sb.Config.GetAnnotations(), RuntimeHandler: sb.Handler,

@@ -82,7 +82,7 @@ func matchPodStats(f *runtimeapi.PodSandboxStatsFilter, sb *runtimeapi.PodSandbo
 
 // PodSandboxStats reports the pod's VM.
 func (r *Service) PodSandboxStats(ctx context.Context, req *runtimeapi.PodSandboxStatsRequest) (*runtimeapi.PodSandboxStatsResponse, error) {
-	sb, err := r.Store.Sandbox(req.GetPodSandboxId())
+	sb, err := r.Store.LiveSandbox(req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +91,7 @@ func (r *Service) PodSandboxStats(ctx context.Context, req *runtimeapi.PodSandbo
 
 // ListPodSandboxStats reports every VM pod that matches.
 func (r *Service) ListPodSandboxStats(ctx context.Context, req *runtimeapi.ListPodSandboxStatsRequest) (*runtimeapi.ListPodSandboxStatsResponse, error) {
-	recs, err := r.Store.Sandboxes()
+	recs, err := r.Store.LiveSandboxes()
 	if err != nil {
 		return nil, err
 	}

@@ -14,9 +14,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/crimux/crimux/vmtypes"
 	"path/filepath"
 	"time"
+
+	"github.com/crimux/crimux/vmtypes"
 
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
@@ -177,6 +178,28 @@ func (s *Store) Sandbox(id string) (*Sandbox, error) {
 	}
 	r.Config = &runtimeapi.PodSandboxConfig{}
 	return r, unmarshalPB(r.ConfigPB, r.Config)
+}
+
+// LiveSandbox returns a pod CRI sees: one being created or removed is
+// NotFound.
+func (s *Store) LiveSandbox(id string) (*Sandbox, error) {
+	sb, err := s.Sandbox(id)
+	if err == nil && (sb.Creating || sb.Removing) {
+		return nil, wrapNotFound("pod sandbox", id, errdefs.ErrNotFound)
+	}
+	return sb, err
+}
+
+// LiveSandboxes returns the pods CRI sees.
+func (s *Store) LiveSandboxes() ([]*Sandbox, error) {
+	all, err := s.Sandboxes()
+	out := all[:0]
+	for _, sb := range all {
+		if !sb.Creating && !sb.Removing {
+			out = append(out, sb)
+		}
+	}
+	return out, err
 }
 
 // Sandboxes returns every pod record, those being created or removed included.
