@@ -6,29 +6,55 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
+// readChunk bounds one read of console.log: a console that wrote a GiB
+// while crimux was down is copied a chunk at a time.
+const readChunk = 64 << 10
+
+// A copier follows one VM's console.log into its CRI log. It keeps
+// console.log open between polls, so what virtlogd wrote before it
+// rotated the file (renamed it console.log.0) is read from the old file
+// before the new one is followed from its start. What reaches the CRI log
+// is exact: a line longer than maxLineBytes goes out in pieces tagged P
+// (the line goes on) and its last piece F; nothing is counted as copied
+// that was not written, and a CRI log that cannot be opened or written is
+// tried again at the next poll.
 type copier struct {
 	src, dst, offsetFile string
 	done, stopped        chan struct{}
 	reopen               chan chan error
 	log                  *slog.Logger
 
-	out     *os.File
-	offset  int64
-	pending []byte
+	out     *os.File // the CRI log; nil while it cannot be opened
+	in      *os.File // console.log as it was opened; nil until it exists
+	ino     uint64   // in's inode
+	offset  int64    // how far in was read
+	pending []byte   // read, not yet written: a line without its end
 	since   time.Time
+	// resume is where the last copier stopped (loaded at start).
+	resume position
+}
+
+// position is a place in one console.log: its inode (0: unknown, from an
+// older crimux) and an offset.
+type position struct {
+	ino    uint64
+	offset int64
 }
 
 func (cp *copier) run() {
 	defer close(cp.stopped)
-	cp.offset = readOffset(cp.offsetFile)
+	cp.resume = readOffset(cp.offsetFile)
 	if err := cp.openDst(); err != nil {
-		cp.log.Error("open CRI log", "path", cp.dst, "err", err)
-		return
+		cp.log.Warn("open CRI log; trying again at each poll", "path", cp.dst, "err", err)
 	}
-	defer func() { cp.out.Close() }()
+	defer cp.closeFiles()
 	tick := time.NewTicker(consolePoll)
 	defer tick.Stop()
 	for {
@@ -37,11 +63,23 @@ func (cp *copier) run() {
 			cp.copy(true)
 			return
 		case errc := <-cp.reopen:
-			cp.out.Close()
+			if cp.out != nil {
+				cp.out.Close()
+				cp.out = nil
+			}
 			errc <- cp.openDst()
 		case <-tick.C:
 			cp.copy(false)
 		}
+	}
+}
+
+func (cp *copier) closeFiles() {
+	if cp.out != nil {
+		cp.out.Close()
+	}
+	if cp.in != nil {
+		cp.in.Close()
 	}
 }
 
@@ -54,60 +92,145 @@ func (cp *copier) openDst() error {
 	return nil
 }
 
-// copy appends what console.log gained since the last offset.
+// copy writes what console.log gained since the last poll; final writes
+// a pending partial line too (the copier stops).
 func (cp *copier) copy(final bool) {
-	f, err := os.Open(cp.src)
-	if err != nil {
-		return // virtlogd has not made it yet
+	if cp.out == nil && cp.openDst() != nil {
+		return // nothing is read that cannot be written
 	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Size() < cp.offset {
-		cp.offset = 0 // truncated or replaced
-	}
-	buf, err := io.ReadAll(io.NewSectionReader(f, cp.offset, 1<<30))
-	if err != nil || (len(buf) == 0 && len(cp.pending) == 0) {
+	if !cp.flush(false) {
 		return
 	}
-	cp.offset += int64(len(buf))
-	if len(cp.pending) == 0 && len(buf) > 0 {
-		cp.since = time.Now()
-	}
-	cp.pending = append(cp.pending, buf...)
-	cp.flushLines(final || time.Since(cp.since) > partialAfter)
-	writeOffset(cp.offsetFile, cp.offset-int64(len(cp.pending)))
-}
-
-// flushLines writes every complete line, and the rest as a partial line
-// when forced.
-func (cp *copier) flushLines(force bool) {
-	var out bytes.Buffer
-	for {
-		i := bytes.IndexByte(cp.pending, '\n')
-		if i < 0 && len(cp.pending) > maxLineBytes {
-			i = maxLineBytes
+	for cp.follow() {
+		if !cp.drain() {
+			return
 		}
-		if i < 0 {
+		if !cp.rotated() {
 			break
 		}
-		writeCRILine(&out, cp.pending[:i], "F")
-		cp.pending = cp.pending[min(i+1, len(cp.pending)):]
-		cp.since = time.Now()
 	}
-	if force && len(cp.pending) > 0 {
-		writeCRILine(&out, cp.pending, "P")
-		cp.pending = nil
+	if len(cp.pending) > 0 && (final || time.Since(cp.since) > partialAfter) {
+		cp.flush(true)
 	}
-	if out.Len() > 0 {
-		if _, err := cp.out.Write(out.Bytes()); err != nil {
-			cp.log.Warn("write CRI log", "err", err)
+	cp.saveOffset()
+}
+
+// follow opens console.log if it is not open yet, at the position the
+// last copier stopped at when it is the same file; false while there is
+// none.
+func (cp *copier) follow() bool {
+	if cp.in != nil {
+		return true
+	}
+	f, ino, err := openNoFollow(cp.src)
+	if err != nil {
+		return false // virtlogd has not made it yet
+	}
+	cp.in, cp.ino, cp.offset = f, ino, 0
+	if cp.resume.ino == 0 || cp.resume.ino == ino {
+		cp.offset = cp.resume.offset
+	}
+	cp.resume = position{}
+	if fi, err := f.Stat(); err == nil && fi.Size() < cp.offset {
+		cp.offset = 0 // truncated, or replaced with a shorter file
+	}
+	return true
+}
+
+// drain reads the open console.log to its end, a chunk at a time, and
+// writes every complete line; false when the CRI log could not be written.
+func (cp *copier) drain() bool {
+	buf := make([]byte, readChunk)
+	for {
+		if fi, err := cp.in.Stat(); err == nil && fi.Size() < cp.offset {
+			cp.offset, cp.pending = 0, nil // truncated in place
+		}
+		n, err := cp.in.ReadAt(buf, cp.offset)
+		if n > 0 {
+			if len(cp.pending) == 0 {
+				cp.since = time.Now()
+			}
+			cp.pending = append(cp.pending, buf[:n]...)
+			cp.offset += int64(n)
+			if !cp.flush(false) {
+				return false
+			}
+		}
+		if n < len(buf) || err != nil {
+			return true
 		}
 	}
 }
 
-// writeCRILine formats one CRI log line; serial consoles end lines with
-// \r\n, the \r is dropped.
+// rotated reports whether console.log is another file than the one open
+// (virtlogd rotated it), which is then closed: the next follow opens the
+// new one from its start.
+func (cp *copier) rotated() bool {
+	var st unix.Stat_t
+	if err := unix.Lstat(cp.src, &st); err != nil || st.Ino == cp.ino {
+		return false
+	}
+	cp.in.Close()
+	cp.in = nil
+	return true
+}
+
+// flush writes the complete lines pending (and, with partial, the rest as
+// a partial line) and drops them from pending only once written; false
+// when the CRI log could not be written (it is reopened at the next poll).
+func (cp *copier) flush(partial bool) bool {
+	var out bytes.Buffer
+	rest := cutLines(&out, cp.pending, partial)
+	if out.Len() == 0 {
+		return true
+	}
+	if _, err := cp.out.Write(out.Bytes()); err != nil {
+		cp.log.Warn("write CRI log; trying again at the next poll", "path", cp.dst, "err", err)
+		cp.out.Close()
+		cp.out = nil
+		return false
+	}
+	if len(rest) < len(cp.pending) {
+		cp.since = time.Now()
+	}
+	cp.pending = append(cp.pending[:0], rest...)
+	return true
+}
+
+// cutLines writes the CRI lines of p to out and returns what is left of p:
+// every complete line tagged F; a line longer than maxLineBytes in pieces
+// of maxLineBytes tagged P; with partial, what is left too, tagged P.
+func cutLines(out *bytes.Buffer, p []byte, partial bool) []byte {
+	for {
+		i := bytes.IndexByte(p, '\n')
+		switch {
+		case i >= 0 && i <= maxLineBytes:
+			writeCRILine(out, bytes.TrimSuffix(p[:i], []byte("\r")), "F")
+			p = p[i+1:]
+		case len(p) >= maxLineBytes:
+			writeCRILine(out, p[:maxLineBytes], "P")
+			p = p[maxLineBytes:]
+		default:
+			if partial && len(p) > 0 {
+				writeCRILine(out, p, "P")
+				p = p[len(p):]
+			}
+			return p
+		}
+	}
+}
+
+// saveOffset records how far console.log was written to the CRI log: a
+// partial line pending is read again by the next copier.
+func (cp *copier) saveOffset() {
+	if cp.in == nil {
+		return
+	}
+	writeOffset(cp.offsetFile, position{ino: cp.ino, offset: cp.offset - int64(len(cp.pending))})
+}
+
+// writeCRILine formats one CRI log line.
 func writeCRILine(w *bytes.Buffer, line []byte, tag string) {
-	line = bytes.TrimSuffix(line, []byte("\r"))
 	w.WriteString(time.Now().Format(time.RFC3339Nano))
 	w.WriteString(" stdout ")
 	w.WriteString(tag)
@@ -116,18 +239,62 @@ func writeCRILine(w *bytes.Buffer, line []byte, tag string) {
 	w.WriteByte('\n')
 }
 
-func readOffset(path string) int64 {
-	b, err := os.ReadFile(path)
+// openNoFollow opens a file crimux reads as root in a VM's directory
+// without following a link, and returns its inode.
+func openNoFollow(path string) (*os.File, uint64, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return 0
+		return nil, 0, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	n, _ := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
-	return n
+	f := os.NewFile(uintptr(fd), path)
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, 0, &os.PathError{Op: "open", Path: path, Err: syscall.EINVAL}
+	}
+	return f, st.Ino, nil
 }
 
-func writeOffset(path string, off int64) {
+// readOffset reads "<offset> <inode>" (an older crimux wrote "<offset>").
+func readOffset(path string) position {
+	f, _, err := openNoFollow(path)
+	if err != nil {
+		return position{}
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 64))
+	if err != nil {
+		return position{}
+	}
+	fields := strings.Fields(string(b))
+	var p position
+	if len(fields) > 0 {
+		p.offset, _ = strconv.ParseInt(fields[0], 10, 64)
+	}
+	if len(fields) > 1 {
+		p.ino, _ = strconv.ParseUint(fields[1], 10, 64)
+	}
+	if p.offset < 0 {
+		p.offset = 0
+	}
+	return p
+}
+
+// writeOffset replaces the offset file, never writing through a link.
+func writeOffset(path string, p position) {
 	tmp := path + ".tmp"
-	if os.WriteFile(tmp, []byte(strconv.FormatInt(off, 10)), 0o600) == nil {
+	_ = os.Remove(tmp) // a link planted there goes, not what it names
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return
+	}
+	_, err = f.WriteString(strconv.FormatInt(p.offset, 10) + " " + strconv.FormatUint(p.ino, 10))
+	if cerr := f.Close(); err == nil && cerr == nil {
 		_ = os.Rename(tmp, path)
 	}
 }
