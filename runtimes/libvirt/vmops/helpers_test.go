@@ -12,9 +12,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
-	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/runtimes/libvirt/virt/virtfake"
 	"github.com/crimux/crimux/vmtypes"
 )
@@ -111,14 +111,5 @@ func wantCode(t *testing.T, err error, code codes.Code, words string) {
 
 // powerOf is the power state a fake domain is in.
 func powerOf(d virtfake.Domain) vmtypes.PowerState {
-	switch d.State {
-	case virt.StateRunning, virt.StateBlocked:
-		return vmtypes.PowerRunning
-	case virt.StatePaused, virt.StatePMSuspended:
-		return vmtypes.PowerPaused
-	}
-	if d.ManagedSave {
-		return vmtypes.PowerHibernate
-	}
-	return vmtypes.PowerShutdown
+	return core.PowerStateOf(core.DomainView{State: d.State, ManagedSave: d.ManagedSave})
 }

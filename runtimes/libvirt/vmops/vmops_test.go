@@ -67,27 +67,6 @@ func TestPlanPower(t *testing.T) {
 	}
 }
 
-// TestPowerStateOf: what the VM API reports of a domain (core.PowerStateOf,
-// which planPower's callers record).
-func TestPowerStateOf(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		v    core.DomainView
-		want vmtypes.PowerState
-	}{
-		{core.DomainView{State: virt.StateRunning}, vmtypes.PowerRunning},
-		{core.DomainView{State: virt.StateBlocked}, vmtypes.PowerRunning},
-		{core.DomainView{State: virt.StatePaused}, vmtypes.PowerPaused},
-		{core.DomainView{State: virt.StatePMSuspended}, vmtypes.PowerPaused},
-		{core.DomainView{State: virt.StateShutoff}, vmtypes.PowerShutdown},
-		{core.DomainView{State: virt.StateShutoff, ManagedSave: true}, vmtypes.PowerHibernate},
-	} {
-		if got := core.PowerStateOf(tc.v); got != tc.want {
-			t.Errorf("PowerStateOf(%+v) = %s, want %s", tc.v, got, tc.want)
-		}
-	}
-}
-
 func TestSnapshotXML(t *testing.T) {
 	t.Parallel()
 	active, err := snapshotXML("s1", "before upgrade", true)
