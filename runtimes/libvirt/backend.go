@@ -6,6 +6,11 @@ import (
 	"net"
 	"path/filepath"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/crimux/crimux/config"
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/internal/idcodec"
@@ -13,10 +18,6 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/gc"
 	"github.com/crimux/crimux/runtimes/libvirt/vmops"
 	"github.com/crimux/crimux/vmtypes"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Factory makes the VM runtime for the registry. All vm entries share one

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/containerd/containerd/v2/client"
+
 	"github.com/crimux/crimux/cgroup"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/placement"

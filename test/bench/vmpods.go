@@ -8,11 +8,10 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/crimux/crimux/converter/vm"
-	"github.com/crimux/crimux/internal/idcodec"
-
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/internal/idcodec"
 	"github.com/crimux/crimux/test/bench/cgroups"
 	"github.com/crimux/crimux/test/bench/criclient"
 )

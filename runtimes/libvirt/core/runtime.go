@@ -28,9 +28,8 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
-	"github.com/crimux/crimux/runtimes/libvirt/console"
-
 	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/runtimes/libvirt/console"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"

@@ -9,11 +9,12 @@ import (
 	"strconv"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // CreateContainer makes the pod's VM: it checks the request, reads the

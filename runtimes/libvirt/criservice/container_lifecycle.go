@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // StartContainer places the VM's cgroup and starts the domain; the qemu

@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/crimux/crimux/internal/crifilter"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/internal/crifilter"
 )
 
 // ContainerStatus reports the VM from the store; verbose info names the

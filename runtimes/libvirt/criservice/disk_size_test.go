@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
-	"google.golang.org/grpc/codes"
 )
 
 // bombTestConfig is a VM container of 128 MiB.

@@ -3,8 +3,9 @@ package criservice
 import (
 	"context"
 
-	"github.com/crimux/crimux/internal/errdefs"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/internal/errdefs"
 )
 
 // UpdateContainerResources updates the VM's cgroup limits. The guest's

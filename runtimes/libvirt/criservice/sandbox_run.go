@@ -4,10 +4,11 @@ import (
 	"context"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // RunPodSandbox makes a VM pod: its record and its pod network (a network

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/crimux/crimux/internal/crifilter"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // PodSandboxStatus reports the pod from the store.

@@ -3,9 +3,10 @@ package criservice
 import (
 	"context"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // StopPodSandbox stops the VM (at once: kubelet has already given the

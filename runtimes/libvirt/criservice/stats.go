@@ -8,11 +8,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/crimux/crimux/runtimes/libvirt/core"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/internal/crifilter"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // ContainerStats reports the VM's CPU and memory from its cgroup: qemu's

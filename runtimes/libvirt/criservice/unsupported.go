@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/crimux/crimux/internal/errdefs"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/internal/errdefs"
 )
 
 func notForVMs(what string) error {

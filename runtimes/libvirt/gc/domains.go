@@ -6,14 +6,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/crimux/crimux/internal/errdefs"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"libvirt.org/go/libvirtxml"
 
 	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"libvirt.org/go/libvirtxml"
 )
 
 // collectDomains looks at every crimux-named domain libvirt has.

@@ -6,12 +6,13 @@ import (
 	"sort"
 	"strings"
 
+	"libvirt.org/go/libvirtxml"
+
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/vmtypes"
-	"libvirt.org/go/libvirtxml"
 )
 
 // Foreign resources are those of another crimux identity: crimux-named

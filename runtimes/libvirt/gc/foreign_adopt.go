@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/crimux/crimux/runtimes/libvirt/core"
-
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
 

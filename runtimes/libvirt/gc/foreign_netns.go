@@ -8,11 +8,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/crimux/crimux/runtimes/libvirt/virt"
-
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
+	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/vmtypes"
 )
 

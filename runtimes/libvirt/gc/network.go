@@ -4,11 +4,11 @@ import (
 	"context"
 	"time"
 
-	"github.com/crimux/crimux/internal/errdefs"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // finishSandboxes converges VM pods the store says are on their way out

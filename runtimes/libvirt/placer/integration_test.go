@@ -1,8 +1,6 @@
 package placer
 
 import (
-	"github.com/crimux/crimux/cgroup"
-
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -20,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/crimux/crimux/cgroup"
 	"github.com/crimux/crimux/internal/testbed"
 )
 

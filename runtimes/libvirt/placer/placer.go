@@ -1,8 +1,6 @@
 package placer
 
 import (
-	"github.com/crimux/crimux/cgroup"
-
 	"bufio"
 	"context"
 	"errors"
@@ -19,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/crimux/crimux/cgroup"
 	"github.com/crimux/crimux/runtimes/libvirt/placement"
 )
 

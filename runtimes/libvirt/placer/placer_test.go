@@ -1,8 +1,6 @@
 package placer
 
 import (
-	"github.com/crimux/crimux/cgroup"
-
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crimux/crimux/cgroup"
 	"github.com/crimux/crimux/runtimes/libvirt/placement"
 )
 

@@ -17,14 +17,13 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/crimux/crimux/vmtypes"
-
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
+	"github.com/crimux/crimux/vmtypes"
 )
 
 var (

@@ -2,6 +2,7 @@ package vmimage
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,8 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-
-	"compress/gzip"
 
 	"github.com/klauspost/compress/zstd"
 )

@@ -1,9 +1,10 @@
 package vmops
 
 import (
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // PowerStateCounts counts this runtime's VMs by power state for metrics

@@ -8,11 +8,12 @@ import (
 	"sort"
 	"strconv"
 
+	"libvirt.org/go/libvirtxml"
+
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/vmtypes"
-	"libvirt.org/go/libvirtxml"
 )
 
 // Snapshots are libvirt internal snapshots: they live inside the VM's
