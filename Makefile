@@ -98,7 +98,7 @@ e2e: build bed host-tools
 
 # e2e-vm: the VM runtime's e2e tests alone (real libvirtd + qemu, TCG).
 e2e-vm: build bed
-	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMPodLifecycle|TestVMBadInput|TestContainerAndVMSideBySide|TestHostileNeighbour|TestDiskGrowthIsTheWritableLayer)$$' ./test/e2e/
+	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMPodLifecycle|TestVMBadInput|TestContainerAndVMSideBySide|TestHostileNeighbour|TestDiskGrowthIsTheWritableLayer|TestVMDoesNotFitItsPod)$$' ./test/e2e/
 
 # e2e-vm-net: VM pod networking alone (CNI, DHCP in the guest, container
 # <-> VM, 20 create/delete cycles without leaks), against the bed's network.

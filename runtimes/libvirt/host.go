@@ -62,6 +62,8 @@ func (h hostCgroups) Update(c VMCgroup) error { return h.l.Update(cgroup.Spec(c)
 
 func (h hostCgroups) Remove(c VMCgroup) error { return h.l.Remove(cgroup.Spec(c)) }
 
+func (h hostCgroups) MemoryRoom(parent string) (int64, bool, error) { return h.l.MemoryLimit(parent) }
+
 func (h hostCgroups) Stats(c VMCgroup) (uint64, uint64, error) {
 	return h.l.Stats(cgroup.Spec(c))
 }

@@ -68,7 +68,7 @@ spec:
     imagePullPolicy: IfNotPresent
     resources:
       limits:
-        memory: 256Mi
+        memory: 512Mi   # no pod overhead here: the guest gets 512Mi less qemu's 256Mi
         cpu: 500m
 `
 

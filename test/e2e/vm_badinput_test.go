@@ -1,8 +1,13 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/crimux/crimux/cgroup"
 )
 
 // Hostile and broken VM images of the test bed (test/images).
@@ -77,4 +82,42 @@ func TestVMBadInput(t *testing.T) {
 			t.Fatalf("runp with a bad workload type: err %v, output %q", err, out)
 		}
 	})
+}
+
+// TestVMDoesNotFitItsPod (issue 14): a VM pod whose cgroup allows 128 MiB
+// (a 128 MiB limit and no pod overhead: the annotation route) cannot hold
+// a guest and qemu: CreateContainer refuses it up front, naming the
+// numbers and the fix, instead of a qemu OOM-killed again and again.
+func TestVMDoesNotFitItsPod(t *testing.T) {
+	requireVM(t)
+	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
+	c.crictl("pull", vmImage)
+	parent := testCgroupParent(t)
+	layout, err := cgroup.Discover()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, ok := layout.Controller("memory")
+	if !ok {
+		t.Skip("no memory controller")
+	}
+	dir, file := filepath.Join(h.Mount, parent), "memory.limit_in_bytes"
+	if h.Unified {
+		file = "memory.max"
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(strconv.Itoa(128<<20)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pod := vmPodJSON(t, "vm-small", parent, "")
+	podID := c.crictl("runp", "--runtime", "vm", pod)
+	t.Cleanup(func() { c.crictlErr("rmp", "-f", podID) })
+	out, err := c.crictlErr("create", podID, vmContainerJSON(t, vmImage, 128<<20, ""), pod)
+	if err == nil || !strings.Contains(out, "FailedPrecondition") || !strings.Contains(out, "allows 128 MiB") ||
+		!strings.Contains(out, "RuntimeClass vm") {
+		t.Fatalf("create in a 128 MiB pod: %v: %s; want FailedPrecondition naming the numbers and the fix", err, out)
+	}
+	assertNoVMFiles(t, c)
 }

@@ -94,6 +94,9 @@ type Cgroups interface {
 	Update(VMCgroup) error
 	Remove(VMCgroup) error
 	Stats(VMCgroup) (cpuNanos, memoryBytes uint64, err error)
+	// MemoryRoom is the memory limit of a pod's cgroup parent, which the
+	// VM and qemu share; limited is false when it has none.
+	MemoryRoom(parent string) (limit int64, limited bool, err error)
 }
 
 // VMCgroup is the cgroup a VM's qemu runs in.

@@ -103,6 +103,9 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	if err != nil {
 		return nil, err
 	}
+	if res, err = r.fitMemory(sb.Config.GetLinux().GetCgroupParent(), res); err != nil {
+		return nil, err
+	}
 	opts, err := vm.ParseAnnotations(sb.Config.GetAnnotations(), cfg.GetAnnotations())
 	if err != nil {
 		return nil, err

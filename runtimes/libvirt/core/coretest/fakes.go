@@ -149,6 +149,19 @@ type Cgroups struct {
 	Fail error
 	// CPU and Memory are what Stats reports.
 	CPU, Memory uint64
+	// Rooms are the memory limits of pod cgroup parents (none: no limit).
+	Rooms map[string]int64
+}
+
+// MemoryRoom reports Rooms.
+func (c *Cgroups) MemoryRoom(parent string) (int64, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.Fail != nil {
+		return 0, false, c.Fail
+	}
+	room, ok := c.Rooms[parent]
+	return room, ok, nil
 }
 
 func (c *Cgroups) Create(cg core.VMCgroup) error { return c.set(cg) }
