@@ -17,6 +17,7 @@ var configurators = []configurator{
 	configureBoot,
 	configureDisks,
 	configureConsole,
+	configureAgent,
 	configureDevices,
 	configureMetadata,
 }
@@ -115,6 +116,21 @@ func configureConsole(s Spec, d *libvirtxml.Domain) error {
 		Source: &libvirtxml.DomainChardevSource{UNIX: &libvirtxml.DomainChardevSourceUNIX{Mode: "bind", Path: s.Console.Socket}},
 		Target: &libvirtxml.DomainSerialTarget{Port: &port},
 		Log:    &libvirtxml.DomainChardevLog{File: s.Console.Log, Append: "on"},
+	})
+	return nil
+}
+
+// AgentChannel is the virtio-serial channel of the QEMU guest agent
+// (qemu-guest-agent listens on it in the guest; libvirt speaks to it).
+const AgentChannel = "org.qemu.guest_agent.0"
+
+// configureAgent gives every VM the guest agent's channel, so CRI exec
+// (and exec probes) reach a guest that runs the agent. libvirt names the
+// socket itself, in its own directory.
+func configureAgent(_ Spec, d *libvirtxml.Domain) error {
+	devices(d).Channels = append(devices(d).Channels, libvirtxml.DomainChannel{
+		Source: &libvirtxml.DomainChardevSource{UNIX: &libvirtxml.DomainChardevSourceUNIX{Mode: "bind"}},
+		Target: &libvirtxml.DomainChannelTarget{VirtIO: &libvirtxml.DomainChannelTargetVirtIO{Name: AgentChannel}},
 	})
 	return nil
 }

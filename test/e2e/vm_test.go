@@ -130,6 +130,14 @@ func TestVMPodLifecycle(t *testing.T) {
 		t.Fatalf("inspect: %+v, want running, domain %s, accel tcg", insp, domain)
 	}
 
+	// Exec goes through the QEMU guest agent: a guest without one (this
+	// busybox guest) is refused within seconds, naming the agent, not hung.
+	execStart := time.Now()
+	if out, err := c.crictlErr("exec", "--sync", "--timeout", "10", ctrID, "true"); err == nil ||
+		!strings.Contains(out, "guest agent") || time.Since(execStart) > 15*time.Second {
+		t.Fatalf("exec in a guest without an agent: %v after %v: %s; want a refusal naming the guest agent", err, time.Since(execStart), out)
+	}
+
 	// UpdateContainerResources reaches the VM's cgroup.
 	c.crictl("update", "--cpu-period", "100000", "--cpu-quota", "30000", "--memory", strconv.Itoa(vmMemory), ctrID)
 	quota, _ := filepath.Glob("/sys/fs/cgroup/cpu*" + parent + "/" + domain + "/cpu.cfs_quota_us")

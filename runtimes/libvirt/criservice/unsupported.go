@@ -13,14 +13,9 @@ func notForVMs(what string) error {
 	return fmt.Errorf("%s is not supported for VM pods: %w", what, errdefs.ErrUnimplemented)
 }
 
-// ExecSync: a VM has no container to exec into (no guest agent).
-func (r *Service) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
-	return nil, notForVMs("exec")
-}
-
-// Exec: as ExecSync.
+// Exec (streaming) is not served for VMs yet: ExecSync is (exec.go).
 func (r *Service) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
-	return nil, notForVMs("exec")
+	return nil, notForVMs("streaming exec (crictl exec -it, kubectl exec -it)")
 }
 
 // PortForward needs the pod network, which VM pods do not have yet.

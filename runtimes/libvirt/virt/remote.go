@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 
@@ -151,6 +152,17 @@ func (r remote) DeleteSnapshot(s Snapshot) error {
 
 func (r remote) Disconnected() <-chan struct{} { return r.l.Disconnected() }
 
+func (r remote) AgentCommand(d Domain, cmd string, timeout time.Duration) (string, error) {
+	out, err := r.l.QEMUDomainAgentCommand(dom(d), cmd, int32(max(timeout/time.Second, 1)), 0)
+	if err != nil {
+		return "", classify(err)
+	}
+	if len(out) == 0 {
+		return "", fmt.Errorf("the guest agent of %s gave no answer: %w", d.Name, errdefs.ErrUnavailable)
+	}
+	return out[0], nil
+}
+
 func (r remote) LifecycleEvents(ctx context.Context) (<-chan LifecycleEvent, error) {
 	in, err := r.l.LifecycleEvents(ctx)
 	if err != nil {
@@ -220,8 +232,11 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", err, errdefs.ErrNotFound)
 	case errors.As(err, &le) && le.Code == uint32(golibvirt.ErrNoDomainSnapshot):
 		return noSnapshot(err)
-	case errors.As(err, &le) && le.Code == uint32(golibvirt.ErrOperationInvalid):
+	case errors.As(err, &le) && (le.Code == uint32(golibvirt.ErrOperationInvalid) || le.Code == uint32(golibvirt.ErrArgumentUnsupported)):
 		return fmt.Errorf("%w: %w", err, errdefs.ErrFailedPrecondition)
+	case errors.As(err, &le) && (le.Code == uint32(golibvirt.ErrAgentUnresponsive) || le.Code == uint32(golibvirt.ErrAgentCommandTimeout) ||
+		le.Code == uint32(golibvirt.ErrAgentUnsynced)):
+		return fmt.Errorf("%w: %w", err, errdefs.ErrUnavailable)
 	case errors.Is(err, golibvirt.ErrUnsupported):
 		return fmt.Errorf("%w: %w", err, errdefs.ErrUnimplemented)
 	}

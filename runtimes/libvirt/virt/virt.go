@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/crimux/crimux/internal/errdefs"
 )
@@ -21,6 +22,7 @@ type Libvirt interface {
 	Power
 	Snapshots
 	Events
+	Agent
 	// Version is libvirtd's version; an answer proves it is up.
 	Version() (uint64, error)
 }
@@ -83,6 +85,15 @@ type Events interface {
 	RebootEvents(ctx context.Context) (<-chan string, error)
 	// Disconnected is closed when the connection is gone.
 	Disconnected() <-chan struct{}
+}
+
+// Agent talks to a domain's QEMU guest agent.
+type Agent interface {
+	// AgentCommand sends one command (JSON) to the guest agent and
+	// returns its answer, waiting at most timeout. No agent configured or
+	// connected is FailedPrecondition; one that does not answer,
+	// Unavailable.
+	AgentCommand(d Domain, cmd string, timeout time.Duration) (string, error)
 }
 
 // UUID is a domain's UUID.

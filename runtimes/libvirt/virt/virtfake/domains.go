@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
@@ -206,4 +207,29 @@ func (f *Libvirt) emitReboot(name string) {
 		default:
 		}
 	}
+}
+
+// AgentCommand hands cmd to the domain's Agent.
+func (f *Libvirt) AgentCommand(h virt.Domain, cmd string, _ time.Duration) (string, error) {
+	f.mu.Lock()
+	if err := f.enter("AgentCommand"); err != nil {
+		f.mu.Unlock()
+		return "", err
+	}
+	d, err := f.find(h)
+	var agent func(string) (string, error)
+	if err == nil {
+		agent = d.Agent
+		if !d.State.Active() {
+			err = invalid("domain is not running")
+		}
+	}
+	f.mu.Unlock()
+	switch {
+	case err != nil:
+		return "", err
+	case agent == nil:
+		return "", invalid("QEMU guest agent is not connected")
+	}
+	return agent(cmd) // outside the lock: an agent may call back into the fake
 }

@@ -43,7 +43,10 @@ type Domain struct {
 	IgnoresACPI bool
 	Snapshots   map[string]*Snapshot
 	Current     string
-	uuid        virt.UUID
+	// Agent answers guest agent commands; nil: the guest has no agent
+	// (FailedPrecondition, as libvirt says of an agent not connected).
+	Agent func(cmd string) (string, error)
+	uuid  virt.UUID
 }
 
 // Snapshot is a fake snapshot: the state it was taken in and its XML.

@@ -1,0 +1,147 @@
+// Package agent runs commands in a VM's guest through the QEMU guest
+// agent (qemu-guest-agent in the guest, on the virtio-serial channel
+// org.qemu.guest_agent.0 every crimux domain has). libvirt carries the
+// agent's JSON protocol (virDomainQemuAgentCommand); this package builds
+// the requests with encoding/json, never by formatting strings, and reads
+// the answers: guest-exec starts a process with its output captured,
+// guest-exec-status is polled until it has exited.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/crimux/crimux/internal/errdefs"
+)
+
+// Send sends one agent command (JSON) and returns the agent's answer
+// (JSON), waiting at most timeout for it.
+type Send func(cmd string, timeout time.Duration) (string, error)
+
+// Result is a finished command.
+type Result struct {
+	ExitCode       int32
+	Stdout, Stderr []byte
+	// Truncated: the agent kept only the start of the output.
+	Truncated bool
+}
+
+// Bounds of one exec.
+const (
+	// callTimeout bounds one agent call: an agent that does not answer
+	// (none installed, not started yet) is Unavailable quickly, not a hang.
+	callTimeout = 5 * time.Second
+	pollEvery   = 100 * time.Millisecond
+)
+
+// ErrTimedOut: the command did not finish within the caller's deadline
+// (it is left running in the guest: the agent cannot stop it).
+var ErrTimedOut = errors.New("command timed out in the guest")
+
+type execArgs struct {
+	Path          string   `json:"path"`
+	Arg           []string `json:"arg,omitempty"`
+	CaptureOutput bool     `json:"capture-output"`
+}
+
+type statusArgs struct {
+	PID int64 `json:"pid"`
+}
+
+type request[T any] struct {
+	Execute   string `json:"execute"`
+	Arguments T      `json:"arguments"`
+}
+
+type execReply struct {
+	Return struct {
+		PID int64 `json:"pid"`
+	} `json:"return"`
+}
+
+type statusReply struct {
+	Return struct {
+		Exited   bool   `json:"exited"`
+		ExitCode int32  `json:"exitcode"`
+		Signal   int32  `json:"signal"`
+		OutData  []byte `json:"out-data"` // base64 in JSON
+		ErrData  []byte `json:"err-data"`
+		OutTrunc bool   `json:"out-truncated"`
+		ErrTrunc bool   `json:"err-truncated"`
+	} `json:"return"`
+}
+
+// Exec runs argv in the guest and waits for it until ctx ends.
+func Exec(ctx context.Context, send Send, argv []string) (Result, error) {
+	if len(argv) == 0 || argv[0] == "" {
+		return Result{}, errdefs.Invalid("cmd", "must name a command")
+	}
+	pid, err := start(send, argv)
+	if err != nil {
+		return Result{}, err
+	}
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		res, done, err := status(send, pid)
+		if err != nil || done {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return Result{}, fmt.Errorf("%s (pid %d): %w", argv[0], pid, ErrTimedOut)
+		case <-tick.C:
+		}
+	}
+}
+
+func start(send Send, argv []string) (int64, error) {
+	var reply execReply
+	if err := call(send, request[execArgs]{Execute: "guest-exec",
+		Arguments: execArgs{Path: argv[0], Arg: argv[1:], CaptureOutput: true}}, &reply); err != nil {
+		return 0, fmt.Errorf("start %s in the guest: %w", argv[0], err)
+	}
+	return reply.Return.PID, nil
+}
+
+func status(send Send, pid int64) (Result, bool, error) {
+	var reply statusReply
+	if err := call(send, request[statusArgs]{Execute: "guest-exec-status", Arguments: statusArgs{PID: pid}}, &reply); err != nil {
+		return Result{}, false, fmt.Errorf("status of guest pid %d: %w", pid, err)
+	}
+	r := reply.Return
+	if !r.Exited {
+		return Result{}, false, nil
+	}
+	code := r.ExitCode
+	if r.Signal != 0 {
+		code = 128 + r.Signal // as a shell reports a killed command
+	}
+	return Result{ExitCode: code, Stdout: r.OutData, Stderr: r.ErrData, Truncated: r.OutTrunc || r.ErrTrunc}, true, nil
+}
+
+// call marshals req, sends it and decodes the answer into reply.
+func call(send Send, req any, reply any) error {
+	cmd, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	answer, err := send(string(cmd), callTimeout)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal([]byte(answer), reply); err != nil {
+		return fmt.Errorf("the guest agent answered %q: %v: %w", truncate(answer), err, errdefs.ErrUnavailable)
+	}
+	return nil
+}
+
+func truncate(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}

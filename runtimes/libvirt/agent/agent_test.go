@@ -1,0 +1,99 @@
+package agent
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/crimux/crimux/internal/errdefs"
+)
+
+// fakeAgent answers guest-exec and guest-exec-status like qemu-guest-agent:
+// the command "finishes" after polls status calls.
+type fakeAgent struct {
+	polls         int
+	out, errOut   string
+	code, signal  int32
+	seen          []map[string]any
+	failExec      error
+	answerGarbage bool
+}
+
+func (f *fakeAgent) send(cmd string, _ time.Duration) (string, error) {
+	var req map[string]any
+	if err := json.Unmarshal([]byte(cmd), &req); err != nil {
+		return "", fmt.Errorf("not JSON: %q", cmd)
+	}
+	f.seen = append(f.seen, req)
+	switch req["execute"] {
+	case "guest-exec":
+		if f.failExec != nil {
+			return "", f.failExec
+		}
+		if f.answerGarbage {
+			return "not json", nil
+		}
+		return `{"return":{"pid":42}}`, nil
+	case "guest-exec-status":
+		if f.polls > 0 {
+			f.polls--
+			return `{"return":{"exited":false}}`, nil
+		}
+		return fmt.Sprintf(`{"return":{"exited":true,"exitcode":%d,"signal":%d,"out-data":%q,"err-data":%q}}`, f.code, f.signal,
+			base64.StdEncoding.EncodeToString([]byte(f.out)), base64.StdEncoding.EncodeToString([]byte(f.errOut))), nil
+	}
+	return "", fmt.Errorf("unknown command %v", req["execute"])
+}
+
+func TestExec(t *testing.T) {
+	f := &fakeAgent{polls: 2, out: "vm-1\n", errOut: "warn\n", code: 3}
+	argv := []string{"sh", "-c", `echo "$(hostname)"; exit 3`}
+	res, err := Exec(context.Background(), f.send, argv)
+	if err != nil || res.ExitCode != 3 || string(res.Stdout) != "vm-1\n" || string(res.Stderr) != "warn\n" {
+		t.Fatalf("Exec = %+v, %v", res, err)
+	}
+	args := f.seen[0]["arguments"].(map[string]any)
+	if args["path"] != "sh" || fmt.Sprint(args["arg"]) != fmt.Sprint([]any{"-c", argv[2]}) || args["capture-output"] != true {
+		t.Fatalf("guest-exec arguments %v: the command must reach the agent as it is", args)
+	}
+	if len(f.seen) != 4 {
+		t.Fatalf("%d agent calls, want guest-exec and 3 polls", len(f.seen))
+	}
+}
+
+func TestExecKilledBySignal(t *testing.T) {
+	res, err := Exec(context.Background(), (&fakeAgent{signal: 9}).send, []string{"sleep", "1"})
+	if err != nil || res.ExitCode != 137 {
+		t.Fatalf("Exec = %+v, %v; want 137", res, err)
+	}
+}
+
+func TestExecTimesOut(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+	defer cancel()
+	_, err := Exec(ctx, (&fakeAgent{polls: 1 << 30}).send, []string{"sleep", "100"})
+	if !errors.Is(err, ErrTimedOut) {
+		t.Fatalf("Exec of a command that never ends: %v, want ErrTimedOut", err)
+	}
+}
+
+func TestExecErrors(t *testing.T) {
+	noAgent := fmt.Errorf("QEMU guest agent is not connected: %w", errdefs.ErrFailedPrecondition)
+	if _, err := Exec(context.Background(), (&fakeAgent{failExec: noAgent}).send, []string{"ls"}); errdefs.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("no agent: %v, want FailedPrecondition", err)
+	}
+	if _, err := Exec(context.Background(), (&fakeAgent{answerGarbage: true}).send, []string{"ls"}); errdefs.Code(err) != codes.Unavailable ||
+		!strings.Contains(err.Error(), "not json") {
+		t.Fatalf("a garbled answer: %v, want Unavailable quoting it", err)
+	}
+	if _, err := Exec(context.Background(), (&fakeAgent{}).send, nil); errdefs.Code(err) != codes.InvalidArgument {
+		t.Fatalf("no command: %v, want InvalidArgument", err)
+	}
+}
