@@ -41,6 +41,10 @@ type sweep struct {
 	refs    int
 }
 
+// sweepRoots finds the cgroup hierarchies' roots the sweeps look in
+// (tests point it at a tree of their own).
+var sweepRoots = hierarchyRoots
+
 // recordsDir is where the sweep of the containerd at endpoint keeps its
 // records: <stateDir>/containerd-cgroups/<hash of the endpoint>.
 func recordsDir(stateDir, endpoint string) string {
@@ -88,7 +92,7 @@ func startSweep(dir, path string, counters Counters, log *slog.Logger) (*sweep, 
 	}
 	client := runtimeapi.NewRuntimeServiceClient(conn)
 	known := func(ctx context.Context) (map[string]bool, error) { return knownIDs(ctx, client) }
-	sweeper, err := cgroupgc.New(dir, hierarchyRoots, cgroup.ParentPath, known, log.With("component", "cgroupgc", "records", dir))
+	sweeper, err := cgroupgc.New(dir, sweepRoots, cgroup.ParentPath, known, log.With("component", "cgroupgc", "records", dir))
 	if err != nil {
 		conn.Close()
 		return nil, err

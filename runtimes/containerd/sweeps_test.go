@@ -47,6 +47,16 @@ func recordedParents(t *testing.T, dir string) string {
 // reaper sees every one's task-making calls, and which stops with the
 // last of them.
 func TestSweepsArePerContainerd(t *testing.T) {
+	// The sweeps run at once in the background: the pods' parents must
+	// exist, or a sweep drops their records as gone.
+	root := t.TempDir()
+	for _, p := range []string{"podA1", "podA2", "podB1"} {
+		if err := os.MkdirAll(filepath.Join(root, "kubepods", p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sweepRoots = func() ([]string, error) { return []string{root}, nil }
+	t.Cleanup(func() { sweepRoots = hierarchyRoots })
 	state := t.TempDir()
 	srvA := crifake.Serve(t, crifake.New("a"), crifake.SocketPath(t, "a.sock"))
 	srvB := crifake.Serve(t, crifake.New("b"), crifake.SocketPath(t, "b.sock"))
