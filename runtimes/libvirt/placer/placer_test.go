@@ -118,20 +118,22 @@ func startPlacer(t *testing.T, placeErr error, opts ...PlacerOption) (sock strin
 		}
 		os.RemoveAll(dir)
 	})
-	for i := 0; i < 100; i++ {
+	// The socket exists from listen on and gets its mode just after: it
+	// is ready once it has it.
+	var mode os.FileMode
+	for i := 0; i < 200; i++ {
 		if fi, err := os.Stat(sock); err == nil {
-			if fi.Mode().Perm() != 0o666 {
-				t.Errorf("socket mode %v, want 0666", fi.Mode().Perm())
-			}
-			return sock, func() []placed {
-				mu.Lock()
-				defer mu.Unlock()
-				return slices.Clone(calls)
+			if mode = fi.Mode().Perm(); mode == 0o666 {
+				return sock, func() []placed {
+					mu.Lock()
+					defer mu.Unlock()
+					return slices.Clone(calls)
+				}
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatal("placer did not listen")
+	t.Fatalf("placer did not listen with a socket of mode 0666 (mode %v)", mode)
 	return "", nil
 }
 
