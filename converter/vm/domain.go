@@ -16,6 +16,7 @@ var configurators = []configurator{
 	configureCompute,
 	configureBoot,
 	configureDisks,
+	configureCIData,
 	configureConsole,
 	configureAgent,
 	configureDevices,
@@ -100,6 +101,25 @@ func configureDisks(s Spec, d *libvirtxml.Domain) error {
 		Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: s.Disk.Format, Cache: "none", IO: "native"},
 		Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.Disk.Path}},
 		Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
+	})
+	return nil
+}
+
+// configureCIData attaches the cloud-init volume as a read-only IDE
+// CD-ROM (the i440fx machine has IDE built in; every cloud-init finds a
+// CD-ROM labelled cidata). It takes no part in snapshots: it is made anew
+// from the pod's spec.
+func configureCIData(s Spec, d *libvirtxml.Domain) error {
+	if s.CIData == "" {
+		return nil
+	}
+	devices(d).Disks = append(devices(d).Disks, libvirtxml.DomainDisk{
+		Device:   "cdrom",
+		Driver:   &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
+		Source:   &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.CIData}},
+		Target:   &libvirtxml.DomainDiskTarget{Dev: "hdc", Bus: "ide"},
+		ReadOnly: &libvirtxml.DomainDiskReadOnly{},
+		Snapshot: "no",
 	})
 	return nil
 }

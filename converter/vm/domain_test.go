@@ -28,6 +28,10 @@ func TestDomainGolden(t *testing.T) {
 			s.Accel = AccelKVM
 			s.Disk = &Disk{Path: "/var/lib/crimux/vms/c0ffee/overlay.qcow2", Format: "qcow2"}
 		},
+		"disk-boot-cidata": func(s *Spec) {
+			s.Disk = &Disk{Path: "/var/lib/crimux/vms/c0ffee/disk.qcow2", Format: "qcow2"}
+			s.CIData = "/var/lib/crimux/vms/c0ffee/cidata.iso"
+		},
 		"kernel-and-disk": func(s *Spec) {
 			s.Boot = &KernelBoot{Kernel: "/k/vmlinuz", Initrd: "/k/initrd.img", Args: "console=ttyS0 root=/dev/vda"}
 			s.Disk = &Disk{Path: "/o.qcow2", Format: "qcow2"}

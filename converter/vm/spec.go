@@ -37,6 +37,9 @@ type Spec struct {
 	// Boot is a direct kernel boot; nil boots from Disk.
 	Boot    *KernelBoot
 	Console Console
+	// CIData is the cloud-init NoCloud volume (an ISO labelled cidata),
+	// attached read-only as a CD-ROM; "" attaches none.
+	CIData string
 }
 
 // Disk is a disk image file of the VM.

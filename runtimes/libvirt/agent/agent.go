@@ -44,8 +44,13 @@ var ErrTimedOut = errors.New("command timed out in the guest")
 type execArgs struct {
 	Path          string   `json:"path"`
 	Arg           []string `json:"arg,omitempty"`
+	InputData     []byte   `json:"input-data,omitempty"` // base64 in JSON
 	CaptureOutput bool     `json:"capture-output"`
 }
+
+// MaxInput bounds the stdin one exec hands the guest: the agent takes it
+// in one message.
+const MaxInput = 1 << 20
 
 type statusArgs struct {
 	PID int64 `json:"pid"`
@@ -76,10 +81,20 @@ type statusReply struct {
 
 // Exec runs argv in the guest and waits for it until ctx ends.
 func Exec(ctx context.Context, send Send, argv []string) (Result, error) {
+	return ExecInput(ctx, send, argv, nil)
+}
+
+// ExecInput is Exec with stdin: the agent gives the process input as its
+// standard input, then end of file. Its output comes back when it exits
+// (the agent keeps it until then).
+func ExecInput(ctx context.Context, send Send, argv []string, input []byte) (Result, error) {
+	if len(input) > MaxInput {
+		return Result{}, errdefs.Invalid("stdin", "is %d bytes, more than the %d a VM exec takes", len(input), MaxInput)
+	}
 	if len(argv) == 0 || argv[0] == "" {
 		return Result{}, errdefs.Invalid("cmd", "must name a command")
 	}
-	pid, err := start(send, argv)
+	pid, err := start(send, argv, input)
 	if err != nil {
 		return Result{}, err
 	}
@@ -98,10 +113,10 @@ func Exec(ctx context.Context, send Send, argv []string) (Result, error) {
 	}
 }
 
-func start(send Send, argv []string) (int64, error) {
+func start(send Send, argv []string, input []byte) (int64, error) {
 	var reply execReply
 	if err := call(send, request[execArgs]{Execute: "guest-exec",
-		Arguments: execArgs{Path: argv[0], Arg: argv[1:], CaptureOutput: true}}, &reply); err != nil {
+		Arguments: execArgs{Path: argv[0], Arg: argv[1:], InputData: input, CaptureOutput: true}}, &reply); err != nil {
 		return 0, fmt.Errorf("start %s in the guest: %w", argv[0], err)
 	}
 	return reply.Return.PID, nil

@@ -143,6 +143,7 @@ type Runtime struct {
 	Cgroups Cgroups
 	// Net is the pod network; nil: VM pods have none.
 	Net     PodNetwork
+	CIData  CIDataWriter
 	Locks   Locks
 	Console *console.Consoles
 	Events  *EventHub
@@ -168,7 +169,9 @@ type Parts struct {
 	Images  ImageReader
 	Cgroups Cgroups
 	Net     PodNetwork
-	Log     *slog.Logger
+	// CIData writes the cloud-init volumes; nil is XorrisoCIData.
+	CIData CIDataWriter
+	Log    *slog.Logger
 }
 
 // New makes the core of a runtime from its parts; nothing runs yet.
@@ -177,9 +180,12 @@ func New(opts Options, p Parts) *Runtime {
 		opts.Counters = noCounters{}
 	}
 	log := p.Log.With("runtime", "vm")
+	if p.CIData == nil {
+		p.CIData = XorrisoCIData{}
+	}
 	return &Runtime{
 		Opts: opts, Accel: resolveAccel(opts.Accel), Store: p.Store, Conn: p.Conn, Images: p.Images, Cgroups: p.Cgroups,
-		Net: p.Net, Console: console.New(log), Events: NewEventHub(), Reboots: NewRebootWatch(), Starts: &Starts{}, Log: log,
+		Net: p.Net, CIData: p.CIData, Console: console.New(log), Events: NewEventHub(), Reboots: NewRebootWatch(), Starts: &Starts{}, Log: log,
 		Counters: opts.Counters, recovered: make(chan struct{}),
 	}
 }

@@ -15,10 +15,11 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 )
 
-// Attach reaches the VM's serial console through a streaming server of
-// crimux's own (kubelet and crictl speak the same protocols to it as to
-// containerd's): the console socket qemu listens on is joined to the
-// client's stdin and stdout.
+// A streaming server of crimux's own serves what CRI streams for VMs
+// (kubelet and crictl speak the same protocols to it as to containerd's):
+// Attach joins the console socket qemu listens on to the client's stdin
+// and stdout; Exec runs a command through the guest agent (exec_stream.go);
+// PortForward connects to the guest (portforward.go).
 
 // startStreaming listens on addr (host:port; port 0 picks one) and serves
 // attach streams until ctx ends.
@@ -83,10 +84,10 @@ func (s consoleStreams) Attach(ctx context.Context, id string, in io.Reader, out
 	return nil
 }
 
-func (consoleStreams) Exec(context.Context, string, []string, io.Reader, io.WriteCloser, io.WriteCloser, bool, <-chan remotecommandserver.TerminalSize) error {
-	return notForVMs("exec")
+func (s consoleStreams) Exec(ctx context.Context, id string, cmd []string, in io.Reader, out, errw io.WriteCloser, tty bool, _ <-chan remotecommandserver.TerminalSize) error {
+	return s.r.streamExec(ctx, id, cmd, in, out, errw, tty)
 }
 
-func (consoleStreams) PortForward(context.Context, string, int32, io.ReadWriteCloser) error {
-	return notForVMs("port-forward")
+func (s consoleStreams) PortForward(ctx context.Context, sandboxID string, port int32, stream io.ReadWriteCloser) error {
+	return s.r.forwardPort(ctx, sandboxID, port, stream)
 }

@@ -177,22 +177,6 @@ func TestConsoleStreams(t *testing.T) {
 	})
 }
 
-// TestNotForVMs: streaming exec and port-forward are refused as
-// Unimplemented, through CRI and through the streaming server.
-func TestNotForVMs(t *testing.T) {
-	ctx := context.Background()
-	s, _ := newService(t)
-	_, err := s.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: "c1", Cmd: []string{"sh"}})
-	wantCode(t, "Exec", err, codes.Unimplemented, "exec")
-	_, err = s.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: "sb1"})
-	wantCode(t, "PortForward", err, codes.Unimplemented, "port-forward")
-	streams := consoleStreams{s}
-	err = streams.Exec(ctx, "c1", []string{"sh"}, nil, nil, nil, false, nil)
-	wantCode(t, "streaming Exec", err, codes.Unimplemented, "exec")
-	err = streams.PortForward(ctx, "sb1", 80, nil)
-	wantCode(t, "streaming PortForward", err, codes.Unimplemented, "port-forward")
-}
-
 // TestReopenContainerLog: after kubelet rotated the CRI log (renamed
 // it), the console goes on in a new file.
 func TestReopenContainerLog(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crimux/crimux/converter/cloudinit"
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
@@ -94,6 +95,8 @@ type vmPlan struct {
 	rec    *store.Container
 	spec   vm.Spec
 	layout core.ImageLayout
+	// cidata are the cloud-init volume's files (cidata.go).
+	cidata cloudinit.Files
 }
 
 // planVM validates the container config and reads the image: everything
@@ -107,6 +110,10 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 		return nil, err
 	}
 	opts, err := vm.ParseAnnotations(sb.Config.GetAnnotations(), cfg.GetAnnotations())
+	if err != nil {
+		return nil, err
+	}
+	ci, err := cloudinit.FromPod(sb.Config.GetAnnotations(), cfg.GetAnnotations(), cfg.GetMounts())
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +155,12 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	if layout.DiskPath != "" {
 		spec.Disk = &vm.Disk{Path: filepath.Join(rec.Dir, core.DiskFile), Format: "qcow2"}
 	}
-	return &vmPlan{rec: rec, spec: spec, layout: layout}, nil
+	files, err := cloudInitFiles(sb, ci)
+	if err != nil {
+		return nil, err
+	}
+	spec.CIData = filepath.Join(rec.Dir, core.CIDataFile)
+	return &vmPlan{rec: rec, spec: spec, layout: layout, cidata: files}, nil
 }
 
 // makeVMFiles makes the VM's directory and its overlay disk.
@@ -157,6 +169,9 @@ func (r *Service) makeVMFiles(p *vmPlan, undo *core.Rollback) error {
 		return err
 	}
 	undo.Add("vm dir", func() error { return os.RemoveAll(p.rec.Dir) })
+	if _, err := r.CIData.WriteCIData(p.rec.Dir, p.cidata); err != nil {
+		return err
+	}
 	if p.spec.Disk == nil {
 		return nil
 	}

@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crimux/crimux/converter/cloudinit"
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
@@ -50,6 +52,18 @@ func TestCreateContainerRefusals(t *testing.T) {
 		{name: "bad kernel args", edit: func(c *runtimeapi.ContainerConfig, _ *string) {
 			c.Annotations = map[string]string{vm.AnnotationKernelArgs: "console=ttyS0 \"unbalanced"}
 		}, code: codes.InvalidArgument, words: vm.AnnotationKernelArgs},
+		{name: "malformed user-data", edit: func(c *runtimeapi.ContainerConfig, _ *string) {
+			c.Annotations = map[string]string{cloudinit.AnnotationUserData: "#cloud-config\nusers: [unclosed\n"}
+		}, code: codes.InvalidArgument, words: cloudinit.AnnotationUserData},
+		{name: "user-data neither YAML nor a script", edit: func(c *runtimeapi.ContainerConfig, _ *string) {
+			c.Annotations = map[string]string{cloudinit.AnnotationUserData: "echo hi"}
+		}, code: codes.InvalidArgument, words: cloudinit.AnnotationUserData},
+		{name: "user-data over the limit", edit: func(c *runtimeapi.ContainerConfig, _ *string) {
+			c.Annotations = map[string]string{cloudinit.AnnotationUserData: "#!/bin/sh\n" + strings.Repeat("#", cloudinit.MaxUserData)}
+		}, code: codes.InvalidArgument, words: cloudinit.AnnotationUserData},
+		{name: "not an SSH key", edit: func(c *runtimeapi.ContainerConfig, _ *string) {
+			c.Annotations = map[string]string{cloudinit.AnnotationSSHKeys: "ssh-ed25519 bm90IGEga2V5 me@host"}
+		}, code: codes.InvalidArgument, words: cloudinit.AnnotationSSHKeys},
 		{name: "log_path without log_directory", pod: func(sb *store.Sandbox) { sb.Config.LogDirectory = "" },
 			code: codes.InvalidArgument, words: "config.log_path"},
 		{name: "a second live container", other: []runtimeapi.ContainerState{runtimeapi.ContainerState_CONTAINER_RUNNING},

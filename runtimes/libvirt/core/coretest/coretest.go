@@ -27,6 +27,7 @@ type Env struct {
 	Libvirt  *virtfake.Libvirt
 	Net      *Net
 	Images   *Images
+	CIData   *CIData
 	Cgroups  *Cgroups
 	Counters *Counters
 	Dir      string
@@ -59,8 +60,8 @@ func New(t testing.TB, opts ...Options) *Env {
 	if err := os.MkdirAll(filepath.Join(dir, "vms"), 0o711); err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{Libvirt: virtfake.New(), Images: &Images{}, Cgroups: &Cgroups{}, Counters: &Counters{}, Dir: dir}
-	p := core.Parts{Store: st, Conn: e.Libvirt, Images: e.Images, Cgroups: e.Cgroups, Log: Logger()}
+	e := &Env{Libvirt: virtfake.New(), Images: &Images{}, Cgroups: &Cgroups{}, Counters: &Counters{}, CIData: &CIData{}, Dir: dir}
+	p := core.Parts{Store: st, Conn: e.Libvirt, Images: e.Images, Cgroups: e.Cgroups, CIData: e.CIData, Log: Logger()}
 	if !o.NoNetwork {
 		e.Net = &Net{}
 		p.Net = e.Net

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 
+	"github.com/crimux/crimux/converter/cloudinit"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
@@ -208,4 +210,30 @@ func (c *Cgroups) Get(name string) (core.VMCgroup, bool) {
 	defer c.mu.Unlock()
 	cg, ok := c.Live[name]
 	return cg, ok
+}
+
+// CIData is a core.CIDataWriter that keeps the files it was given (by VM
+// directory) and writes a placeholder file where the ISO would be.
+type CIData struct {
+	mu    sync.Mutex
+	Files map[string]cloudinit.Files
+}
+
+// WriteCIData records files and writes dir/cidata.iso.
+func (c *CIData) WriteCIData(dir string, files cloudinit.Files) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.Files == nil {
+		c.Files = map[string]cloudinit.Files{}
+	}
+	c.Files[dir] = files
+	p := filepath.Join(dir, core.CIDataFile)
+	return p, os.WriteFile(p, []byte("cidata placeholder\n"), 0o600)
+}
+
+// Of returns the files written for the VM in dir.
+func (c *CIData) Of(dir string) cloudinit.Files {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Files[dir]
 }

@@ -1,0 +1,111 @@
+// Package cloudinit converts a VM pod's CRI config into cloud-init's
+// NoCloud data: the files of the "cidata" volume crimux gives every VM.
+//
+//	meta-data       instance-id (the pod's UID: a restarted container is
+//	                the same instance, a new pod a new one), local-hostname
+//	user-data       the pod's user-data, with its SSH keys merged in
+//	network-config  version 2: the address, gateway, routes, MTU and DNS
+//	                the pod's CNI result gives the guest (what crimux's DHCP
+//	                responder hands out too), matched by the guest's MAC
+//
+// Where the user-data comes from: the annotation
+// crimux.io/cloud-init-user-data, or, to keep secrets out of annotations,
+// a file named user-data in a volume the pod mounts at /crimux/cloud-init
+// (a Secret volume, say); the annotation crimux.io/ssh-authorized-keys
+// adds SSH public keys, one per line, for the image's default user.
+//
+// Everything here is pure: input in, file contents out. Writing the ISO
+// is the runtime's (runtimes/libvirt/core/cidata.go).
+package cloudinit
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Annotations and the mount path crimux reads cloud-init data from.
+const (
+	AnnotationUserData = "crimux.io/cloud-init-user-data"
+	AnnotationSSHKeys  = "crimux.io/ssh-authorized-keys"
+	// MountPath: a volume mounted here in the VM's container config may
+	// hold a file "user-data"; the annotation wins if both are given.
+	MountPath    = "/crimux/cloud-init"
+	UserDataFile = "user-data"
+)
+
+// Limits: cloud-init data is small; anything larger is a mistake or an
+// attack on the node.
+const (
+	MaxUserData = 64 << 10
+	MaxSSHKeys  = 32
+	maxKeysText = 32 << 10
+)
+
+// Input is what the NoCloud data is made of.
+type Input struct {
+	// InstanceID is stable for the pod (its UID).
+	InstanceID string
+	Hostname   string
+	// UserData as the user gave it (checked with CheckUserData); nil: none.
+	UserData []byte
+	// SSHKeys are authorized keys (checked with ParseSSHKeys).
+	SSHKeys []string
+	// Network is the guest's addressing; nil writes no network-config
+	// (the guest falls back to DHCP).
+	Network *Network
+}
+
+// Files are the NoCloud files, by name.
+type Files map[string][]byte
+
+// Build makes the NoCloud files.
+func Build(in Input) (Files, error) {
+	if in.InstanceID == "" {
+		return nil, fmt.Errorf("cloud-init: an instance ID is required")
+	}
+	ud, err := mergeUserData(in.UserData, in.SSHKeys)
+	if err != nil {
+		return nil, err
+	}
+	f := Files{
+		"meta-data": metaData(in.InstanceID, in.Hostname),
+		"user-data": ud,
+	}
+	if in.Network != nil {
+		nc, err := networkConfig(*in.Network)
+		if err != nil {
+			return nil, err
+		}
+		f["network-config"] = nc
+	}
+	return f, nil
+}
+
+// metaData writes meta-data; both values are quoted YAML scalars.
+func metaData(id, hostname string) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "instance-id: %s\n", yamlQuote(id))
+	if hostname != "" {
+		fmt.Fprintf(&b, "local-hostname: %s\n", yamlQuote(hostname))
+	}
+	return []byte(b.String())
+}
+
+// yamlQuote writes s as a double-quoted YAML scalar.
+func yamlQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}

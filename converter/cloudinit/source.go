@@ -1,0 +1,107 @@
+package cloudinit
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/internal/errdefs"
+)
+
+// Source is the pod's own cloud-init input, checked.
+type Source struct {
+	UserData []byte
+	SSHKeys  []string
+}
+
+// FromPod reads the pod's cloud-init input: the annotations (pod first,
+// the container's over them) and the user-data file of a volume mounted
+// at MountPath. Bad input is InvalidArgument naming the annotation or
+// the mount.
+func FromPod(pod, container map[string]string, mounts []*runtimeapi.Mount) (Source, error) {
+	var s Source
+	ud, fromAnn := lookup(AnnotationUserData, pod, container)
+	if fromAnn {
+		if err := CheckUserData([]byte(ud)); err != nil {
+			return s, errdefs.Invalid("annotations["+AnnotationUserData+"]", "%v", err)
+		}
+		s.UserData = []byte(ud)
+	} else {
+		data, field, err := userDataFromMounts(mounts)
+		if err != nil {
+			return s, errdefs.Invalid(field, "%v", err)
+		}
+		if data != nil {
+			if err := CheckUserData(data); err != nil {
+				return s, errdefs.Invalid(field, "%s: %v", UserDataFile, err)
+			}
+			s.UserData = data
+		}
+	}
+	if text, ok := lookup(AnnotationSSHKeys, pod, container); ok {
+		keys, err := ParseSSHKeys(text)
+		if err != nil {
+			return s, errdefs.Invalid("annotations["+AnnotationSSHKeys+"]", "%v", err)
+		}
+		s.SSHKeys = keys
+	}
+	return s, nil
+}
+
+// lookup finds key in the container's annotations, else the pod's.
+func lookup(key string, pod, container map[string]string) (string, bool) {
+	if v, ok := container[key]; ok {
+		return v, true
+	}
+	v, ok := pod[key]
+	return v, ok
+}
+
+// userDataFromMounts reads <host path>/user-data of the mount at
+// MountPath, if there is one. The file may be a symbolic link (kubelet's
+// Secret and ConfigMap volumes are made of them) but must resolve inside
+// the volume; it is read up to the limit, never further.
+func userDataFromMounts(mounts []*runtimeapi.Mount) ([]byte, string, error) {
+	for i, m := range mounts {
+		if filepath.Clean(m.GetContainerPath()) != MountPath {
+			continue
+		}
+		field := fmt.Sprintf("config.mounts[%d] (%s)", i, MountPath)
+		data, err := readInside(m.GetHostPath(), UserDataFile)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, field, nil
+		}
+		return data, field, err
+	}
+	return nil, "", nil
+}
+
+// readInside reads dir/name, which must resolve to a regular file under
+// dir, at most MaxUserData+1 bytes of it.
+func readInside(dir, name string) ([]byte, error) {
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, err
+	}
+	p, err := filepath.EvalSymlinks(filepath.Join(root, name))
+	if err != nil {
+		return nil, err
+	}
+	if rel, err := filepath.Rel(root, p); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil, fmt.Errorf("%s resolves outside the volume", name)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", name)
+	}
+	return io.ReadAll(io.LimitReader(f, MaxUserData+1))
+}

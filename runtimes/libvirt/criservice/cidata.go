@@ -1,0 +1,36 @@
+package criservice
+
+import (
+	"github.com/crimux/crimux/converter/cloudinit"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
+)
+
+// cloudInitFiles makes the VM's cloud-init NoCloud files: the instance is
+// the pod (its UID; the sandbox ID for a pod without one), the hostname
+// the pod's, the network what the pod's CNI result gave the guest.
+func cloudInitFiles(sb *store.Sandbox, src cloudinit.Source) (cloudinit.Files, error) {
+	cfg := sb.Config
+	in := cloudinit.Input{
+		InstanceID: cfg.GetMetadata().GetUid(),
+		Hostname:   cfg.GetHostname(),
+		UserData:   src.UserData,
+		SSHKeys:    src.SSHKeys,
+	}
+	if in.InstanceID == "" {
+		in.InstanceID = sb.ID
+	}
+	if in.Hostname == "" {
+		in.Hostname = cfg.GetMetadata().GetName()
+	}
+	if n := sb.Net; n != nil && n.Ready && n.IP != "" {
+		net := &cloudinit.Network{
+			MAC: n.GuestMAC, IP: n.IP, PrefixLen: n.PrefixLen, Gateway: n.Gateway, MTU: n.MTU,
+			DNS: cfg.GetDnsConfig().GetServers(), Search: cfg.GetDnsConfig().GetSearches(),
+		}
+		for _, r := range n.Routes {
+			net.Routes = append(net.Routes, cloudinit.Route{Dst: r.Dst, GW: r.GW})
+		}
+		in.Network = net
+	}
+	return cloudinit.Build(in)
+}

@@ -1,0 +1,82 @@
+package criservice
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/internal/errdefs"
+)
+
+// PortForward (crictl port-forward, kubectl port-forward) connects to the
+// guest: the VM owns the pod IP (podnet), so each forwarded connection is
+// a TCP connection to <pod IP>:<port>. It is dialled from the node's
+// network namespace — the pod's own namespace holds no address once the
+// guest has taken it, and the Kubernetes network model guarantees the
+// node reaches its pods' IPs (kubelet's TCP and HTTP probes rely on it).
+// Only the pod's own IP is ever dialled.
+func (r *Service) PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
+	for i, p := range req.GetPort() {
+		if p <= 0 || p > 65535 {
+			return nil, errdefs.Invalid(fmt.Sprintf("port[%d]", i), "%d is not a TCP port", p)
+		}
+	}
+	if _, err := r.guestAddr(req.GetPodSandboxId()); err != nil {
+		return nil, err
+	}
+	if r.streaming == nil {
+		return nil, fmt.Errorf("port-forward: streaming server not running: %w", errdefs.ErrUnavailable)
+	}
+	return r.streaming.GetPortForward(req)
+}
+
+// guestAddr is the pod IP of a ready VM pod.
+func (r *Service) guestAddr(sandboxID string) (string, error) {
+	sb, err := r.Store.LiveSandbox(sandboxID)
+	if err != nil {
+		return "", err
+	}
+	if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+		return "", fmt.Errorf("pod sandbox %q is not ready: %w", sb.ID, errdefs.ErrFailedPrecondition)
+	}
+	if sb.Net == nil || !sb.Net.Ready || sb.Net.IP == "" {
+		return "", fmt.Errorf("pod sandbox %q has no pod network to forward to (host network or none): %w", sb.ID, errdefs.ErrFailedPrecondition)
+	}
+	return sb.Net.IP, nil
+}
+
+// forwardPort joins stream to a new connection to the guest's port until
+// either side ends.
+func (r *Service) forwardPort(ctx context.Context, sandboxID string, port int32, stream io.ReadWriteCloser) error {
+	defer stream.Close()
+	ip, err := r.guestAddr(sandboxID)
+	if err != nil {
+		return err
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ip, strconv.Itoa(int(port))))
+	if err != nil {
+		return fmt.Errorf("port-forward to pod %s port %d: %w", sandboxID, port, err)
+	}
+	defer conn.Close()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, _ = io.Copy(conn, stream)
+		// The client is done sending: let the guest see end of file.
+		if tc, ok := conn.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+	}()
+	_, err = io.Copy(stream, conn)
+	_ = stream.Close()
+	_ = conn.Close()
+	wg.Wait()
+	return err
+}
