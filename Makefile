@@ -26,7 +26,7 @@ UNITDIR    ?= $(PREFIX)/lib/systemd/system
 DESTDIR    ?=
 E2E_ENV   := CRIMUX_E2E=1 CRIMUX_BIN=$(BIN)/crimux CRIMUX_CTL=$(BIN)/crimuxctl CRIMUX_TESTBED=$(TESTBED)
 
-.PHONY: all build install host-tools e2e-kubelet run test vet fmt-check unit bed bed-down e2e e2e-vm e2e-vm-net e2e-vm-api chaos critest proto clean
+.PHONY: all build install host-tools e2e-kubelet run test vet fmt-check unit bed bed-down e2e e2e-guest e2e-vm e2e-vm-net e2e-vm-api chaos critest proto clean
 
 all: build
 
@@ -71,7 +71,7 @@ RUN_FLAGS ?=
 run: build
 	./hack/run.sh $(RUN_FLAGS)
 
-test: vet fmt-check unit e2e e2e-kubelet chaos critest
+test: vet fmt-check unit e2e e2e-guest e2e-kubelet chaos critest
 
 vet:
 	$(GO) vet ./...
@@ -99,6 +99,13 @@ e2e: build bed host-tools
 # e2e-vm: the VM runtime's e2e tests alone (real libvirtd + qemu, TCG).
 e2e-vm: build bed
 	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMPodLifecycle|TestVMBadInput|TestContainerAndVMSideBySide|TestHostileNeighbour|TestDiskGrowthIsTheWritableLayer|TestVMDoesNotFitItsPod)$$' ./test/e2e/
+
+# e2e-guest: the usable guest (test/guest: Debian 12 from debootstrap,
+# cloud-init, qemu-guest-agent, sshd) as a VM pod through crimux with
+# crictl, booted once: cloud-init data, exec, port-forward + ssh, attach,
+# log reopen, events, graceful stop. Minutes under TCG.
+e2e-guest: build bed
+	CRIMUX_GUEST=1 $(E2E_ENV) $(GO) test -race -count=1 -v -timeout 25m -run '^TestVMGuest$$' ./test/e2e/
 
 # e2e-vm-net: VM pod networking alone (CNI, DHCP in the guest, container
 # <-> VM, 20 create/delete cycles without leaks), against the bed's network.

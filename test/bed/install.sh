@@ -128,8 +128,14 @@ fi
 # and qemu-utils. The VM images' kernel, initramfs and disk layers are
 # also cached by their inputs in $CACHE/vm-layers (the test/images builder
 # keeps them), so a rebuild for another reason reuses them as they are.
+# The usable guest (crimux/vm-debian): Debian 12 made by debootstrap,
+# cached by its inputs in $CACHE/guest (test/guest/build.sh; ~10 min the
+# first time).
+guest_disk=$(TESTBED=$TESTBED "$REPO_ROOT/test/guest/build.sh" | tail -n 1)
+[ -s "$guest_disk" ] || die "test/guest/build.sh gave no disk"
 stamp=$( (
 	cd "$REPO_ROOT"
+	echo "$guest_disk"
 	find test/images -type f -name '*.go' | LC_ALL=C sort | xargs sha256sum
 	go version
 	sha256sum "$busybox_deb" "$busybox_static_deb" "$vm_kernel" "/lib/modules/$vm_release/modules.dep" | cut -d' ' -f1
@@ -139,7 +145,7 @@ stamp=$( (
 if [ ! -s "$IMAGES/images.txt" ] || [ "$(cat "$TESTBED/images.stamp" 2>/dev/null)" != "$stamp" ]; then
 	(cd "$REPO_ROOT" && quiet build-images go run ./test/images -out "$IMAGES" -busybox-deb "$busybox_deb" \
 		-busybox-static-deb "$busybox_static_deb" -vm-kernel "$vm_kernel" -vm-modules "/lib/modules/$vm_release" \
-		-vm-cache "$CACHE/vm-layers")
+		-vm-cache "$CACHE/vm-layers" -guest-disk "$guest_disk")
 	echo "$stamp" >"$TESTBED/images.stamp"
 	did+=("images")
 fi

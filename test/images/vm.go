@@ -23,6 +23,9 @@ import (
 // vmInputs are the host files the VM images are made of.
 type vmInputs struct {
 	kernel, modules, busyboxStaticDeb, cache string
+	// guestDisk is the Debian guest's disk (test/guest/build.sh); ""
+	// builds no crimux/vm-debian.
+	guestDisk string
 }
 
 // vmImageSpecs builds the VM images' layers (through the cache) and
@@ -163,12 +166,16 @@ func vmImageSpecs(tmp string, in vmInputs) ([]oci.ImageSpec, error) {
 	if err != nil {
 		return nil, err
 	}
+	debian, err := debianImageSpec(cached, in.guestDisk)
+	if err != nil {
+		return nil, err
+	}
 	if err := cache.prune(); err != nil {
 		return nil, err
 	}
 
 	args := map[string]string{"crimux.io/kernel-args": vmKernelArgs}
-	return []oci.ImageSpec{
+	return append(debian, []oci.ImageSpec{
 		// The good test VM, served as a one-platform index (like KubeVirt's
 		// containerdisks); the hostile ones as bare manifests.
 		{ID: "crimux-vm-busybox", Refs: []string{"crimux/vm-busybox:latest"},
@@ -180,7 +187,7 @@ func vmImageSpecs(tmp string, in vmInputs) ([]oci.ImageSpec, error) {
 		{ID: "crimux-vm-bad-backing", Refs: []string{"crimux/vm-bad-backing:latest"}, Layers: []oci.SpecLayer{backingL}},
 		{ID: "crimux-vm-bad-datafile", Refs: []string{"crimux/vm-bad-datafile:latest"}, Layers: []oci.SpecLayer{dataFileL}},
 		{ID: "crimux-vm-bad-bomb", Refs: []string{"crimux/vm-bad-bomb:latest"}, Layers: []oci.SpecLayer{bombL}},
-	}, nil
+	}...), nil
 }
 
 // vmDefaults fills in the VM inputs the flags left out.

@@ -1,19 +1,19 @@
 package core
 
 import (
+	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"sort"
+	"time"
 
 	"github.com/crimux/crimux/converter/cloudinit"
+	"github.com/crimux/crimux/internal/iso9660"
 )
 
 // CIDataFile is the VM's cloud-init NoCloud volume, in its directory.
 const CIDataFile = "cidata.iso"
-
-// cidataStaging holds the files while the ISO is made; removed after.
-const cidataStaging = "cidata.d"
 
 // CIDataWriter writes a VM's cloud-init volume into its directory and
 // returns the volume's path.
@@ -21,33 +21,27 @@ type CIDataWriter interface {
 	WriteCIData(dir string, files cloudinit.Files) (string, error)
 }
 
-// XorrisoCIData is the CIDataWriter of a node: an ISO made by xorriso.
-type XorrisoCIData struct{}
+// ISOCIData is the CIDataWriter of a node: an ISO 9660 volume labelled
+// cidata with Joliet names, as cloud-init's NoCloud looks for, written
+// by crimux itself (internal/iso9660: no external tool, microseconds).
+type ISOCIData struct{}
 
-// WriteCIData writes files as an ISO 9660 volume labelled cidata (Joliet
-// and Rock Ridge names, as cloud-init's NoCloud reads them) at
-// dir/cidata.iso with Debian's xorriso, and returns its path. Nothing is
-// written outside dir; the staging directory is gone on return.
-func (XorrisoCIData) WriteCIData(dir string, files cloudinit.Files) (string, error) {
-	staging := filepath.Join(dir, cidataStaging)
-	if err := os.Mkdir(staging, 0o700); err != nil {
+// WriteCIData writes dir/cidata.iso, root's alone until libvirt hands it
+// to qemu's user at start.
+func (ISOCIData) WriteCIData(dir string, files cloudinit.Files) (string, error) {
+	list := make([]iso9660.File, 0, len(files))
+	for name, data := range files {
+		list = append(list, iso9660.File{Name: name, Data: data})
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+	var buf bytes.Buffer
+	if err := iso9660.Write(&buf, "cidata", list, time.Now()); err != nil {
+		return "", fmt.Errorf("cidata: %w", err)
+	}
+	p := filepath.Join(dir, CIDataFile)
+	if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
+		_ = os.Remove(p)
 		return "", err
 	}
-	defer os.RemoveAll(staging)
-	for name, data := range files {
-		if filepath.Base(name) != name || name == "." || name == ".." {
-			return "", fmt.Errorf("cidata: bad file name %q", name)
-		}
-		if err := os.WriteFile(filepath.Join(staging, name), data, 0o600); err != nil {
-			return "", err
-		}
-	}
-	iso := filepath.Join(dir, CIDataFile)
-	args := []string{"-as", "mkisofs", "-quiet", "-volid", "cidata", "-joliet", "-rational-rock", "-output", iso, staging}
-	if out, err := exec.Command("xorriso", args...).CombinedOutput(); err != nil {
-		_ = os.Remove(iso)
-		return "", fmt.Errorf("cidata: xorriso (package xorriso) %v: %s", err, out)
-	}
-	// Root's alone until libvirt hands it to qemu's user at start.
-	return iso, os.Chmod(iso, 0o600)
+	return p, nil
 }

@@ -169,7 +169,7 @@ type Parts struct {
 	Images  ImageReader
 	Cgroups Cgroups
 	Net     PodNetwork
-	// CIData writes the cloud-init volumes; nil is XorrisoCIData.
+	// CIData writes the cloud-init volumes; nil is ISOCIData.
 	CIData CIDataWriter
 	Log    *slog.Logger
 }
@@ -181,7 +181,7 @@ func New(opts Options, p Parts) *Runtime {
 	}
 	log := p.Log.With("runtime", "vm")
 	if p.CIData == nil {
-		p.CIData = XorrisoCIData{}
+		p.CIData = ISOCIData{}
 	}
 	return &Runtime{
 		Opts: opts, Accel: resolveAccel(opts.Accel), Store: p.Store, Conn: p.Conn, Images: p.Images, Cgroups: p.Cgroups,
