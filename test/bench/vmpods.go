@@ -68,6 +68,12 @@ func (b *bench) newVMPod(name string) (*vmPod, error) {
 // startVM is RunPodSandbox + CreateContainer + StartContainer of a VM pod
 // through crimux; the pod is remembered for cleanup even when a step fails.
 func (b *bench) startVM(ctx context.Context, name string, mib int) (*vmPod, error) {
+	return b.startVMWith(ctx, name, b.vmContainerConfig(mib), nil)
+}
+
+// startVMWith is startVM of any container config; edit (may be nil)
+// changes the pod's config.
+func (b *bench) startVMWith(ctx context.Context, name string, ctrCfg *runtimeapi.ContainerConfig, edit func(*runtimeapi.PodSandboxConfig)) (*vmPod, error) {
 	v, err := b.newVMPod(name)
 	if err != nil {
 		return nil, err
@@ -75,6 +81,9 @@ func (b *bench) startVM(ctx context.Context, name string, mib int) (*vmPod, erro
 	ctx, cancel := criclient.CallCtx(ctx)
 	defer cancel()
 	cfg := b.vmPodConfig(v)
+	if edit != nil {
+		edit(cfg)
+	}
 	pod, err := b.cri.RT.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: "vm"})
 	if err != nil {
 		return v, fmt.Errorf("runp VM %s: %w", name, err)
@@ -82,7 +91,7 @@ func (b *bench) startVM(ctx context.Context, name string, mib int) (*vmPod, erro
 	v.pod = pod.PodSandboxId
 	b.trackVM(v)
 	ctr, err := b.cri.RT.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
-		PodSandboxId: v.pod, Config: b.vmContainerConfig(mib), SandboxConfig: cfg,
+		PodSandboxId: v.pod, Config: ctrCfg, SandboxConfig: cfg,
 	})
 	if err != nil {
 		return v, fmt.Errorf("create VM %s: %w", name, err)

@@ -72,6 +72,28 @@ spec:
         cpu: 500m
 `
 
+// smallVMManifest is a VM pod whose 128Mi limit cannot hold a guest and
+// qemu's overhead (issue 14: reproduced, qemu was OOM-killed in the pod
+// and restarted again and again): crimux refuses it at CreateContainer,
+// and kubelet shows why.
+const smallVMManifest = `apiVersion: v1
+kind: Pod
+metadata:
+  name: kl-vm-small
+  namespace: ` + kubeletNamespace + `
+  annotations:
+    crimux.io/workload-type: vm
+spec:
+  containers:
+  - name: vm
+    image: ` + vmImage + `
+    imagePullPolicy: IfNotPresent
+    resources:
+      limits:
+        memory: 128Mi
+        cpu: 500m
+`
+
 // kubeletConfig is the standalone KubeletConfiguration of TESTBED.md:
 // crimux as the runtime, cgroupfs under a root of its own, no negative
 // oom_score_adj, no node registration, eviction and image GC out of the
@@ -167,7 +189,8 @@ func (p kubeletPod) running() (id string, restarts int, err error) {
 }
 
 // TestKubeletMixedPods: a container static pod and a VM static pod reach
-// Running through crimux under a real kubelet; crictl logs shows both
+// Running through crimux under a real kubelet; a VM pod too small for its
+// VM is refused up front and kubelet says why, with no restart; crictl logs shows both
 // outputs (the VM's serial console); the VM paused, hibernated and resumed
 // with crimuxctl is, two minutes later, still the same container with no
 // restart; removing the manifests removes both pods, the domain and the
@@ -188,7 +211,8 @@ func TestKubeletMixedPods(t *testing.T) {
 
 	k.writeManifest("ctr.yaml", ctrManifest)
 	k.writeManifest("vm.yaml", vmManifest)
-	ctrName, vmName := "kl-ctr-"+kubeletNode, "kl-vm-"+kubeletNode
+	k.writeManifest("vm-small.yaml", smallVMManifest)
+	ctrName, vmName, smallName := "kl-ctr-"+kubeletNode, "kl-vm-"+kubeletNode, "kl-vm-small-"+kubeletNode
 	var ctrID, vmID string
 	testutil.Eventually(t, 4*time.Minute, "both static pods Running in kubelet's /pods", func() error {
 		pods, err := k.pods()
@@ -206,6 +230,7 @@ func TestKubeletMixedPods(t *testing.T) {
 		t.Fatalf("container IDs %s (container) and %s (VM): the VM pod did not go to the VM runtime", ctrID, vmID)
 	}
 	checkCrictlSees(t, c, ctrID, vmID)
+	requireRefusedUpFront(t, k, smallName)
 	waitLogs(t, c, ctrID, ctrMarker, 30*time.Second)
 	waitLogs(t, c, vmID, vmMarker, 90*time.Second)
 	// kubelet knows the VM pod's IP (its pod network, CNI), and the guest
@@ -236,9 +261,10 @@ func TestKubeletMixedPods(t *testing.T) {
 			t.Fatalf("%s two minutes later: container %s, %d restarts (%v); want %s, 0 restarts", name, id, restarts, err, want)
 		}
 	}
-	if out := c.crictl("pods", "--namespace", kubeletNamespace, "-q"); len(strings.Fields(out)) != 2 {
-		t.Fatalf("crictl pods: %d sandboxes, want the 2 first ones (nothing recreated):\n%s", len(strings.Fields(out)), out)
+	if out := c.crictl("pods", "--namespace", kubeletNamespace, "-q"); len(strings.Fields(out)) != 3 {
+		t.Fatalf("crictl pods: %d sandboxes, want the 3 first ones (nothing recreated):\n%s", len(strings.Fields(out)), out)
 	}
+	requireRefusedUpFront(t, k, smallName)
 	checkKubeletMetrics(t, metricsAddr)
 
 	var vmStatus struct {
@@ -254,6 +280,7 @@ func TestKubeletMixedPods(t *testing.T) {
 
 	k.removeManifest("ctr.yaml")
 	k.removeManifest("vm.yaml")
+	k.removeManifest("vm-small.yaml")
 	testutil.Eventually(t, 60*time.Second, "kubelet's /pods empty", func() error {
 		pods, err := k.pods()
 		if err == nil && len(pods) > 0 {
@@ -626,4 +653,28 @@ func removeKubeletPods(c *daemonRun) {
 	for _, id := range strings.Fields(out) {
 		_, _ = c.crictlErr("rmp", "-f", id)
 	}
+}
+
+// requireRefusedUpFront: kubelet shows the pod's container waiting with
+// crimux's refusal (FailedPrecondition naming the fix), never started and
+// never restarted.
+func requireRefusedUpFront(t *testing.T, k *kubeletRun, name string) {
+	t.Helper()
+	testutil.Eventually(t, time.Minute, name+" refused at CreateContainer", func() error {
+		pods, err := k.pods()
+		if err != nil {
+			return err
+		}
+		st := pods[name].Status.ContainerStatuses
+		if len(st) != 1 || st[0].State.Waiting == nil {
+			b, _ := json.Marshal(pods[name].Status)
+			return fmt.Errorf("status %s", b)
+		}
+		w := st[0].State.Waiting
+		if st[0].RestartCount != 0 || st[0].ContainerID != "" || w.Reason != "CreateContainerError" ||
+			!strings.Contains(w.Message, "RuntimeClass vm") || !strings.Contains(w.Message, "128 MiB") {
+			return fmt.Errorf("waiting %s: %q, restarts %d, container %q", w.Reason, w.Message, st[0].RestartCount, st[0].ContainerID)
+		}
+		return nil
+	})
 }

@@ -104,7 +104,10 @@ func (r *Service) agentExec(ctx context.Context, id string, cmd []string, input 
 	}
 	res, err := agent.ExecInput(ctx, func(cmd string, t time.Duration) (string, error) { return l.AgentCommand(dom, cmd, t) }, cmd, input)
 	if err != nil && (errdefs.Code(err) == codes.FailedPrecondition || errdefs.Code(err) == codes.Unavailable) {
-		return res, fmt.Errorf("exec in VM %s needs the QEMU guest agent running in the guest (qemu-guest-agent): %w", c.ID, err)
+		// The guest's state, not the runtime's: FailedPrecondition, so that
+		// nobody reads "runtime unavailable" into it.
+		return res, fmt.Errorf("exec in VM %s needs the QEMU guest agent running in the guest (qemu-guest-agent): %v: %w",
+			c.ID, err, errdefs.ErrFailedPrecondition)
 	}
 	return res, err
 }

@@ -24,7 +24,9 @@ import (
 	golibvirt "github.com/digitalocean/go-libvirt"
 	"github.com/digitalocean/go-libvirt/socket/dialers"
 
+	"github.com/crimux/crimux/converter/cloudinit"
 	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/internal/iso9660"
 	"github.com/crimux/crimux/test/bench/stats"
 )
 
@@ -83,11 +85,18 @@ func New(ctx context.Context, containerdEndpoint, image, dir, runID string) (*Cl
 	return d, os.MkdirAll(d.dir, 0o711)
 }
 
-// spec is the VM crimux would make of the image with mib of memory and one
-// vCPU, under TCG, without crimux's identity stamp.
-func (d *Client) spec(name, dir string, mib int) vm.Spec {
+// Shape is the size of a direct VM and its cloud-init data (nil: no
+// cidata volume).
+type Shape struct {
+	MiB, VCPUs int
+	CIData     cloudinit.Files
+}
+
+// spec is the VM crimux would make of the image with that shape, under
+// TCG, without crimux's identity stamp.
+func (d *Client) spec(name, dir string, sh Shape) vm.Spec {
 	s := vm.Spec{
-		Name: name, VCPUs: 1, MemoryMiB: uint64(mib), Accel: vm.AccelTCG, Emulator: QEMUBinary,
+		Name: name, VCPUs: uint(max(sh.VCPUs, 1)), MemoryMiB: uint64(sh.MiB), Accel: vm.AccelTCG, Emulator: QEMUBinary,
 		Console: vm.Console{Socket: filepath.Join(dir, "console.sock"), Log: filepath.Join(dir, "console.log")},
 	}
 	if d.layout.Kernel != "" {
@@ -96,6 +105,9 @@ func (d *Client) spec(name, dir string, mib int) vm.Spec {
 	if d.layout.DiskPath != "" {
 		s.Disk = &vm.Disk{Path: filepath.Join(dir, "disk.qcow2"), Format: "qcow2"}
 	}
+	if sh.CIData != nil {
+		s.CIData = filepath.Join(dir, "cidata.iso")
+	}
 	return s
 }
 
@@ -103,6 +115,13 @@ func (d *Client) spec(name, dir string, mib int) vm.Spec {
 // in CreateContainer too, but a mkdir is noise), then times what crimux
 // does for a VM: the overlay with qemu-img, define, start.
 func (d *Client) Start(mib int) (*VM, time.Duration, error) {
+	return d.StartShape(Shape{MiB: mib, VCPUs: 1})
+}
+
+// StartShape is Start of a VM of any shape; its cidata volume, when it
+// has one, is made within the timing (crimux makes one in
+// CreateContainer), by the same writer.
+func (d *Client) StartShape(sh Shape) (*VM, time.Duration, error) {
 	d.mu.Lock()
 	d.seq++
 	v := &VM{Name: fmt.Sprintf("%s%d", d.prefix, d.seq)}
@@ -115,8 +134,13 @@ func (d *Client) Start(mib int) (*VM, time.Duration, error) {
 	if err := os.Chown(v.dir, d.uid, d.gid); err != nil {
 		return v, 0, err
 	}
-	spec := d.spec(v.Name, v.dir, mib)
+	spec := d.spec(v.Name, v.dir, sh)
 	took, err := stats.Timed(func() error {
+		if sh.CIData != nil {
+			if err := writeCIData(spec.CIData, sh.CIData); err != nil {
+				return err
+			}
+		}
 		if spec.Disk != nil {
 			out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2",
 				"-b", d.layout.DiskPath, "-F", d.layout.DiskFormat, spec.Disk.Path).CombinedOutput()
@@ -172,6 +196,35 @@ func (d *Client) RemoveAll() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// writeCIData writes the cloud-init volume as a NoCloud ISO, with the
+// ISO writer crimux uses (a direct user of libvirt would need one too).
+func writeCIData(path string, files cloudinit.Files) error {
+	list := make([]iso9660.File, 0, len(files))
+	for name, data := range files {
+		list = append(list, iso9660.File{Name: name, Data: data})
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := iso9660.Write(f, "cidata", list, time.Now()); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// AgentPing sends guest-ping to the guest agent of domain name (any
+// domain: the direct path's or crimux's); nil once the agent answers.
+func (d *Client) AgentPing(name string) error {
+	dom, err := d.l.DomainLookupByName(name)
+	if err != nil {
+		return err
+	}
+	_, err = d.l.QEMUDomainAgentCommand(dom, `{"execute":"guest-ping"}`, 2, 0)
+	return err
 }
 
 // Close disconnects from libvirtd.
