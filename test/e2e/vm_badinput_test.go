@@ -60,6 +60,17 @@ func TestVMBadInput(t *testing.T) {
 		createFails(t, vmContainerJSON(t, vmImage, vmMemory, `"crimux.io/kernel-args": "console=ttyS0 init=\"/bin/sh"`),
 			"InvalidArgument", "crimux.io/kernel-args")
 	})
+	// cloud-init input (issue 14), on the container's annotations.
+	for _, bad := range []struct{ name, annotations, field string }{
+		{"malformed user-data", `"crimux.io/cloud-init-user-data": "#cloud-config\nusers: [unclosed\n"`, "crimux.io/cloud-init-user-data"},
+		{"user-data neither YAML nor a script", `"crimux.io/cloud-init-user-data": "rm -rf /"`, "crimux.io/cloud-init-user-data"},
+		{"user-data over the limit", `"crimux.io/cloud-init-user-data": "#!/bin/sh\n` + strings.Repeat("#", 70<<10) + `"`, "crimux.io/cloud-init-user-data"},
+		{"a key that is not an SSH public key", `"crimux.io/ssh-authorized-keys": "ssh-ed25519 bm90IGEga2V5 mallory"`, "crimux.io/ssh-authorized-keys"},
+	} {
+		t.Run(bad.name, func(t *testing.T) {
+			createFails(t, vmContainerJSON(t, vmImage, vmMemory, bad.annotations), "InvalidArgument", bad.field)
+		})
+	}
 	for _, bad := range badVMImages {
 		t.Run(bad.name, func(t *testing.T) {
 			c.crictl("pull", bad.image)
