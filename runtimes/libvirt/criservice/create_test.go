@@ -254,6 +254,10 @@ func TestRunPodSandboxRefusals(t *testing.T) {
 		}, code: codes.InvalidArgument, words: "config.linux.security_context.namespace_options.network"},
 		{name: "no name", edit: func(c *runtimeapi.PodSandboxConfig) { c.Metadata.Name = "" }, code: codes.InvalidArgument, words: "config.metadata"},
 		{name: "no uid", edit: func(c *runtimeapi.PodSandboxConfig) { c.Metadata.Uid = "" }, code: codes.InvalidArgument, words: "config.metadata"},
+		// Found trying the README as a new user: such a pod got as far as
+		// StartContainer, which failed with Unknown.
+		{name: "no cgroup parent", edit: func(c *runtimeapi.PodSandboxConfig) { c.Linux.CgroupParent = "" }, code: codes.InvalidArgument, words: "config.linux.cgroup_parent"},
+		{name: "no linux config", edit: func(c *runtimeapi.PodSandboxConfig) { c.Linux = nil }, code: codes.InvalidArgument, words: "config.linux.cgroup_parent"},
 		{name: "libvirtd down", fail: func(e *coretest.Env) { e.Libvirt.SetDown(errUnavailable) }, code: codes.Unavailable, words: "refused"},
 		{name: "CNI ADD fails", fail: func(e *coretest.Env) { e.Net.FailSetup = errors.New("plugin bridge failed") }, code: codes.Unavailable, words: "plugin bridge failed"},
 	} {

@@ -26,6 +26,10 @@ func (r *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	if cfg.GetMetadata().GetName() == "" || cfg.GetMetadata().GetUid() == "" {
 		return nil, errdefs.Invalid("config.metadata", "name and uid must be set")
 	}
+	if cfg.GetLinux().GetCgroupParent() == "" {
+		return nil, errdefs.Invalid("config.linux.cgroup_parent",
+			"a VM pod needs one: its qemu runs in the pod's cgroup, with the pod's limits (kubelet always sets it; with crictl, give the pod one)")
+	}
 	if cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE {
 		return nil, errdefs.Invalid("config.linux.security_context.namespace_options.network",
 			"host networking is not supported for VM pods: a VM has its own kernel and cannot share the node's network stack")
