@@ -64,8 +64,13 @@ fail() {
 # Downloaded packages stay in $debs for the next build.
 debs=$TESTBED/cache/guest-debs
 mkdir -p "$debs/partial"
-nice -n 10 debootstrap --variant=minbase --cache-dir="$debs" "$SUITE" "$root" "$MIRROR" >"$log" 2>&1 ||
-	fail debootstrap
+# A mirror that drops a download fails debootstrap: one more try, from the
+# packages already fetched.
+for try in 1 2; do
+	nice -n 10 debootstrap --variant=minbase --cache-dir="$debs" "$SUITE" "$root" "$MIRROR" >"$log" 2>&1 && break
+	[ "$try" = 2 ] && fail debootstrap
+	rm -rf "$root"
+done
 mount -t proc proc "$root/proc"
 mount -t sysfs sys "$root/sys"
 mount --bind /dev "$root/dev"
@@ -77,8 +82,8 @@ echo "deb $MIRROR $SUITE main" >"$root/etc/apt/sources.list"
 pkgs=(systemd-sysv udev dbus cloud-init qemu-guest-agent openssh-server linux-image-cloud-amd64
 	ifupdown isc-dhcp-client iproute2 netbase sudo e2fsprogs ca-certificates procps)
 {
-	chroot "$root" apt-get update -q &&
-		chroot "$root" env DEBIAN_FRONTEND=noninteractive nice -n 10 apt-get install -y -q --no-install-recommends "${pkgs[@]}"
+	chroot "$root" apt-get -o Acquire::Retries=3 update -q &&
+		chroot "$root" env DEBIAN_FRONTEND=noninteractive nice -n 10 apt-get -o Acquire::Retries=3 install -y -q --no-install-recommends "${pkgs[@]}"
 } >>"$log" 2>&1 || fail "apt-get install in the root"
 umount "$root/var/cache/apt/archives"
 rm -f "$root/usr/sbin/policy-rc.d"
