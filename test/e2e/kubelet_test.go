@@ -54,10 +54,13 @@ spec:
     command: ["sh", "-c", "echo ` + ctrMarker + `; exec sleep 100000"]
 `
 
-const vmManifest = `apiVersion: v1
+// vmManifestOf is a static VM pod routed by annotation (no RuntimeClass,
+// so no pod overhead) with a memory limit.
+func vmManifestOf(name, memory string) string {
+	return `apiVersion: v1
 kind: Pod
 metadata:
-  name: kl-vm
+  name: ` + name + `
   namespace: ` + kubeletNamespace + `
   annotations:
     crimux.io/workload-type: vm
@@ -68,31 +71,19 @@ spec:
     imagePullPolicy: IfNotPresent
     resources:
       limits:
-        memory: 512Mi   # no pod overhead here: the guest gets 512Mi less qemu's 256Mi
+        memory: ` + memory + `
         cpu: 500m
 `
+}
+
+// vmManifest: no pod overhead here, the guest gets 512Mi less qemu's 256Mi.
+var vmManifest = vmManifestOf("kl-vm", "512Mi")
 
 // smallVMManifest is a VM pod whose 128Mi limit cannot hold a guest and
 // qemu's overhead (issue 14: reproduced, qemu was OOM-killed in the pod
 // and restarted again and again): crimux refuses it at CreateContainer,
 // and kubelet shows why.
-const smallVMManifest = `apiVersion: v1
-kind: Pod
-metadata:
-  name: kl-vm-small
-  namespace: ` + kubeletNamespace + `
-  annotations:
-    crimux.io/workload-type: vm
-spec:
-  containers:
-  - name: vm
-    image: ` + vmImage + `
-    imagePullPolicy: IfNotPresent
-    resources:
-      limits:
-        memory: 128Mi
-        cpu: 500m
-`
+var smallVMManifest = vmManifestOf("kl-vm-small", "128Mi")
 
 // kubeletConfig is the standalone KubeletConfiguration of TESTBED.md:
 // crimux as the runtime, cgroupfs under a root of its own, no negative
