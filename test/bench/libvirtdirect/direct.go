@@ -45,6 +45,7 @@ const (
 type Client struct {
 	l      *golibvirt.Libvirt
 	layout imageLayout
+	cidata cloudinit.Files // of every VM Start makes
 	dir    string
 	prefix string
 	uid    int
@@ -73,11 +74,17 @@ func New(ctx context.Context, containerdEndpoint, image, dir, runID string) (*Cl
 	if err != nil {
 		return nil, err
 	}
+	// crimux gives every VM a cidata volume: so does the direct path, so
+	// that both start the same domain.
+	cidata, err := cloudinit.Build(cloudinit.Input{InstanceID: "bench-" + runID, Hostname: "bench"})
+	if err != nil {
+		return nil, err
+	}
 	l := golibvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(Socket), dialers.WithLocalTimeout(5*time.Second)))
 	if err := l.ConnectToURI(golibvirt.QEMUSystem); err != nil {
 		return nil, fmt.Errorf("connect to libvirtd: %w", err)
 	}
-	d := &Client{l: l, layout: layout, dir: filepath.Join(dir, "vms"), prefix: DomainPrefix + runID + "-", live: map[string]*VM{}}
+	d := &Client{l: l, layout: layout, cidata: cidata, dir: filepath.Join(dir, "vms"), prefix: DomainPrefix + runID + "-", live: map[string]*VM{}}
 	if u, err := user.Lookup(qemuUser); err == nil {
 		d.uid, _ = strconv.Atoi(u.Uid)
 		d.gid, _ = strconv.Atoi(u.Gid)
@@ -115,7 +122,7 @@ func (d *Client) spec(name, dir string, sh Shape) vm.Spec {
 // in CreateContainer too, but a mkdir is noise), then times what crimux
 // does for a VM: the overlay with qemu-img, define, start.
 func (d *Client) Start(mib int) (*VM, time.Duration, error) {
-	return d.StartShape(Shape{MiB: mib, VCPUs: 1})
+	return d.StartShape(Shape{MiB: mib, VCPUs: 1, CIData: d.cidata})
 }
 
 // StartShape is Start of a VM of any shape; its cidata volume, when it
