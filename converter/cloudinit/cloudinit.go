@@ -14,13 +14,18 @@
 // (a Secret volume, say); the annotation crimux.io/ssh-authorized-keys
 // adds SSH public keys, one per line, for the image's default user.
 //
-// Everything here is pure: input in, file contents out. Writing the ISO
-// is the runtime's (runtimes/libvirt/core/cidata.go).
+// Everything here is pure: input in, file contents (or the volume's
+// bytes, WriteISO) out; the runtime puts the volume in the VM's directory
+// (runtimes/libvirt/core/cidata.go).
 package cloudinit
 
 import (
 	"fmt"
+	"io"
 	"strings"
+	"time"
+
+	"github.com/crimux/crimux/internal/iso9660"
 )
 
 // Annotations and the mount path crimux reads cloud-init data from.
@@ -108,4 +113,17 @@ func yamlQuote(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// VolumeLabel is the label cloud-init's NoCloud looks for.
+const VolumeLabel = "cidata"
+
+// WriteISO writes the files as the NoCloud volume: an ISO 9660 image
+// labelled cidata, with Joliet names (internal/iso9660).
+func (f Files) WriteISO(w io.Writer, now time.Time) error {
+	list := make([]iso9660.File, 0, len(f))
+	for name, data := range f {
+		list = append(list, iso9660.File{Name: name, Data: data})
+	}
+	return iso9660.Write(w, VolumeLabel, list, now)
 }

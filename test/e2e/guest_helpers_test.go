@@ -38,19 +38,6 @@ func (c *crimux) crictlTimeout(d time.Duration, args ...string) (string, error) 
 	return c.crictlCmd(ctx, nil, append([]string{"--timeout", d.String()}, args...)...)
 }
 
-// crictlCmd runs crictl with stdin (may be nil) and returns its stdout,
-// or stdout and stderr with the error.
-func (c *crimux) crictlCmd(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
-	full := append([]string{"--runtime-endpoint", c.endpoint, "--image-endpoint", c.endpoint}, args...)
-	cmd := exec.CommandContext(ctx, filepath.Join(bed.testbed, "bin", "crictl"), full...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return strings.TrimSpace(stdout.String() + "\n" + stderr.String()), err
-	}
-	return strings.TrimSpace(stdout.String()), nil
-}
-
 // sshKey makes an ed25519 key pair; it returns the private key's path and
 // the public key.
 func sshKey(t *testing.T) (string, string) {

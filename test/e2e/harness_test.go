@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -236,12 +237,17 @@ func (c *crimux) crictl(args ...string) string {
 func (c *crimux) crictlErr(args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	full := append([]string{"--runtime-endpoint", c.endpoint, "--image-endpoint", c.endpoint, "--timeout", "60s"}, args...)
+	return c.crictlCmd(ctx, nil, append([]string{"--timeout", "60s"}, args...)...)
+}
+
+// crictlCmd runs crictl with stdin (may be nil) and returns its stdout,
+// or stdout and stderr with the error.
+func (c *crimux) crictlCmd(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
+	full := append([]string{"--runtime-endpoint", c.endpoint, "--image-endpoint", c.endpoint}, args...)
 	cmd := exec.CommandContext(ctx, filepath.Join(bed.testbed, "bin", "crictl"), full...)
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if err != nil {
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
+	if err := cmd.Run(); err != nil {
 		return strings.TrimSpace(stdout.String() + "\n" + stderr.String()), err
 	}
 	return strings.TrimSpace(stdout.String()), nil

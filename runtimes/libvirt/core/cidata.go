@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/crimux/crimux/converter/cloudinit"
-	"github.com/crimux/crimux/internal/iso9660"
 )
 
 // CIDataFile is the VM's cloud-init NoCloud volume, in its directory.
@@ -29,13 +27,8 @@ type ISOCIData struct{}
 // WriteCIData writes dir/cidata.iso, root's alone until libvirt hands it
 // to qemu's user at start.
 func (ISOCIData) WriteCIData(dir string, files cloudinit.Files) (string, error) {
-	list := make([]iso9660.File, 0, len(files))
-	for name, data := range files {
-		list = append(list, iso9660.File{Name: name, Data: data})
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
 	var buf bytes.Buffer
-	if err := iso9660.Write(&buf, "cidata", list, time.Now()); err != nil {
+	if err := files.WriteISO(&buf, time.Now()); err != nil {
 		return "", fmt.Errorf("cidata: %w", err)
 	}
 	p := filepath.Join(dir, CIDataFile)

@@ -26,7 +26,6 @@ import (
 
 	"github.com/crimux/crimux/converter/cloudinit"
 	"github.com/crimux/crimux/converter/vm"
-	"github.com/crimux/crimux/internal/iso9660"
 	"github.com/crimux/crimux/test/bench/stats"
 )
 
@@ -205,18 +204,14 @@ func (d *Client) RemoveAll() error {
 	return errors.Join(errs...)
 }
 
-// writeCIData writes the cloud-init volume as a NoCloud ISO, with the
-// ISO writer crimux uses (a direct user of libvirt would need one too).
+// writeCIData writes the cloud-init volume as crimux does (a direct user
+// of libvirt would need one too).
 func writeCIData(path string, files cloudinit.Files) error {
-	list := make([]iso9660.File, 0, len(files))
-	for name, data := range files {
-		list = append(list, iso9660.File{Name: name, Data: data})
-	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := iso9660.Write(f, "cidata", list, time.Now()); err != nil {
+	if err := files.WriteISO(f, time.Now()); err != nil {
 		f.Close()
 		return err
 	}
