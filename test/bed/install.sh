@@ -18,9 +18,11 @@ mkdir -p "$BIN" "$CACHE"
 # iptables for portmap, iproute2 (ip, ss), util-linux (unshare, nsenter,
 # ipcmk for critest), dpkg (dpkg-deb, for the busybox package); for the VM
 # images: Debian's cloud kernel and its modules, e2fsprogs (mkfs.ext4,
-# debugfs), qemu-utils (qemu-img), xz-utils (xz-compressed modules).
+# debugfs), qemu-utils (qemu-img), xz-utils (xz-compressed modules);
+# openssh-client (ssh, ssh-keygen) for the guest e2e's ssh through
+# port-forward.
 packages=(runc containernetworking-plugins iptables iproute2 util-linux dpkg
-	linux-image-cloud-amd64 e2fsprogs qemu-utils xz-utils)
+	linux-image-cloud-amd64 e2fsprogs qemu-utils xz-utils openssh-client)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed || missing+=("$p")
