@@ -38,7 +38,7 @@ func (v vmImages) Prepare(ctx context.Context, ref string) (ImageLayout, error) 
 	if err != nil {
 		return ImageLayout{}, err
 	}
-	out := ImageLayout{Kernel: l.Kernel, Initrd: l.Initrd, KernelArgs: l.KernelArgs}
+	out := ImageLayout{Digest: l.Digest, Kernel: l.Kernel, Initrd: l.Initrd, KernelArgs: l.KernelArgs}
 	if l.Disk != nil {
 		out.DiskPath, out.DiskFormat, out.DiskVirtualSize = l.Disk.Path, l.Disk.Format, l.Disk.VirtualSize
 	}

@@ -76,6 +76,9 @@ type ImageReader interface {
 
 // ImageLayout is what an image holds for a VM (host paths).
 type ImageLayout struct {
+	// Digest is the manifest digest the image resolved to: the key of
+	// its cache entry.
+	Digest               string
 	DiskPath, DiskFormat string
 	// DiskVirtualSize is the size of the disk the guest sees (what the
 	// VM's overlay may grow to), in bytes.

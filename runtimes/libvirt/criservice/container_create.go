@@ -129,7 +129,7 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	}
 	id := core.NewID()
 	rec := &store.Container{
-		ID: id, SandboxID: sb.ID, Config: cfg, ImageRef: cfg.GetImage().GetImage(),
+		ID: id, SandboxID: sb.ID, Config: cfg, ImageRef: cfg.GetImage().GetImage(), ImageDigest: layout.Digest,
 		Domain: vm.DomainName(id), Dir: r.VMDir(id), VCPUs: res.VCPUs, MemoryMiB: res.MemoryMiB, Accel: r.Accel,
 		CreatedAt: time.Now().UnixNano(), State: runtimeapi.ContainerState_CONTAINER_CREATED,
 		CgroupParent: sb.Config.GetLinux().GetCgroupParent(),

@@ -51,25 +51,43 @@ type Sandbox struct {
 	// (tears down) what a crash or a failure left.
 	Creating bool `json:"creating,omitempty"`
 	Removing bool `json:"removing,omitempty"`
+	// Disk is the pod's root disk (the VM's overlay over its image's
+	// disk): it belongs to the pod, not to one container, so a restarted
+	// container (attempt N+1) boots the same disk. nil before the first
+	// container of an image with a disk. Recorded before the file exists.
+	Disk *PodDisk `json:"disk,omitempty"`
+}
+
+// PodDisk is a VM pod's root disk.
+type PodDisk struct {
+	// Path is the overlay file (under <state>/pods/<sandbox id>/).
+	Path string `json:"path"`
+	// ImageDigest is the manifest digest of the image whose disk backs
+	// it (the image cache entry it needs).
+	ImageDigest string `json:"image_digest"`
 }
 
 // Container is a VM pod's container: the VM.
 type Container struct {
-	ID         string                      `json:"id"`
-	SandboxID  string                      `json:"sandbox_id"`
-	Config     *runtimeapi.ContainerConfig `json:"-"`
-	ConfigPB   []byte                      `json:"config"`
-	ImageRef   string                      `json:"image_ref"`
-	Domain     string                      `json:"domain"`
-	Dir        string                      `json:"dir"`
-	LogPath    string                      `json:"log_path"`
-	VCPUs      uint                        `json:"vcpus"`
-	MemoryMiB  uint64                      `json:"memory_mib"`
-	Accel      string                      `json:"accel"`
-	CreatedAt  int64                       `json:"created_at"`
-	StartedAt  int64                       `json:"started_at,omitempty"`
-	FinishedAt int64                       `json:"finished_at,omitempty"`
-	ExitCode   int32                       `json:"exit_code"`
+	ID        string                      `json:"id"`
+	SandboxID string                      `json:"sandbox_id"`
+	Config    *runtimeapi.ContainerConfig `json:"-"`
+	ConfigPB  []byte                      `json:"config"`
+	ImageRef  string                      `json:"image_ref"`
+	// ImageDigest is the manifest digest the image resolved to: the image
+	// cache entry (kernel, initrd, disk) the VM uses. "" in records of an
+	// older crimux.
+	ImageDigest string `json:"image_digest,omitempty"`
+	Domain      string `json:"domain"`
+	Dir         string `json:"dir"`
+	LogPath     string `json:"log_path"`
+	VCPUs       uint   `json:"vcpus"`
+	MemoryMiB   uint64 `json:"memory_mib"`
+	Accel       string `json:"accel"`
+	CreatedAt   int64  `json:"created_at"`
+	StartedAt   int64  `json:"started_at,omitempty"`
+	FinishedAt  int64  `json:"finished_at,omitempty"`
+	ExitCode    int32  `json:"exit_code"`
 	// CgroupParent is the pod's cgroup parent, kept so teardown needs no
 	// sandbox record.
 	CgroupParent string `json:"cgroup_parent,omitempty"`
