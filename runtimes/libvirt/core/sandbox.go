@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/crimux/crimux/runtimes/libvirt/store"
@@ -34,5 +36,27 @@ func (r *Runtime) FinishSandboxRemoval(ctx context.Context, sb *store.Sandbox) e
 	if err := r.TeardownNetwork(ctx, sb); err != nil {
 		return err
 	}
+	if err := r.removePodFiles(sb); err != nil {
+		return err
+	}
 	return r.Store.DeleteSandbox(sb.ID)
+}
+
+// removePodFiles deletes the pod's directory (its root disk) once no VM
+// of the pod is left: a VM whose teardown is still pending (libvirtd
+// away) may still run on that disk.
+func (r *Runtime) removePodFiles(sb *store.Sandbox) error {
+	all, err := r.Store.Containers()
+	if err != nil {
+		return err
+	}
+	for _, c := range all {
+		if c.SandboxID == sb.ID {
+			return fmt.Errorf("VM %s of pod %s is not torn down yet: its root disk stays", c.ID, sb.ID)
+		}
+	}
+	if err := os.RemoveAll(r.PodDir(sb.ID)); err != nil {
+		return fmt.Errorf("remove pod files %s: %w", r.PodDir(sb.ID), err)
+	}
+	return nil
 }

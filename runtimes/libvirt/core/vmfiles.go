@@ -11,6 +11,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/crimux/crimux/runtimes/libvirt/store"
 )
 
 // The files of a VM, under <state>/vms/<id>/. The directory is root's,
@@ -18,7 +20,7 @@ import (
 // but neither list nor plant anything, so crimux, which reads and writes
 // in it as root, never meets a file qemu chose. Only run/ is qemu's.
 //
-//	disk.qcow2      the overlay (root, 0600; libvirt gives it to qemu's user while the VM runs)
+//	disk.qcow2      the overlay of a VM made by an older crimux (now the pod's: below)
 //	console.log     the serial console, written by virtlogd (root)
 //	console.offset  how far the console was copied into the CRI log
 //	run/            qemu's (0700): the console socket it binds
@@ -28,6 +30,39 @@ const (
 	RunDir            = "run"
 	ConsoleSocketFile = "console.sock"
 )
+
+// The files of a VM pod, under <state>/pods/<sandbox id>/ (root's, 0711):
+// what outlives one container of the pod.
+//
+//	disk.qcow2      the pod's root disk: the VM's overlay over its image's
+//	                disk, with its internal snapshots (root, 0600)
+const PodsDir = "pods"
+
+// PodDir is the directory of VM pod sbID.
+func (r *Runtime) PodDir(sbID string) string { return filepath.Join(r.Opts.StateDir, PodsDir, sbID) }
+
+// MakePodDir makes a VM pod's directory (and <state>/pods), root's; one
+// that exists is kept.
+func MakePodDir(dir string) error {
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Mkdir(d, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		if err := os.Chmod(d, 0o711); err != nil { // whatever the umask
+			return err
+		}
+	}
+	return nil
+}
+
+// DiskPathOf is the overlay disk VM c boots: its pod's root disk, or, for a
+// VM made by an older crimux, the disk in its own directory.
+func (r *Runtime) DiskPathOf(c *store.Container) string {
+	if sb, err := r.Store.Sandbox(c.SandboxID); err == nil && sb.Disk != nil {
+		return sb.Disk.Path
+	}
+	return filepath.Join(c.Dir, DiskFile)
+}
 
 // ConsoleSocket is where the qemu of the VM in dir listens for Attach.
 func ConsoleSocket(dir string) string { return filepath.Join(dir, RunDir, ConsoleSocketFile) }

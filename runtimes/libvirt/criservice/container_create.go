@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -51,7 +50,7 @@ func (r *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, err
 	}
 	undo.Add("container record", func() error { return r.Store.DeleteContainer(plan.rec.ID) })
-	if err := r.makeVMFiles(plan, &undo); err != nil {
+	if err := r.makeVMFiles(sb, plan, &undo); err != nil {
 		return nil, err
 	}
 	if err := r.defineDomain(plan, &undo); err != nil {
@@ -153,7 +152,7 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 		spec.Boot = &vm.KernelBoot{Kernel: layout.Kernel, Initrd: layout.Initrd, Args: args}
 	}
 	if layout.DiskPath != "" {
-		spec.Disk = &vm.Disk{Path: filepath.Join(rec.Dir, core.DiskFile), Format: "qcow2"}
+		spec.Disk = &vm.Disk{Path: filepath.Join(r.PodDir(sb.ID), core.DiskFile), Format: "qcow2"}
 	}
 	files, err := cloudInitFiles(sb, ci)
 	if err != nil {
@@ -163,8 +162,8 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	return &vmPlan{rec: rec, spec: spec, layout: layout, cidata: files}, nil
 }
 
-// makeVMFiles makes the VM's directory and its overlay disk.
-func (r *Service) makeVMFiles(p *vmPlan, undo *core.Rollback) error {
+// makeVMFiles makes the VM's directory and the pod's root disk (pod_disk.go).
+func (r *Service) makeVMFiles(sb *store.Sandbox, p *vmPlan, undo *core.Rollback) error {
 	if err := core.MakeVMDir(p.rec.Dir); err != nil {
 		return err
 	}
@@ -172,16 +171,7 @@ func (r *Service) makeVMFiles(p *vmPlan, undo *core.Rollback) error {
 	if _, err := r.CIData.WriteCIData(p.rec.Dir, p.cidata); err != nil {
 		return err
 	}
-	if p.spec.Disk == nil {
-		return nil
-	}
-	out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2",
-		"-b", p.layout.DiskPath, "-F", p.layout.DiskFormat, p.spec.Disk.Path).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("create overlay disk %s: %v: %s", p.spec.Disk.Path, err, out)
-	}
-	// Root's alone until libvirt hands it to qemu's user at start.
-	return os.Chmod(p.spec.Disk.Path, 0o600)
+	return r.makePodDisk(sb, p, undo)
 }
 
 // defineDomain defines (does not start) the VM's libvirt domain.

@@ -206,23 +206,16 @@ func TestCreateContainerRollback(t *testing.T) {
 }
 
 // TestCreateContainerWithADisk: an image with a disk gets a qcow2
-// overlay on it in the VM dir, root's alone.
+// overlay on it in the pod's directory, root's alone.
 func TestCreateContainerWithADisk(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("qemu-img"); err != nil {
-		t.Skip("qemu-img not installed")
-	}
-	s, e := newService(t)
-	base := filepath.Join(t.TempDir(), "base.qcow2")
-	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", base, "1M").CombinedOutput(); err != nil {
-		t.Fatalf("qemu-img: %v: %s", err, out)
-	}
-	e.Images.Layout = core.ImageLayout{DiskPath: base, DiskFormat: "qcow2"}
+	s, e, base := newServiceWithBaseDisk(t)
+	e.Images.Layout = core.ImageLayout{Digest: "sha256:aaaa", DiskPath: base, DiskFormat: "qcow2"}
 	cfg := podConfig(t, "web")
 	sb := runPod(t, s, cfg)
 	id := createVM(t, s, sb, cfg, vmConfig(128, 0, 0))
 	c := e.Record(t, id)
-	disk := filepath.Join(c.Dir, core.DiskFile)
+	disk := filepath.Join(e.R.PodDir(sb), core.DiskFile)
 	fi, err := os.Stat(disk)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("overlay: %v, %v; want it, 0600", fi, err)
@@ -235,6 +228,64 @@ func TestCreateContainerWithADisk(t *testing.T) {
 	if err != nil || resp.Stats.GetWritableLayer().GetInodesUsed().GetValue() != 1 || resp.Stats.WritableLayer.GetFsId().GetMountpoint() != e.Dir {
 		t.Fatalf("writable layer of a VM with a disk: %+v, %v", resp.GetStats().GetWritableLayer(), err)
 	}
+}
+
+// TestPodRootDiskOutlivesItsContainer: the root disk is the pod's. A
+// second container of the same image (kubelet's restart, attempt 1) boots
+// the very same file, even once the first container is removed; a
+// container of another image gets a new disk; RemovePodSandbox deletes
+// it.
+func TestPodRootDiskOutlivesItsContainer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, e, base := newServiceWithBaseDisk(t)
+	e.Images.Layout = core.ImageLayout{Digest: "sha256:aaaa", DiskPath: base, DiskFormat: "qcow2"}
+	cfg := podConfig(t, "web")
+	sb := runPod(t, s, cfg)
+	disk := filepath.Join(e.R.PodDir(sb), core.DiskFile)
+	first := createVM(t, s, sb, cfg, vmConfig(128, 0, 0))
+	startVM(t, s, first)
+	appendFile(t, disk, "written by attempt 0")
+	if _, err := s.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: first}); err != nil {
+		t.Fatal(err)
+	}
+	second := createVM(t, s, sb, cfg, vmConfig(128, 0, 0))
+	if !fileHas(disk, "written by attempt 0") {
+		t.Fatal("attempt 1 got a new root disk; want the pod's")
+	}
+	if _, err := s.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: first}); err != nil {
+		t.Fatal(err)
+	}
+	if !fileHas(disk, "written by attempt 0") {
+		t.Fatal("removing attempt 0 removed the pod's root disk")
+	}
+	if _, err := s.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: second}); err != nil {
+		t.Fatal(err)
+	}
+	e.Images.Layout.Digest = "sha256:bbbb" // the pod's image changed
+	createVM(t, s, sb, cfg, vmConfig(128, 0, 0))
+	if fileHas(disk, "written by attempt 0") || !exists(disk) {
+		t.Fatal("a container of another image should boot a new root disk")
+	}
+	if _, err := s.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb}); err != nil {
+		t.Fatal(err)
+	}
+	if exists(e.R.PodDir(sb)) {
+		t.Fatalf("%s left after RemovePodSandbox", e.R.PodDir(sb))
+	}
+}
+
+func newServiceWithBaseDisk(t *testing.T) (*Service, *coretest.Env, string) {
+	t.Helper()
+	if _, err := exec.LookPath("qemu-img"); err != nil {
+		t.Skip("qemu-img not installed")
+	}
+	s, e := newService(t)
+	base := filepath.Join(t.TempDir(), "base.qcow2")
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", base, "1M").CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img: %v: %s", err, out)
+	}
+	return s, e, base
 }
 
 // TestRunPodSandboxRefusals: what RunPodSandbox refuses, and that a pod

@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/internal/crifilter"
-	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 )
 
@@ -130,7 +128,7 @@ func (r *Service) podStats(sb *store.Sandbox) *runtimeapi.PodSandboxStats {
 // on the host), on the state dir's filesystem.
 func (r *Service) writableLayer(c *store.Container, now int64) *runtimeapi.FilesystemUsage {
 	var used, inodes uint64
-	if fi, err := os.Lstat(filepath.Join(c.Dir, core.DiskFile)); err == nil {
+	if fi, err := os.Lstat(r.DiskPathOf(c)); err == nil {
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().IsRegular() {
 			used, inodes = uint64(st.Blocks)*512, 1
 		}

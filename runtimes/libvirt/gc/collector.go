@@ -51,6 +51,7 @@ func (r *Collector) CollectGarbage(ctx context.Context, afterStart bool) GCRepor
 		r.finishTeardowns(&rep, afterStart)
 		if present, ok := r.collectDomains(l, &rep); ok {
 			r.collectDirs(&rep, present)
+			r.collectPodDirs(&rep)
 		}
 	}
 	r.collectNetworks(&rep, afterStart, err == nil)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 
@@ -135,7 +134,7 @@ func (r *Ops) beginSnapshottable(id string) (*core.VMOp, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Lstat(filepath.Join(op.C.Dir, core.DiskFile)); err != nil {
+	if _, err := os.Lstat(r.DiskPathOf(op.C)); err != nil {
 		op.Done()
 		return nil, fmt.Errorf("the VM has no disk to snapshot: %w", errdefs.ErrFailedPrecondition)
 	}

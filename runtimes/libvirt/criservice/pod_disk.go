@@ -1,0 +1,71 @@
+package criservice
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+
+	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
+)
+
+// A VM pod's root disk belongs to the pod, not to one container: the
+// first container of an image with a disk makes it (an overlay over the
+// image's disk), a restarted container (attempt N+1) of the same image
+// boots it again, snapshots and all, and RemovePodSandbox deletes it. A
+// container of another image (the pod's image changed) starts from a new
+// disk, as a new pod does. Data meant to outlive the pod belongs on a
+// volume (a PVC): see docs/storage.md.
+
+// podDiskReusable reports whether the pod's root disk can serve a VM of
+// the image with manifest digest dgst.
+func podDiskReusable(sb *store.Sandbox, dgst string) bool {
+	if sb.Disk == nil || sb.Disk.ImageDigest != dgst || dgst == "" {
+		return false
+	}
+	fi, err := os.Lstat(sb.Disk.Path)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// makePodDisk makes the pod's root disk for p, unless the pod already has
+// one of the same image. The record names the disk before the file
+// exists; a failure removes the file and forgets it again.
+func (r *Service) makePodDisk(sb *store.Sandbox, p *vmPlan, undo *core.Rollback) error {
+	if p.spec.Disk == nil {
+		return nil
+	}
+	if podDiskReusable(sb, p.layout.Digest) && sb.Disk.Path == p.spec.Disk.Path {
+		r.Log.Info("VM boots its pod's root disk again", "sandbox", sb.ID, "container", p.rec.ID, "disk", sb.Disk.Path)
+		return nil
+	}
+	if err := core.MakePodDir(r.PodDir(sb.ID)); err != nil {
+		return err
+	}
+	old := sb.Disk
+	sb.Disk = &store.PodDisk{Path: p.spec.Disk.Path, ImageDigest: p.layout.Digest}
+	if err := r.Store.PutSandbox(sb); err != nil {
+		sb.Disk = old
+		return err
+	}
+	undo.Add("pod root disk", func() error {
+		if err := os.Remove(p.spec.Disk.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		sb.Disk = nil
+		return r.Store.PutSandbox(sb)
+	})
+	if old != nil {
+		r.Log.Info("the pod's image changed: its VM starts from a new root disk", "sandbox", sb.ID, "old_image", old.ImageDigest, "image", p.layout.Digest)
+	}
+	if err := os.Remove(p.spec.Disk.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("replace root disk %s: %w", p.spec.Disk.Path, err)
+	}
+	out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2",
+		"-b", p.layout.DiskPath, "-F", p.layout.DiskFormat, p.spec.Disk.Path).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("create overlay disk %s: %v: %s", p.spec.Disk.Path, err, out)
+	}
+	// Root's alone until libvirt hands it to qemu's user at start.
+	return os.Chmod(p.spec.Disk.Path, 0o600)
+}
