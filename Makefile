@@ -26,7 +26,7 @@ UNITDIR    ?= $(PREFIX)/lib/systemd/system
 DESTDIR    ?=
 E2E_ENV   := CRIMUX_E2E=1 CRIMUX_BIN=$(BIN)/crimux CRIMUX_CTL=$(BIN)/crimuxctl CRIMUX_TESTBED=$(TESTBED)
 
-.PHONY: all build install host-tools e2e-kubelet run test vet fmt-check unit bed bed-down e2e e2e-guest e2e-vm e2e-vm-net e2e-vm-api chaos critest proto clean
+.PHONY: all build install host-tools e2e-kubelet run test vet fmt-check unit bed bed-down e2e e2e-guest e2e-vm e2e-vm-net e2e-vm-api e2e-vm-storage chaos critest proto clean
 
 all: build
 
@@ -106,6 +106,14 @@ e2e-vm: build bed
 # log reopen, events, graceful stop. Minutes under TCG.
 e2e-guest: build bed
 	CRIMUX_GUEST=1 $(E2E_ENV) $(GO) test -race -count=1 -v -timeout 25m -run '^TestVMGuest$$' ./test/e2e/
+
+# e2e-vm-storage: a VM pod's storage (issue 15) through crimux with crictl:
+# a loop device as a virtio-blk disk, host directories as virtio-fs shares
+# (virtiofsd in the pod's cgroup, read-only where the mount is), the root
+# disk kept across a container restart, the image cache collected. `make e2e`
+# (so `make test`) runs these too, with every other e2e test.
+e2e-vm-storage: build bed
+	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMStorage|TestVMImageCacheCollected)$$' ./test/e2e/
 
 # e2e-vm-net: VM pod networking alone (CNI, DHCP in the guest, container
 # <-> VM, 20 create/delete cycles without leaks), against the bed's network.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/crimux/crimux/config"
 	"github.com/crimux/crimux/internal/version"
+	"github.com/crimux/crimux/runtimes/libvirt/virtiofs"
 )
 
 func main() {
@@ -27,6 +28,8 @@ func main() {
 		switch os.Args[1] {
 		case "config":
 			os.Exit(configCmd(os.Args[2:]))
+		case virtiofs.HelperCommand: // run by crimux itself: runtimes/libvirt/virtiofs
+			os.Exit(virtiofs.HelperMain(os.Args[2:]))
 		case "version":
 			fmt.Printf("%s %s (CRI %s)\n", version.Name, version.Version, version.APIVersion)
 			return

@@ -67,6 +67,12 @@ func configureCompute(s Spec, d *libvirtxml.Domain) error {
 	}
 	d.VCPU = &libvirtxml.DomainVCPU{Placement: "static", Value: s.VCPUs}
 	d.Memory = &libvirtxml.DomainMemory{Value: uint(s.MemoryMiB), Unit: "MiB"}
+	if s.SharedMemory {
+		d.MemoryBacking = &libvirtxml.DomainMemoryBacking{
+			MemorySource: &libvirtxml.DomainMemorySource{Type: "memfd"},
+			MemoryAccess: &libvirtxml.DomainMemoryAccess{Mode: "shared"},
+		}
+	}
 	d.Features = &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}}
 	// A guest power-off or crash is the container exiting: the domain
 	// stays defined so crimux can report the exit and kubelet decides.

@@ -40,6 +40,9 @@ type Spec struct {
 	// CIData is the cloud-init NoCloud volume (an ISO labelled cidata),
 	// attached read-only as a CD-ROM; "" attaches none.
 	CIData string
+	// SharedMemory backs the guest's RAM with shared memory (memfd), which
+	// virtio-fs needs (virtiofsd maps it): set when the VM has shares.
+	SharedMemory bool
 }
 
 // Disk is a disk image file of the VM.

@@ -3,7 +3,6 @@ package libvirt
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/user"
 	"strconv"
 	"strings"
@@ -62,6 +61,8 @@ func (h hostCgroups) Update(c VMCgroup) error { return h.l.Update(cgroup.Spec(c)
 
 func (h hostCgroups) Remove(c VMCgroup) error { return h.l.Remove(cgroup.Spec(c)) }
 
+func (h hostCgroups) Place(c VMCgroup, pid int) error { return h.l.Place(cgroup.Spec(c), pid) }
+
 func (h hostCgroups) MemoryRoom(parent string) (int64, bool, error) { return h.l.MemoryLimit(parent) }
 
 func (h hostCgroups) Stats(c VMCgroup) (uint64, uint64, error) {
@@ -92,12 +93,27 @@ func (rt *Runtime) servePlacement(ctx context.Context, socket string) {
 	}()
 }
 
-// attachForDomain hands a VM's qemu its guest NIC: the pod's tap, opened
-// in the pod's namespace (see runtimes/libvirt/podnet).
+// attachForDomain hands a VM's qemu its guest NIC (the pod's tap, opened
+// in the pod's namespace: runtimes/libvirt/podnet) and its storage (block
+// devices crimux opened, the sockets of its shares' virtiofsd:
+// core.StorageForDomain).
 func (rt *Runtime) attachForDomain(domain string) (placer.Attachment, error) {
+	var a placer.Attachment
 	f, args, err := rt.core.NICForDomain(domain, placement.FDPlaceholder(0))
-	if err != nil || f == nil {
+	if err != nil {
+		return a, err
+	}
+	if f != nil {
+		a.Files, a.Args = append(a.Files, f), args
+	}
+	n := len(a.Files)
+	files, args, err := rt.core.StorageForDomain(domain, func(i int) string { return placement.FDPlaceholder(n + i) })
+	if err != nil {
+		for _, f := range a.Files {
+			f.Close()
+		}
 		return placer.Attachment{}, err
 	}
-	return placer.Attachment{Files: []*os.File{f}, Args: args}, nil
+	a.Files, a.Args = append(a.Files, files...), append(a.Args, args...)
+	return a, nil
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	"github.com/crimux/crimux/runtimes/libvirt/virtiofs"
 	"github.com/crimux/crimux/runtimes/libvirt/vmops"
 )
 
@@ -97,7 +98,8 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 		st.Close()
 		return nil, err
 	}
-	rt.wire(opts, core.Parts{Store: st, Conn: conn, Images: images, Cgroups: cgroups, Net: net, Log: log}, conn)
+	rt.wire(opts, core.Parts{Store: st, Conn: conn, Images: images, Cgroups: cgroups, Net: net,
+		Shares: &virtiofs.Daemons{Log: log.With("component", "virtiofs")}, Log: log}, conn)
 	if err := rt.start(opts); err != nil {
 		st.Close()
 		return nil, err

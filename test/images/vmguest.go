@@ -6,8 +6,9 @@ const vmKernelArgs = "console=ttyS0 quiet panic=-1"
 
 // The modules /init loads, with their dependencies (from modules.dep): the
 // cloud kernel builds virtio, the ACPI power button and evdev (which
-// busybox acpid reads) as modules. ext4 is built in.
-var vmModules = []string{"virtio_pci", "virtio_blk", "virtio_net", "virtio_rng", "button", "evdev"}
+// busybox acpid reads) and virtio-fs (with fuse) as modules. ext4 is built
+// in.
+var vmModules = []string{"virtio_pci", "virtio_blk", "virtio_net", "virtio_rng", "virtiofs", "button", "evdev"}
 
 // vmInit is the test VM's /init. The e2e tests read these console lines:
 // CRIMUX-VM-BOOTED once acpid runs (so the power button works from then

@@ -97,6 +97,8 @@ type Cgroups interface {
 	Update(VMCgroup) error
 	Remove(VMCgroup) error
 	Stats(VMCgroup) (cpuNanos, memoryBytes uint64, err error)
+	// Place moves process pid into the VM's cgroup (a share's virtiofsd).
+	Place(cg VMCgroup, pid int) error
 	// MemoryRoom is the memory limit of a pod's cgroup parent, which the
 	// VM and qemu share; limited is false when it has none.
 	MemoryRoom(parent string) (limit int64, limited bool, err error)
@@ -145,8 +147,10 @@ type Runtime struct {
 	Images  ImageReader
 	Cgroups Cgroups
 	// Net is the pod network; nil: VM pods have none.
-	Net     PodNetwork
-	CIData  CIDataWriter
+	Net    PodNetwork
+	CIData CIDataWriter
+	// Shares runs the virtiofsd of VM shares; nil: VMs get no shares.
+	Shares  Shares
 	Locks   Locks
 	Console *console.Consoles
 	Events  *EventHub
@@ -174,6 +178,7 @@ type Parts struct {
 	Net     PodNetwork
 	// CIData writes the cloud-init volumes; nil is ISOCIData.
 	CIData CIDataWriter
+	Shares Shares
 	Log    *slog.Logger
 }
 
@@ -188,7 +193,7 @@ func New(opts Options, p Parts) *Runtime {
 	}
 	return &Runtime{
 		Opts: opts, Accel: resolveAccel(opts.Accel), Store: p.Store, Conn: p.Conn, Images: p.Images, Cgroups: p.Cgroups,
-		Net: p.Net, CIData: p.CIData, Console: console.New(log), Events: NewEventHub(), Reboots: NewRebootWatch(), Starts: &Starts{}, Log: log,
+		Net: p.Net, CIData: p.CIData, Shares: p.Shares, Console: console.New(log), Events: NewEventHub(), Reboots: NewRebootWatch(), Starts: &Starts{}, Log: log,
 		Counters: opts.Counters, recovered: make(chan struct{}),
 	}
 }

@@ -116,6 +116,13 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	if err != nil {
 		return nil, err
 	}
+	storage, err := core.StorageOf(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := core.CheckStorageHost(storage); err != nil {
+		return nil, err
+	}
 	if cfg.GetLogPath() != "" && sb.Config.GetLogDirectory() == "" {
 		return nil, errdefs.Invalid("config.log_path", "is set but the pod has no log_directory")
 	}
@@ -142,7 +149,8 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 			PodNamespace: sb.Config.GetMetadata().GetNamespace(), SandboxID: sb.ID, ContainerID: id,
 		},
 		VCPUs: res.VCPUs, MemoryMiB: res.MemoryMiB, Accel: r.Accel, Emulator: r.Opts.Emulator,
-		Console: vm.Console{Socket: core.ConsoleSocket(rec.Dir), Log: filepath.Join(rec.Dir, core.ConsoleLogFile)},
+		Console:      vm.Console{Socket: core.ConsoleSocket(rec.Dir), Log: filepath.Join(rec.Dir, core.ConsoleLogFile)},
+		SharedMemory: len(storage.Shares) > 0,
 	}
 	if layout.Kernel != "" {
 		args := layout.KernelArgs

@@ -66,13 +66,13 @@ const (
 
 // Limits of an ok answer; both sides refuse one beyond them.
 const (
-	MaxArgs   = 32   // arguments for qemu in one answer
-	MaxFDs    = 16   // files sent with one answer
+	MaxArgs   = 128  // arguments for qemu in one answer (a NIC, up to 16 volumes)
+	MaxFDs    = 32   // files sent with one answer
 	MaxArgLen = 4096 // bytes of one argument
 )
 
 // maxAnswer bounds the bytes of a whole answer.
-const maxAnswer = len("ok 32\n") + MaxArgs*(MaxArgLen+1)
+const maxAnswer = len("ok 128\n") + MaxArgs*(MaxArgLen+1)
 
 // readChunk is how much one read of the answer asks for.
 const readChunk = 4096

@@ -191,8 +191,8 @@ func TestAnswer(t *testing.T) {
 		{name: "args", args: []string{"-netdev", "tap,id=net0,fd={fd0}"}, nfds: 1,
 			want: "ok 2\n-netdev\ntap,id=net0,fd={fd0}\n"},
 		{name: "args without files", args: []string{"-no-reboot"}, want: "ok 1\n-no-reboot\n"},
-		{name: "too many args", args: many, wantErr: "33 arguments, more than 32"},
-		{name: "too many files", args: []string{"{fd0}"}, nfds: MaxFDs + 1, wantErr: "17 files, more than 16"},
+		{name: "too many args", args: many, wantErr: "129 arguments, more than 128"},
+		{name: "too many files", args: []string{"{fd0}"}, nfds: MaxFDs + 1, wantErr: "33 files, more than 32"},
 		{name: "newline", args: []string{"a\nb"}, wantErr: "holds a newline or NUL"},
 		{name: "NUL", args: []string{"a\x00b"}, wantErr: "holds a newline or NUL"},
 		{name: "long", args: []string{strings.Repeat("x", MaxArgLen+1)}, wantErr: "longer than 4096"},
@@ -376,9 +376,9 @@ func TestRequestBrokenAnswers(t *testing.T) {
 		nfds    int
 		wantErr string
 	}{
-		{name: "too many args", answer: "ok 33\n", wantErr: "want 1 to 32 arguments"},
-		{name: "zero args", answer: "ok 0\n", wantErr: "want 1 to 32 arguments"},
-		{name: "odd count", answer: "ok +1\n-S\n", wantErr: "want 1 to 32 arguments"},
+		{name: "too many args", answer: "ok 129\n", wantErr: "want 1 to 128 arguments"},
+		{name: "zero args", answer: "ok 0\n", wantErr: "want 1 to 128 arguments"},
+		{name: "odd count", answer: "ok +1\n-S\n", wantErr: "want 1 to 128 arguments"},
 		{name: "NUL in arg", answer: "ok 1\na\x00b\n", wantErr: "holds a newline or NUL"},
 		{name: "long arg", answer: "ok 1\n" + strings.Repeat("x", MaxArgLen+1) + "\n", wantErr: "longer than 4096"},
 		{name: "long arg without end", answer: "ok 1\n" + strings.Repeat("x", MaxArgLen+1), wantErr: "longer than 4096"},
@@ -387,7 +387,7 @@ func TestRequestBrokenAnswers(t *testing.T) {
 		{name: "placeholder beyond the files", answer: "ok 1\nfd={fd1}\n", nfds: 1, wantErr: "names file 1, but 1 came"},
 		{name: "file without placeholder", answer: "ok 1\nfd={fd0}\n", nfds: 2, wantErr: "file 1 of the answer is named by no argument"},
 		{name: "files with plain ok", answer: "ok\n", nfds: 1, wantErr: "named by no argument"},
-		{name: "too many files", answer: "ok\n", nfds: MaxFDs + 1, wantErr: "more than 16 files"},
+		{name: "too many files", answer: "ok\n", nfds: MaxFDs + 1, wantErr: "more than 32 files"},
 		{name: "files with a refusal", answer: "error: no tap\n", nfds: 1, wantErr: "placement refused: no tap"},
 		{name: "gibberish", answer: "yes\n", wantErr: "unexpected answer"},
 	} {

@@ -169,6 +169,9 @@ func (c *Cgroups) MemoryRoom(parent string) (int64, bool, error) {
 func (c *Cgroups) Create(cg core.VMCgroup) error { return c.set(cg) }
 func (c *Cgroups) Update(cg core.VMCgroup) error { return c.set(cg) }
 
+// Place records nothing: the fake has no processes.
+func (c *Cgroups) Place(core.VMCgroup, int) error { return nil }
+
 func (c *Cgroups) set(cg core.VMCgroup) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
