@@ -142,6 +142,10 @@ func share(i int, m *runtimeapi.Mount, isFile func(string) bool) (Share, bool, e
 	if !path.IsAbs(m.GetHostPath()) {
 		return Share{}, false, errdefs.Invalid(field+".host_path", "%q is not an absolute path", m.GetHostPath())
 	}
+	if strings.Contains(m.GetHostPath(), ",") {
+		// virtiofsd's -o source= ends at a comma.
+		return Share{}, false, errdefs.Invalid(field+".host_path", "mount %s: %q holds a comma, which a VM share cannot name", cp, m.GetHostPath())
+	}
 	if m.GetPropagation() == runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL {
 		return Share{}, false, errdefs.Invalid(field+".propagation", "mount %s: a VM cannot propagate its mounts back to the host (PROPAGATION_BIDIRECTIONAL); use PROPAGATION_PRIVATE or PROPAGATION_HOST_TO_CONTAINER", cp)
 	}
