@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -75,6 +76,32 @@ func TestVMBadInput(t *testing.T) {
 		t.Run(bad.name, func(t *testing.T) {
 			c.crictl("pull", bad.image)
 			createFails(t, vmContainerJSON(t, bad.image, vmMemory, ""), "InvalidArgument", bad.words...)
+		})
+	}
+	// Storage (issue 15): each bad device or mount is refused naming it.
+	regular, dir := filepath.Join(t.TempDir(), "not-a-device"), t.TempDir()
+	if err := os.WriteFile(regular, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var many []string
+	for i := 0; i < 17; i++ {
+		many = append(many, fmt.Sprintf(`{"container_path": "/v%d", "host_path": %q}`, i, dir))
+	}
+	for _, bad := range []struct{ name, fields, field, words string }{
+		{"a character device as a block device", `"devices": [{"container_path": "/dev/xvdb", "host_path": "/dev/null", "permissions": "mrw"}]`,
+			"config.devices[0].host_path", "not a block device"},
+		{"a file as a block device", fmt.Sprintf(`"devices": [{"container_path": "/dev/xvdb", "host_path": %q, "permissions": "mrw"}]`, regular),
+			"config.devices[0].host_path", "not a block device"},
+		{"a mount source that does not exist", `"mounts": [{"container_path": "/data", "host_path": "/no/such/dir"}]`,
+			"config.mounts[0].host_path", "no such file"},
+		{"bidirectional propagation", fmt.Sprintf(`"mounts": [{"container_path": "/data", "host_path": %q, "propagation": 2}]`, dir),
+			"config.mounts[0].propagation", "PROPAGATION_BIDIRECTIONAL"},
+		{"more volumes than the bus takes", `"mounts": [` + strings.Join(many, ",") + `]`,
+			"config.devices", "at most 16"},
+	} {
+		t.Run(bad.name, func(t *testing.T) {
+			createFails(t, vmStorageContainerJSON(t, 0, bad.fields), "InvalidArgument", bad.field, bad.words)
+			assertNoPodFiles(t, c)
 		})
 	}
 	t.Run("second container in a VM pod", func(t *testing.T) {
