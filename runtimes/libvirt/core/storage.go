@@ -55,6 +55,24 @@ func CheckStorageHost(st vm.Storage) error {
 	return nil
 }
 
+// RequireNoShares refuses an operation that saves a VM's memory (hibernate,
+// a snapshot of a running or paused VM) when the VM has virtio-fs shares:
+// qemu cannot save a vhost-user-fs device's state (it blocks migration,
+// which saving is), and the shared directories' contents live on the host
+// anyway.
+func RequireNoShares(c *store.Container, what string) error {
+	st, err := StorageOf(c.Config)
+	if err != nil || len(st.Shares) == 0 {
+		return nil
+	}
+	paths := make([]string, len(st.Shares))
+	for i, sh := range st.Shares {
+		paths[i] = sh.ContainerPath
+	}
+	return fmt.Errorf("%s needs the VM's memory saved, and qemu cannot save a VM with shared directories (virtio-fs: %s); stop the VM first, or give it its data as a block device: %w",
+		what, strings.Join(paths, ", "), errdefs.ErrFailedPrecondition)
+}
+
 // StorageForDomain gives a starting qemu of a domain its VM's storage: the
 // block devices opened by crimux (read-only where the device is) and the
 // qemu end of each share's virtiofsd, with the arguments naming them;

@@ -87,6 +87,9 @@ func (r *Ops) SetPowerState(ctx context.Context, id string, target vmtypes.Power
 	defer op.Done()
 	c, prev := op.C, core.PowerStateOf(op.View)
 	step, err := planPower(op.View, target)
+	if err == nil && step == stepManagedSave {
+		err = core.RequireNoShares(c, "Hibernate")
+	}
 	if err != nil {
 		return vmtypes.PowerChange{Previous: prev, State: prev}, fmt.Errorf("set power state %s: %w", target, err)
 	}

@@ -37,6 +37,11 @@ func (r *Ops) CreateSnapshot(ctx context.Context, id, name, description string) 
 	} else if !virt.IsNoSnapshot(err) {
 		return vmtypes.SnapshotInfo{}, err
 	}
+	if op.View.State != virt.StateShutoff {
+		if err := core.RequireNoShares(c, "a snapshot of a running VM"); err != nil {
+			return vmtypes.SnapshotInfo{}, err
+		}
+	}
 	doc, err := snapshotXML(name, description, op.View.State != virt.StateShutoff)
 	if err != nil {
 		return vmtypes.SnapshotInfo{}, err
