@@ -27,9 +27,11 @@ import (
 //     reads its file, sees a change made on the host, and writes back; a
 //     read-only mount refuses the guest's write;
 //   - each share's virtiofsd runs in the pod's cgroup;
-//   - the container is stopped and attempt 1 created in the same pod: it
-//     boots the same root disk (a file written before is there) and finds
-//     the marker on the block device;
+//   - a snapshot of the shut-down VM (crimuxctl), then the container is
+//     stopped and attempt 1 created in the same pod: it boots the same
+//     root disk (a file written before is there), finds the marker on the
+//     block device, lists the snapshot and restores it (a file written
+//     after it is gone);
 //   - rmp leaves no virtiofsd, no VM or pod files.
 func TestVMStorage(t *testing.T) {
 	requireVM(t)
@@ -95,6 +97,19 @@ func TestVMStorage(t *testing.T) {
 			checkThreadsUnder(t, pid, parent)
 		}
 	})
+	ctl := ctlBin(t)
+	bootAgain := func(t *testing.T, v *testVM, state string) {
+		t.Helper()
+		from := v.consoleSize()
+		c.ctlOK(t, ctl, "vm", "power", v.ctrID, state, "--timeout", "30s")
+		v.waitConsole(t, from, bootTimeout, regexp.MustCompile(`(?m)^CRIMUX-DISK: `))
+	}
+	t.Run("a snapshot of the shut-down VM", func(t *testing.T) {
+		c.ctlOK(t, ctl, "vm", "power", v.ctrID, "Shutdown", "--timeout", "30s")
+		c.ctlOK(t, ctl, "vm", "snapshot", "create", v.ctrID, "before")
+		bootAgain(t, v, "Running")
+		v.guestOutput(t, "echo later >/mnt/after-snapshot && sync && echo ok")
+	})
 	t.Run("attempt 1 boots the same disk", func(t *testing.T) {
 		c.crictl("stop", "--timeout", "10", v.ctrID)
 		v = startStorageVM(t, c, podID, pod, 1, storage)
@@ -103,6 +118,19 @@ func TestVMStorage(t *testing.T) {
 		}
 		if got := v.guestOutput(t, "dd if=/dev/vdb bs=512 count=1 2>/dev/null | head -n 1"); got != "CRIMUX-BLK-"+token {
 			t.Fatalf("block device after the restart holds %q", got)
+		}
+	})
+	t.Run("attempt 1 has the snapshot and restores it", func(t *testing.T) {
+		if list := c.ctlOK(t, ctl, "vm", "snapshot", "list", v.ctrID); !strings.Contains(list, "before") {
+			t.Fatalf("snapshots of attempt 1:\n%s\nwant the one made under attempt 0", list)
+		}
+		c.ctlOK(t, ctl, "vm", "snapshot", "restore", v.ctrID, "before")
+		bootAgain(t, v, "Running")
+		if out := v.guestRun(t, "cat /mnt/after-snapshot"); strings.HasPrefix(out, "0:") {
+			t.Fatalf("a file written after the snapshot survived its restore (%s)", out)
+		}
+		if got := v.guestOutput(t, "cat /mnt/root-marker"); got != "ROOT-"+token {
+			t.Fatalf("root disk after the restore holds %q, want ROOT-%s", got, token)
 		}
 	})
 	t.Run("rmp leaves nothing", func(t *testing.T) {

@@ -152,6 +152,7 @@ func (r *Runtime) Teardown(c *store.Container) error {
 	if err != nil {
 		return err
 	}
+	r.keepSnapshots(l, c)
 	if err := DestroyAndUndefine(l, c.Domain); err != nil {
 		return fmt.Errorf("remove domain %s: %w", c.Domain, err)
 	}

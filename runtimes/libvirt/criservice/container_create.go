@@ -56,6 +56,7 @@ func (r *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if err := r.defineDomain(plan, &undo); err != nil {
 		return nil, err
 	}
+	r.carrySnapshots(sb, plan)
 	plan.rec.Creating = false
 	if err := r.Store.PutContainer(plan.rec); err != nil {
 		return nil, err
@@ -96,6 +97,8 @@ type vmPlan struct {
 	layout core.ImageLayout
 	// cidata are the cloud-init volume's files (cidata.go).
 	cidata cloudinit.Files
+	// reuseDisk: the VM boots its pod's existing root disk (pod_disk.go).
+	reuseDisk bool
 }
 
 // planVM validates the container config and reads the image: everything

@@ -393,3 +393,74 @@ func TestCreateContainerUndoesTheDomain(t *testing.T) {
 		t.Fatalf("VM dirs left: %v", d)
 	}
 }
+
+// TestSnapshotsFollowThePodDisk: the snapshots in a pod's root disk stay
+// listed for its next VM: saved when the previous VM is removed first,
+// taken from its domain while it is still defined; the current one stays
+// current. A new disk (another image) starts with none.
+func TestSnapshotsFollowThePodDisk(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, e, base := newServiceWithBaseDisk(t)
+	e.Images.Layout = core.ImageLayout{Digest: "sha256:aaaa", DiskPath: base, DiskFormat: "qcow2"}
+	cfg := podConfig(t, "web")
+	sb := runPod(t, s, cfg)
+	snapshot := func(id, name string) {
+		t.Helper()
+		dom, err := e.Libvirt.Lookup(e.Record(t, id).Domain)
+		if err == nil {
+			_, err = e.Libvirt.CreateSnapshot(dom, "<domainsnapshot><name>"+name+"</name></domainsnapshot>")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	snapshots := func(id string) string {
+		t.Helper()
+		dom, err := e.Libvirt.Lookup(e.Record(t, id).Domain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, _ := e.Libvirt.ListSnapshots(dom)
+		var out []string
+		for _, sn := range list {
+			cur, _ := e.Libvirt.IsCurrentSnapshot(sn)
+			out = append(out, sn.Name+map[bool]string{true: "*"}[cur])
+		}
+		return strings.Join(out, ",")
+	}
+	stop := func(id string) {
+		t.Helper()
+		if _, err := s.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := createVM(t, s, sb, cfg, vmConfig(128, 0, 0))
+	startVM(t, s, first)
+	snapshot(first, "s1")
+	stop(first)
+	if _, err := s.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: first}); err != nil {
+		t.Fatal(err)
+	}
+	second := createVM(t, s, sb, cfg, vmConfig(128, 0, 0))
+	if got := snapshots(second); got != "s1*" {
+		t.Fatalf("snapshots of attempt 1 (attempt 0 removed first): %q, want s1*", got)
+	}
+	startVM(t, s, second)
+	snapshot(second, "s2")
+	stop(second)
+	third := createVM(t, s, sb, cfg, vmConfig(128, 0, 0))
+	if got := snapshots(third); got != "s1,s2*" {
+		t.Fatalf("snapshots of attempt 2 (attempt 1 still defined): %q, want s1,s2*", got)
+	}
+	for _, id := range []string{second, third} {
+		if _, err := s.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Images.Layout.Digest = "sha256:bbbb"
+	fourth := createVM(t, s, sb, cfg, vmConfig(128, 0, 0))
+	if got := snapshots(fourth); got != "" {
+		t.Fatalf("a new root disk came with snapshots %q", got)
+	}
+}

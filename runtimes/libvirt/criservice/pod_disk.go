@@ -8,6 +8,7 @@ import (
 
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
 
 // A VM pod's root disk belongs to the pod, not to one container: the
@@ -37,7 +38,11 @@ func (r *Service) makePodDisk(sb *store.Sandbox, p *vmPlan, undo *core.Rollback)
 	}
 	if podDiskReusable(sb, p.layout.Digest) && sb.Disk.Path == p.spec.Disk.Path {
 		r.Log.Info("VM boots its pod's root disk again", "sandbox", sb.ID, "container", p.rec.ID, "disk", sb.Disk.Path)
+		p.reuseDisk = true
 		return nil
+	}
+	if err := r.ForgetSnapshots(sb.ID); err != nil {
+		return err
 	}
 	if err := core.MakePodDir(r.PodDir(sb.ID)); err != nil {
 		return err
@@ -68,4 +73,42 @@ func (r *Service) makePodDisk(sb *store.Sandbox, p *vmPlan, undo *core.Rollback)
 	}
 	// Root's alone until libvirt hands it to qemu's user at start.
 	return os.Chmod(p.spec.Disk.Path, 0o600)
+}
+
+// carrySnapshots gives the new VM of a reused root disk the snapshots in
+// it (core.CarrySnapshots): from the pod's previous VM while its domain is
+// still defined, else as saved when it went. A failure loses only
+// libvirt's metadata (the snapshots stay in the disk) and is logged.
+func (r *Service) carrySnapshots(sb *store.Sandbox, p *vmPlan) {
+	if !p.reuseDisk {
+		return
+	}
+	l, err := r.Conn.Get()
+	if err == nil {
+		err = r.carrySnapshotsWith(l, sb, p)
+	}
+	if err != nil {
+		r.Log.Warn("snapshots of the pod's root disk not carried to its new VM", "sandbox", sb.ID, "container", p.rec.ID, "err", err)
+	}
+}
+
+func (r *Service) carrySnapshotsWith(l virt.Libvirt, sb *store.Sandbox, p *vmPlan) error {
+	prev, err := r.NewestVMOf(sb.ID, p.rec.ID)
+	if err != nil {
+		return err
+	}
+	if prev != nil {
+		if err := r.SaveSnapshots(l, prev); err != nil {
+			return err
+		}
+	}
+	dom, err := l.Lookup(p.rec.Domain)
+	if err != nil {
+		return err
+	}
+	n, err := r.CarrySnapshots(l, dom, sb.ID)
+	if n > 0 {
+		r.Log.Info("snapshots carried to the pod's new VM", "sandbox", sb.ID, "container", p.rec.ID, "snapshots", n)
+	}
+	return err
 }

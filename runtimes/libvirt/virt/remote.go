@@ -115,6 +115,15 @@ func (r remote) CreateSnapshot(d Domain, xml string) (Snapshot, error) {
 	return Snapshot{Name: s.Name, Domain: d}, classify(err)
 }
 
+func (r remote) RedefineSnapshot(d Domain, xml string, current bool) (Snapshot, error) {
+	flags := golibvirt.DomainSnapshotCreateRedefine
+	if current {
+		flags |= golibvirt.DomainSnapshotCreateCurrent
+	}
+	s, err := r.l.DomainSnapshotCreateXML(dom(d), xml, uint32(flags))
+	return Snapshot{Name: s.Name, Domain: d}, classify(err)
+}
+
 func (r remote) LookupSnapshot(d Domain, name string) (Snapshot, error) {
 	s, err := r.l.DomainSnapshotLookupByName(dom(d), name, 0)
 	return Snapshot{Name: s.Name, Domain: d}, classify(err)

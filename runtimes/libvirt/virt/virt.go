@@ -74,6 +74,11 @@ type Snapshots interface {
 	IsCurrentSnapshot(Snapshot) (bool, error)
 	RevertToSnapshot(Snapshot) error
 	DeleteSnapshot(Snapshot) error
+	// RedefineSnapshot records the metadata of a snapshot that already
+	// exists in the domain's disk (its XML as SnapshotXML gave it, with
+	// the domain's own definition inside); current makes it the domain's
+	// current snapshot.
+	RedefineSnapshot(d Domain, xml string, current bool) (Snapshot, error)
 }
 
 // Events follow what happens to domains for as long as ctx and the

@@ -40,6 +40,40 @@ func (f *Libvirt) CreateSnapshot(h virt.Domain, doc string) (virt.Snapshot, erro
 	return virt.Snapshot{Name: s.Name, Domain: h}, nil
 }
 
+// RedefineSnapshot records a snapshot's metadata as libvirt's REDEFINE
+// does: its state and creation time are the XML's; its parent must exist.
+func (f *Libvirt) RedefineSnapshot(h virt.Domain, doc string, current bool) (virt.Snapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("RedefineSnapshot"); err != nil {
+		return virt.Snapshot{}, err
+	}
+	d, err := f.find(h)
+	if err != nil {
+		return virt.Snapshot{}, err
+	}
+	var s libvirtxml.DomainSnapshot
+	if err := s.Unmarshal(doc); err != nil {
+		return virt.Snapshot{}, fmt.Errorf("XML error: %w", err)
+	}
+	if s.Parent != nil && d.Snapshots[s.Parent.Name] == nil {
+		return virt.Snapshot{}, invalid("parent %s of snapshot %s not found", s.Parent.Name, s.Name)
+	}
+	var created int64
+	_, _ = fmt.Sscan(s.CreationTime, &created)
+	state := virt.StateShutoff
+	if s.State == virt.StateRunning.String() {
+		state = virt.StateRunning
+	} else if s.State == virt.StatePaused.String() {
+		state = virt.StatePaused
+	}
+	d.Snapshots[s.Name] = &Snapshot{XML: doc, State: state, Created: created}
+	if current {
+		d.Current = s.Name
+	}
+	return virt.Snapshot{Name: s.Name, Domain: h}, nil
+}
+
 // snapshot finds a snapshot; the caller holds mu.
 func (f *Libvirt) snapshot(s virt.Snapshot) (*Domain, *Snapshot, error) {
 	d, err := f.find(s.Domain)
