@@ -18,6 +18,7 @@ import (
 	"github.com/crimux/crimux/config"
 	"github.com/crimux/crimux/cri"
 	"github.com/crimux/crimux/internal/crifake"
+	"github.com/crimux/crimux/internal/idcodec"
 	"github.com/crimux/crimux/internal/testutil"
 	"github.com/crimux/crimux/registry"
 	"github.com/crimux/crimux/runtimes/containerd"
@@ -54,6 +55,14 @@ func newHarness(t *testing.T) *harness {
 // newHarnessWithTimeout sets the backends' call_timeout.
 func newHarnessWithTimeout(t *testing.T, callTimeout time.Duration) *harness {
 	t.Helper()
+	return newHarnessWith(t, callTimeout, nil)
+}
+
+// newHarnessWith sets the backends' call_timeout and, unless wrapVM is
+// nil, gives the VM runtime the backend wrapVM makes of its own (one
+// with abilities beyond CRI).
+func newHarnessWith(t *testing.T, callTimeout time.Duration, wrapVM func(registry.Backend) registry.Backend) *harness {
+	t.Helper()
 	h := &harness{ctrd: crifake.New("ctrd"), vm: crifake.New("vm"), logs: &testutil.SyncBuffer{}}
 	h.ctrdSrv = crifake.Serve(t, h.ctrd, crifake.SocketPath(t, "containerd.sock"))
 	h.vmSrv = crifake.Serve(t, h.vm, crifake.SocketPath(t, "vm.sock"))
@@ -69,8 +78,12 @@ func newHarnessWithTimeout(t *testing.T, callTimeout time.Duration) *harness {
 		t.Fatalf("config: %v", err)
 	}
 	factory := containerd.Factory{Defaults: cfg.Containerd}
+	var vmFactory registry.Factory = factory
+	if wrapVM != nil {
+		vmFactory = wrappingFactory{factory, wrapVM}
+	}
 	reg, err := registry.New(context.Background(), cfg, map[string]registry.Factory{
-		config.TypeContainer: factory, config.TypeVM: factory,
+		config.TypeContainer: factory, config.TypeVM: vmFactory,
 	})
 	if err != nil {
 		t.Fatalf("registry: %v", err)
@@ -106,6 +119,20 @@ func newHarnessWithTimeout(t *testing.T, callTimeout time.Duration) *harness {
 	h.rs = runtimeapi.NewRuntimeServiceClient(conn)
 	h.is = runtimeapi.NewImageServiceClient(conn)
 	return h
+}
+
+// wrappingFactory makes its factory's backends and wraps them.
+type wrappingFactory struct {
+	registry.Factory
+	wrap func(registry.Backend) registry.Backend
+}
+
+func (f wrappingFactory) New(ctx context.Context, rt config.Runtime, codec *idcodec.Codec) (registry.Backend, error) {
+	b, err := f.Factory.New(ctx, rt, codec)
+	if err != nil {
+		return nil, err
+	}
+	return f.wrap(b), nil
 }
 
 // seed gives both runtimes a pod "p1" with a container "c1" (the same

@@ -3,6 +3,7 @@ package cri
 import (
 	"context"
 	"fmt"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -81,7 +82,8 @@ func (s *Server) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusReq
 }
 
 // RemoveImage removes from the image's runtime store; an unknown image is
-// already removed.
+// already removed. Then the files backends made from images now gone are
+// collected (collectImages).
 func (s *Server) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
 	rt, err := s.imageRuntime(ctx, req.GetImage())
 	if err != nil {
@@ -90,5 +92,31 @@ func (s *Server) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageReq
 	if _, err := rt.Backend.Images().RemoveImage(ctx, req); ignoreNotFound(err) != nil {
 		return nil, runtimeErr(rt, err)
 	}
+	s.collectImages(ctx)
 	return &runtimeapi.RemoveImageResponse{}, nil
+}
+
+// imageCollectTimeout bounds the collection after a RemoveImage, which
+// may wait for an image being extracted: kubelet's image garbage
+// collection removes images one call at a time.
+const imageCollectTimeout = 30 * time.Second
+
+// collectImages asks every backend that keeps files of images outside the
+// image store (registry.ImageCollector: the VM runtime's image cache) to
+// drop those of images now gone, so a removed VM image frees its disk at
+// once, as a container image does. A failure is logged, not returned: the
+// image is removed, and the backend's periodic collection catches up.
+func (s *Server) collectImages(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, imageCollectTimeout)
+	defer cancel()
+	for _, rt := range s.reg.Load().Backends() {
+		c, ok := registry.Ability[registry.ImageCollector](rt)
+		if !ok {
+			continue
+		}
+		if err := c.CollectImages(ctx); err != nil {
+			s.logger(ctx).Warn("files of removed images not collected; the runtime's collector will retry",
+				"runtime", rt.Name, "err", err)
+		}
+	}
 }

@@ -46,21 +46,3 @@ func (s *Server) listImages(ctx context.Context, f *runtimeapi.ImageFilter) ([]*
 	}
 	return out, nil
 }
-
-// ImageFsInfo merges the filesystems of every image store.
-func (s *Server) ImageFsInfo(ctx context.Context, req *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
-	type fs struct{ image, container []*runtimeapi.FilesystemUsage }
-	all, err := fanOut(ctx, s.imageBackends(), func(ctx context.Context, rt *registry.Runtime) ([]fs, error) {
-		resp, err := rt.Backend.Images().ImageFsInfo(ctx, req)
-		return []fs{{resp.GetImageFilesystems(), resp.GetContainerFilesystems()}}, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := &runtimeapi.ImageFsInfoResponse{}
-	for _, f := range all {
-		out.ImageFilesystems = append(out.ImageFilesystems, f.image...)
-		out.ContainerFilesystems = append(out.ContainerFilesystems, f.container...)
-	}
-	return out, nil
-}

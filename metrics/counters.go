@@ -4,7 +4,7 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // GCKinds are the kinds of objects GC removes (exported at 0 from the
 // start); others may be counted too.
-var GCKinds = []string{"domain", "dir", "record", "network", "container_cgroup", "orphan_task", "foreign_domain", "foreign_netns"}
+var GCKinds = []string{"domain", "dir", "record", "network", "image", "container_cgroup", "orphan_task", "foreign_domain", "foreign_netns"}
 
 // counters are what the runtimes count. They are handed *Metrics (through
 // an interface each runtime declares: GCRemoved, Reconnected) rather than

@@ -1,5 +1,11 @@
 package registry
 
+import (
+	"context"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
 // Abilities. A backend declares what it can do beyond CRI by implementing
 // small interfaces, and callers ask for an ability with Ability instead of
 // type-asserting a runtime's concrete type, so neither the daemon nor the
@@ -9,6 +15,9 @@ package registry
 //   - Recoverer: catches up after a start (the daemon waits for it before
 //     telling systemd it is ready);
 //   - PowerStateCounter: counts its VMs by power state (metrics);
+//   - ImageCollector and ImageFsContributor: keeps files of images outside
+//     any image store (the VM runtime's image cache), which the CRI server
+//     has collected after RemoveImage and counts in ImageFsInfo;
 //   - vmtypes.Operator: the VM operations of crimux's VM API (reboot, power
 //     state, snapshots, foreign resources), declared beside the VM types.
 //
@@ -26,6 +35,23 @@ type Recoverer interface {
 // state.
 type PowerStateCounter interface {
 	PowerStateCounts() (map[string]int, error)
+}
+
+// ImageCollector is a backend that keeps files made from images outside
+// the image store (the VM runtime's image cache, in the primary's store
+// otherwise) and drops those of images that are gone. The CRI server asks
+// it after every RemoveImage.
+type ImageCollector interface {
+	CollectImages(ctx context.Context) error
+}
+
+// ImageFsContributor is a backend whose files of images (and of what runs
+// from them) live outside any image store; kubelet's image garbage
+// collection and eviction must see them in ImageFsInfo.
+type ImageFsContributor interface {
+	// ImageFsUsage is those files' usage; FsId.Mountpoint is the
+	// directory that holds them, which tells their filesystem.
+	ImageFsUsage(ctx context.Context) (*runtimeapi.FilesystemUsage, error)
 }
 
 // Ability returns rt's backend as T (an ability interface) and whether the

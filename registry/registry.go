@@ -8,8 +8,9 @@
 // is immutable once built; a config reload builds a new one and swaps it in.
 //
 // Beyond CRI, a backend declares its abilities by implementing small
-// interfaces (Recoverer, PowerStateCounter, vmtypes.Operator), which
-// callers ask for with Ability (abilities.go).
+// interfaces (Recoverer, PowerStateCounter, ImageCollector,
+// ImageFsContributor, vmtypes.Operator), which callers ask for with
+// Ability (abilities.go).
 package registry
 
 import (

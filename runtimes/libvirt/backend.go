@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"path/filepath"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -16,6 +15,7 @@ import (
 	"github.com/crimux/crimux/internal/idcodec"
 	"github.com/crimux/crimux/registry"
 	"github.com/crimux/crimux/runtimes/libvirt/gc"
+	"github.com/crimux/crimux/runtimes/libvirt/vmimage"
 	"github.com/crimux/crimux/runtimes/libvirt/vmops"
 	"github.com/crimux/crimux/vmtypes"
 )
@@ -52,6 +52,11 @@ func (f Factory) New(ctx context.Context, rc config.Runtime, codec *idcodec.Code
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			// An image cache entry a call prepared stays held until the
+			// call returns, with its record written, even if its client
+			// gave up before (vmimage.WithHoldScope).
+			ctx, endHolds := vmimage.WithHoldScope(ctx)
+			defer endHolds()
 			resp, err := h(ctx, req)
 			return resp, errdefs.ToGRPC(err)
 		}),
@@ -82,7 +87,7 @@ func (f Factory) hostParts() (ImageReader, Cgroups, func() error, error) {
 	images, cgroups, closeImages := f.Images, f.Cgroups, func() error { return nil }
 	var err error
 	if images == nil {
-		images, closeImages, err = ContainerdImages(f.ContainerdEndpoint, filepath.Join(f.Options.StateDir, "images"))
+		images, closeImages, err = ContainerdImages(f.ContainerdEndpoint, imageCacheDir(f.Options.StateDir))
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -97,9 +102,10 @@ func (f Factory) hostParts() (ImageReader, Cgroups, func() error, error) {
 }
 
 // backend is the VM runtime as the registry holds it: CRI through an
-// in-memory connection, and the abilities beyond CRI the daemon and the
-// VM API ask for (registry.Ability): VM operations (vmtypes.Operator),
-// Recovered and PowerStateCounts.
+// in-memory connection, and the abilities beyond CRI the daemon, the CRI
+// server and the VM API ask for (registry.Ability): VM operations
+// (vmtypes.Operator), Recovered, PowerStateCounts, CollectImages and
+// ImageFsUsage (image_files.go).
 type backend struct {
 	vmtypes.Operator
 	rt     *Runtime
@@ -125,6 +131,16 @@ func (b *backend) Recovered() <-chan struct{} { return b.rt.Recovered() }
 
 // PowerStateCounts counts the VMs by power state (metrics).
 func (b *backend) PowerStateCounts() (map[string]int, error) { return b.rt.PowerStateCounts() }
+
+// CollectImages drops the image cache entries no VM needs any more
+// (registry.ImageCollector).
+func (b *backend) CollectImages(ctx context.Context) error { return b.rt.CollectImages(ctx) }
+
+// ImageFsUsage is what the VM runtime's files of images take
+// (registry.ImageFsContributor).
+func (b *backend) ImageFsUsage(ctx context.Context) (*runtimeapi.FilesystemUsage, error) {
+	return b.rt.ImageFsUsage(ctx)
+}
 
 // operator is the VM runtime's vmtypes.Operator: the VM operations, and
 // the foreign resources of the collector.

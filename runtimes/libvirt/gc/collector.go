@@ -25,6 +25,8 @@ type GCReport struct {
 	// ForeignNetns names namespaces of another identity, left alone.
 	Networks     int
 	ForeignNetns []string
+	// Images counts image cache entries removed (images.go).
+	Images int
 }
 
 func (r *Collector) runCollector(ctx context.Context) {
@@ -44,6 +46,7 @@ func (r *Collector) runCollector(ctx context.Context) {
 // record still Creating as abandoned. Pod networks the store records as
 // going are finished even while libvirtd is away; orphan namespaces only
 // once libvirt said which VMs run (a VM adopted back keeps its network).
+// The image cache is collected last, once the records are settled.
 func (r *Collector) CollectGarbage(ctx context.Context, afterStart bool) GCReport {
 	var rep GCReport
 	l, err := r.Conn.Get()
@@ -55,10 +58,13 @@ func (r *Collector) CollectGarbage(ctx context.Context, afterStart bool) GCRepor
 		}
 	}
 	r.collectNetworks(&rep, afterStart, err == nil)
-	if rep.Domains+rep.Dirs+rep.Records+rep.Adopted+rep.Networks > 0 || len(rep.Foreign)+len(rep.ForeignNetns) > 0 || rep.Pending > 0 {
+	if err == nil {
+		r.collectImageCache(ctx, &rep)
+	}
+	if rep.Domains+rep.Dirs+rep.Records+rep.Adopted+rep.Networks+rep.Images > 0 || len(rep.Foreign)+len(rep.ForeignNetns) > 0 || rep.Pending > 0 {
 		r.Log.Info("garbage collection", "domains_removed", rep.Domains, "dirs_removed", rep.Dirs,
-			"records_removed", rep.Records, "networks_removed", rep.Networks, "adopted", rep.Adopted,
-			"foreign", rep.Foreign, "foreign_netns", rep.ForeignNetns, "pending", rep.Pending)
+			"records_removed", rep.Records, "networks_removed", rep.Networks, "images_removed", rep.Images,
+			"adopted", rep.Adopted, "foreign", rep.Foreign, "foreign_netns", rep.ForeignNetns, "pending", rep.Pending)
 	}
 	r.countGC(rep)
 	return rep
@@ -113,4 +119,15 @@ func (r *Collector) countGC(rep GCReport) {
 	r.Counters.GCRemoved("dir", rep.Dirs)
 	r.Counters.GCRemoved("record", rep.Records)
 	r.Counters.GCRemoved("network", rep.Networks)
+	r.Counters.GCRemoved("image", rep.Images)
+}
+
+// collectImageCache runs CollectImages in a pass; a failure waits for the
+// next pass.
+func (r *Collector) collectImageCache(ctx context.Context, rep *GCReport) {
+	removed, err := r.CollectImages(ctx)
+	rep.Images += len(removed)
+	if err != nil {
+		r.Log.Warn("image cache not collected in this pass", "err", err)
+	}
 }

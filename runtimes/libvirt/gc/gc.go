@@ -3,7 +3,8 @@
 // cut short (records Removing, or Creating since before the last start;
 // pod networks too), adopts running domains that carry crimux's identity
 // but have no record (a wiped state dir), deletes stopped ones and VM
-// directories nobody owns, and reports — never touches — resources of
+// directories nobody owns, prunes the image cache of entries no VM needs
+// (images.go), and reports — never touches — resources of
 // another crimux identity (foreign.go), which an operator adopts or
 // deletes one at a time through the VM API (crimuxctl gc). It runs when
 // libvirtd (re)connects and every gcInterval.

@@ -8,7 +8,8 @@
 // merging them (whiteouts, opaque directories, links resolved inside the
 // image root, never outside), validating what it finds (one disk, a qcow2
 // that names no backing or data file, size bounds) and a host cache with
-// one checked, read-only copy of those files per manifest digest.
+// one checked, read-only copy of those files per manifest digest, pruned
+// of what no image and no user needs any more (collect.go, holds.go).
 package vmimage
 
 import (
@@ -71,6 +72,7 @@ type Reader struct {
 	namespace string
 	maxDisk   int64
 	locks     keyedMutex
+	holds     holds
 	cleanOnce sync.Once
 	// extracting bounds the extractions running at once: each holds an
 	// image's index and a decompressor.
@@ -110,6 +112,8 @@ func NewReader(imgs Images, blobs content.Provider, cacheDir string, opts ...Opt
 // manifest's files on the host, extracting and checking them on first use.
 // Concurrent calls for the same image extract once; a failed or
 // interrupted extraction leaves nothing behind that a later call trusts.
+// The entry is held, safe from Collect, until ctx's hold scope ends or,
+// without one, until ctx is done (holds.go).
 // A rejected image wraps errdefs.ErrInvalidArgument, a missing one
 // errdefs.ErrNotFound.
 func (r *Reader) Prepare(ctx context.Context, imageRef string) (Layout, error) {
@@ -128,18 +132,29 @@ func (r *Reader) Prepare(ctx context.Context, imageRef string) (Layout, error) {
 	}
 	defer r.locks.unlock(key)
 	r.cleanOnce.Do(r.removeStale)
+	l, err := r.loadOrFill(ctx, m, key)
+	if err != nil {
+		return Layout{}, nameImage(err, imageRef)
+	}
+	// Held for the caller until it has recorded its use (holds.go).
+	releaseWith(ctx, r.holds.add(key))
+	return l, nil
+}
 
-	final := filepath.Join(r.dir, key)
-	if l, err := loadEntry(final); err == nil {
+// loadOrFill returns the cache entry key of m, extracting it if it is
+// missing or damaged. The caller holds the key's lock.
+func (r *Reader) loadOrFill(ctx context.Context, m manifestInfo, key string) (Layout, error) {
+	l, err := loadEntry(filepath.Join(r.dir, key))
+	if err == nil {
 		return l, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
+	}
+	if !errors.Is(err, os.ErrNotExist) {
 		// Not ours or damaged: set it aside and extract again.
 		if err := r.discard(key); err != nil {
 			return Layout{}, err
 		}
 	}
-	l, err := r.fill(ctx, m, key)
-	return l, nameImage(err, imageRef)
+	return r.fill(ctx, m, key)
 }
 
 // fill extracts m into a temporary directory and renames it into place.

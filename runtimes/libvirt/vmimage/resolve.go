@@ -109,28 +109,39 @@ func (r *Reader) scanImages(ctx context.Context, ref string, dgst digest.Digest)
 }
 
 // platformManifest walks from an image's target down to its linux/amd64
-// manifest and reads that manifest's config. Index entries without a
-// platform are taken last, as containerd does.
+// manifest and reads that manifest's config.
 func (r *Reader) platformManifest(ctx context.Context, desc ocispec.Descriptor) (manifestInfo, error) {
+	m, err := r.platformDescriptor(ctx, desc)
+	if err != nil {
+		return manifestInfo{}, err
+	}
+	return r.readManifest(ctx, m)
+}
+
+// platformDescriptor walks from an image's target down to the descriptor
+// of its linux/amd64 manifest, whose digest keys the image's cache entry;
+// it reads the indexes on the way, not the manifest. Index entries without
+// a platform are taken last, as containerd does.
+func (r *Reader) platformDescriptor(ctx context.Context, desc ocispec.Descriptor) (ocispec.Descriptor, error) {
 	for depth := 0; ; depth++ {
 		if depth > maxIndexDepth {
-			return manifestInfo{}, invalid(string(desc.Digest), "indexes nested more than %d deep", maxIndexDepth)
+			return ocispec.Descriptor{}, invalid(string(desc.Digest), "indexes nested more than %d deep", maxIndexDepth)
 		}
 		switch {
 		case images.IsIndexType(desc.MediaType):
 			var idx ocispec.Index
 			if err := r.readJSON(ctx, desc, maxManifestSize, &idx); err != nil {
-				return manifestInfo{}, err
+				return ocispec.Descriptor{}, err
 			}
 			next, ok := pickPlatform(idx.Manifests)
 			if !ok {
-				return manifestInfo{}, invalid("index "+string(desc.Digest), "has no linux/amd64 manifest")
+				return ocispec.Descriptor{}, invalid("index "+string(desc.Digest), "has no linux/amd64 manifest")
 			}
 			desc = next
 		case images.IsManifestType(desc.MediaType):
-			return r.readManifest(ctx, desc)
+			return desc, nil
 		default:
-			return manifestInfo{}, invalid(string(desc.Digest), "unsupported media type %q", desc.MediaType)
+			return ocispec.Descriptor{}, invalid(string(desc.Digest), "unsupported media type %q", desc.MediaType)
 		}
 	}
 }
