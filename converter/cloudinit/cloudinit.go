@@ -4,6 +4,8 @@
 //	meta-data       instance-id (the pod's UID: a restarted container is
 //	                the same instance, a new pod a new one), local-hostname
 //	user-data       the pod's user-data, with its SSH keys merged in
+//	vendor-data     present when the VM has virtio-fs shares: a bootcmd
+//	                mounting each at its container path on every boot
 //	network-config  version 2: the address, gateway, routes, MTU and DNS
 //	                the pod's CNI result gives the guest (what crimux's DHCP
 //	                responder hands out too), matched by the guest's MAC
@@ -58,6 +60,9 @@ type Input struct {
 	// Network is the guest's addressing; nil writes no network-config
 	// (the guest falls back to DHCP).
 	Network *Network
+	// Mounts are the VM's virtio-fs shares, which the guest mounts at
+	// their container paths on every boot (vendor-data's bootcmd).
+	Mounts []Mount
 }
 
 // Files are the NoCloud files, by name.
@@ -72,9 +77,17 @@ func Build(in Input) (Files, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ud, err = mergeBootcmd(ud, in.Mounts); err != nil {
+		return nil, err
+	}
 	f := Files{
 		"meta-data": metaData(in.InstanceID, in.Hostname),
 		"user-data": ud,
+	}
+	if len(in.Mounts) > 0 {
+		if f["vendor-data"], err = vendorData(in.Mounts); err != nil {
+			return nil, err
+		}
 	}
 	if in.Network != nil {
 		nc, err := networkConfig(*in.Network)

@@ -2,19 +2,24 @@ package criservice
 
 import (
 	"github.com/crimux/crimux/converter/cloudinit"
+	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 )
 
 // cloudInitFiles makes the VM's cloud-init NoCloud files: the instance is
 // the pod (its UID; the sandbox ID for a pod without one), the hostname
-// the pod's, the network what the pod's CNI result gave the guest.
-func cloudInitFiles(sb *store.Sandbox, src cloudinit.Source) (cloudinit.Files, error) {
+// the pod's, the network what the pod's CNI result gave the guest; the
+// guest mounts each share at its container path.
+func cloudInitFiles(sb *store.Sandbox, src cloudinit.Source, shares []vm.Share) (cloudinit.Files, error) {
 	cfg := sb.Config
 	in := cloudinit.Input{
 		InstanceID: cfg.GetMetadata().GetUid(),
 		Hostname:   cfg.GetHostname(),
 		UserData:   src.UserData,
 		SSHKeys:    src.SSHKeys,
+	}
+	for _, sh := range shares {
+		in.Mounts = append(in.Mounts, cloudinit.Mount{Tag: sh.Tag, Path: sh.ContainerPath, ReadOnly: sh.ReadOnly})
 	}
 	if in.InstanceID == "" {
 		in.InstanceID = sb.ID

@@ -165,7 +165,7 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	if layout.DiskPath != "" {
 		spec.Disk = &vm.Disk{Path: filepath.Join(r.PodDir(sb.ID), core.DiskFile), Format: "qcow2"}
 	}
-	files, err := cloudInitFiles(sb, ci)
+	files, err := cloudInitFiles(sb, ci, storage.Shares)
 	if err != nil {
 		return nil, err
 	}
