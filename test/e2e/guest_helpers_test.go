@@ -65,14 +65,18 @@ func guestPodJSON(t *testing.T, parent, userData, pubKey string) string {
 }`, time.Now().UnixNano(), guestHostname, t.TempDir(), userData, pubKey, parent))
 }
 
-// guestContainerJSON: two vCPUs (TCG runs one host thread each) and 1 GiB.
-func guestContainerJSON(t *testing.T) string {
+// guestContainerJSON: two vCPUs (TCG runs one host thread each) and 1 GiB,
+// with shared, a host directory, mounted read-only at /srv/shared (cloud-init
+// mounts it in the guest: issue 15) and the block device dev at /dev/xvdb.
+func guestContainerJSON(t *testing.T, shared, dev string) string {
 	return writeJSON(t, "guestctr.json", fmt.Sprintf(`{
   "metadata": {"name": "vm"},
   "image": {"image": %q},
   "log_path": "vm.log",
+  "mounts": [{"container_path": "/srv/shared", "host_path": %q, "readonly": true}],
+  "devices": [{"container_path": "/dev/xvdb", "host_path": %q, "permissions": "mrw"}],
   "linux": {"resources": {"cpu_period": 100000, "cpu_quota": 200000, "memory_limit_in_bytes": %d}}
-}`, debianImage, guestMemory))
+}`, debianImage, shared, dev, guestMemory))
 }
 
 // eventLog records the container events crimux streams.

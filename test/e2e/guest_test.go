@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,7 +39,9 @@ func TestVMGuest(t *testing.T) {
 	pod := guestPodJSON(t, parent, userData, pub)
 	podID := c.crictl("runp", "--runtime", "vm", pod)
 	t.Cleanup(func() { c.crictlErr("rmp", "-f", podID) })
-	ctrID, err := c.crictlTimeout(10*time.Minute, "create", podID, guestContainerJSON(t), pod)
+	shared := t.TempDir()
+	writeFile(t, filepath.Join(shared, "hello"), guestMarker+"-SHARED")
+	ctrID, err := c.crictlTimeout(10*time.Minute, "create", podID, guestContainerJSON(t, shared, loopDevice(t, 8<<20)), pod)
 	if err != nil {
 		t.Fatalf("crictl create: %v\n%s", err, ctrID)
 	}
@@ -62,6 +65,19 @@ func TestVMGuest(t *testing.T) {
 		t.Fatalf("cloud-init status --wait: %v\n%s\nconsole:\n%s", err, out, tail(c.crictl("logs", ctrID), 40))
 	}
 	t.Logf("cloud-init done %v after crictl start", time.Since(start).Round(time.Second))
+
+	// The pod's directory mount: cloud-init (vendor-data) mounted the
+	// virtio-fs share at its container path, read-only.
+	if got := c.crictl("exec", ctrID, "cat", "/srv/shared/hello"); got != guestMarker+"-SHARED" {
+		t.Fatalf("/srv/shared/hello in the guest = %q, want the host file's %q", got, guestMarker+"-SHARED")
+	}
+	if out, err := c.crictlErr("exec", ctrID, "touch", "/srv/shared/x"); err == nil {
+		t.Fatalf("touch in the read-only share succeeded: %s", out)
+	}
+	// The pod's block device, by the serial its container path gives it.
+	if out := c.crictl("exec", ctrID, "ls", "/dev/disk/by-id/"); !strings.Contains(out, "virtio-dev-xvdb") {
+		t.Fatalf("/dev/disk/by-id in the guest lacks virtio-dev-xvdb:\n%s", out)
+	}
 
 	// exec: hostname and user-data from the cidata volume, exit codes,
 	// stdin; a TTY is refused pointing at attach and SSH.

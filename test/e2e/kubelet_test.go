@@ -76,8 +76,23 @@ spec:
 `
 }
 
-// vmManifest: no pod overhead here, the guest gets 512Mi less qemu's 256Mi.
-var vmManifest = vmManifestOf("kl-vm", "512Mi")
+// vmManifest: no pod overhead here, the guest gets 512Mi less qemu's
+// 256Mi. It has two volumes (issue 15): an emptyDir, and a hostPath
+// directory standing in for a ConfigMap (a standalone kubelet has no API
+// server to read one from; both reach the guest the same way, as a
+// directory kubelet hands crimux as a CRI mount).
+var vmManifest = vmManifestOf("kl-vm", "512Mi") + `    volumeMounts:
+    - {name: scratch, mountPath: /scratch}
+    - {name: config, mountPath: /etc/app, readOnly: true}
+  volumes:
+  - name: scratch
+    emptyDir: {}
+  - name: config
+    hostPath: {path: ` + kubeletConfigDir + `, type: Directory}
+`
+
+// kubeletConfigDir is the hostPath directory of vmManifest.
+const kubeletConfigDir = "/var/lib/crimux-kubelet-e2e-config"
 
 // smallVMManifest is a VM pod whose 128Mi limit cannot hold a guest and
 // qemu's overhead (issue 14: reproduced, qemu was OOM-killed in the pod
@@ -194,6 +209,7 @@ func TestKubeletMixedPods(t *testing.T) {
 	requireVM(t)
 	wrapper := installKubeletWrapper(t)
 	prepareKubeletCgroups(t)
+	prepareConfigDir(t)
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	c := startDaemon(t, fmt.Sprintf("[libvirt]\nemulator = %q\nplacement_socket = %q\n", wrapper, kubeletPlacementSocket),
 		nil, "--vm-accel", "tcg", "--metrics-address", metricsAddr)
@@ -239,6 +255,7 @@ func TestKubeletMixedPods(t *testing.T) {
 	requireGuestHTTP(t, fmt.Sprintf("http://%s:%d/", vmIP, vmHTTPPort), 30*time.Second)
 	t.Logf("kubelet reports VM pod IP %s; the guest answers on it", vmIP)
 
+	checkVMVolumes(t, c, k, vmID)
 	powerCycle(t, c, vmID, metricsAddr)
 	t.Log("waiting two minutes: kubelet must not restart, recreate or remove anything")
 	time.Sleep(2 * time.Minute)
@@ -265,8 +282,9 @@ func TestKubeletMixedPods(t *testing.T) {
 	}
 	mustJSON(t, c.crictl("inspect", "-o", "json", vmID), &vmStatus)
 	domain, vmDir := vmStatus.Info.Domain, filepath.Join(c.stateDir, "vms", strings.TrimPrefix(vmID, "vm--"))
-	if _, err := os.Stat(filepath.Join(vmDir, "disk.qcow2")); err != nil {
-		t.Fatalf("the VM's overlay disk: %v", err)
+	podDisks, _ := filepath.Glob(filepath.Join(c.stateDir, "pods", "*", "disk.qcow2"))
+	if len(podDisks) != 1 {
+		t.Fatalf("the VM pod's root disk: %v, want one", podDisks)
 	}
 
 	k.removeManifest("ctr.yaml")
@@ -290,7 +308,13 @@ func TestKubeletMixedPods(t *testing.T) {
 		t.Fatalf("domain %s still defined after the pod's removal", domain)
 	}
 	if _, err := os.Stat(vmDir); !os.IsNotExist(err) {
-		t.Fatalf("the VM's directory (overlay disk) is still there: %s (%v)", vmDir, err)
+		t.Fatalf("the VM's directory is still there: %s (%v)", vmDir, err)
+	}
+	if _, err := os.Stat(filepath.Dir(podDisks[0])); !os.IsNotExist(err) {
+		t.Fatalf("the VM pod's directory (root disk) is still there: %s (%v)", podDisks[0], err)
+	}
+	if pids := virtiofsdOf(kubeletConfigDir); len(pids) > 0 {
+		t.Fatalf("virtiofsd %v still serves %s after the pod's removal", pids, kubeletConfigDir)
 	}
 	if out := c.crictl("ps", "-a", "-q"); strings.Contains(out, ctrID) || strings.Contains(out, vmID) {
 		t.Fatalf("container %s or %s still listed:\n%s", ctrID, vmID, out)
@@ -482,7 +506,12 @@ func powerCycle(t *testing.T, c *daemonRun, vmID, metricsAddr string) {
 	if out, err := run("-o", "json", "vm", "list"); err != nil || !strings.Contains(out, vmID) {
 		t.Fatalf("crimuxctl vm list does not list %s: %v\n%s", vmID, err, out)
 	}
-	for _, state := range []string{"paused", "hibernate", "running"} {
+	// The VM has virtio-fs shares (its volumes): qemu cannot save it, so
+	// Hibernate is refused naming them, and nothing changes.
+	if out, err := run("vm", "power", vmID, "hibernate"); err == nil || !strings.Contains(out, "FailedPrecondition") || !strings.Contains(out, "virtio-fs") {
+		t.Fatalf("crimuxctl vm power %s hibernate: %v\n%s\nwant FailedPrecondition naming virtio-fs", vmID, err, out)
+	}
+	for _, state := range []string{"paused", "shutdown", "running"} {
 		out, err := run("vm", "power", vmID, state)
 		if err != nil {
 			t.Fatalf("crimuxctl vm power %s %s: %v\n%s", vmID, state, err, out)
@@ -670,4 +699,45 @@ func requireRefusedUpFront(t *testing.T, k *kubeletRun, name string) {
 		}
 		return nil
 	})
+}
+
+// prepareConfigDir makes vmManifest's hostPath directory with one file.
+func prepareConfigDir(t *testing.T) {
+	t.Helper()
+	if err := os.MkdirAll(kubeletConfigDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(kubeletConfigDir) })
+	writeFile(t, filepath.Join(kubeletConfigDir, "settings"), "CRIMUX-CONFIG-ONE")
+}
+
+// checkVMVolumes (issue 15): the VM pod's emptyDir and its read-only
+// ConfigMap-like directory reach the guest as virtio-fs shares named
+// after their mount paths; the guest's write lands in kubelet's emptyDir,
+// a change of the directory on the host shows in the guest.
+func checkVMVolumes(t *testing.T, c *daemonRun, k *kubeletRun, vmID string) {
+	t.Helper()
+	v := &testVM{c: c.crimux, ctrID: vmID, domain: domainOf(vmID)}
+	for tag, dir := range map[string]string{"scratch": "/scratch", "etc-app": "/etc/app"} {
+		v.guestOutput(t, fmt.Sprintf("grep -q ' %s ' /proc/mounts || (mkdir -p %s && mount -t virtiofs %s %s); echo ok", dir, dir, tag, dir))
+	}
+	if got := v.guestOutput(t, "cat /etc/app/settings"); got != "CRIMUX-CONFIG-ONE" {
+		t.Fatalf("/etc/app/settings in the guest: %q", got)
+	}
+	if out := v.guestRun(t, "echo x >/etc/app/written"); strings.HasPrefix(out, "0:") {
+		t.Fatalf("the guest wrote into the read-only volume (%s)", out)
+	}
+	v.guestOutput(t, "echo CRIMUX-SCRATCH >/scratch/from-guest && echo ok")
+	found, _ := filepath.Glob(filepath.Join(k.dir, "root", "pods", "*", "volumes", "kubernetes.io~empty-dir", "scratch", "from-guest"))
+	if len(found) != 1 {
+		t.Fatalf("the guest's file in kubelet's emptyDir: %v", found)
+	}
+	writeFile(t, filepath.Join(kubeletConfigDir, "settings"), "CRIMUX-CONFIG-TWO")
+	testutil.Eventually(t, 20*time.Second, "the updated volume in the guest", func() error {
+		if got := v.guestOutput(t, "cat /etc/app/settings"); got != "CRIMUX-CONFIG-TWO" {
+			return fmt.Errorf("guest reads %q", got)
+		}
+		return nil
+	})
+	t.Log("the emptyDir and the read-only directory reach the guest; the guest's write and the host's change both show")
 }
