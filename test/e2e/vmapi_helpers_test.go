@@ -192,10 +192,14 @@ func (v *testVM) typeLine(t *testing.T, line string, wait time.Duration, done fu
 // unanswered line is typed again (commands must be idempotent).
 func (v *testVM) guestRun(t *testing.T, cmd string) string {
 	t.Helper()
+	var tags []string
+	from := v.consoleSize()
 	for attempt := 1; ; attempt++ {
 		tag := randomToken()
-		from := v.consoleSize()
-		re := regexp.MustCompile(`(?m)^CRIMUX-R-` + tag + `:(\d+:[^\r\n]*)`)
+		// A slow guest may answer an earlier typing of the same
+		// (idempotent) command after its wait ended: any of them counts.
+		tags = append(tags, tag)
+		re := regexp.MustCompile(`(?m)^CRIMUX-R-(?:` + strings.Join(tags, "|") + `):(\d+:[^\r\n]*)`)
 		var got string
 		wait := 30 * time.Second
 		if attempt == 1 {
