@@ -48,6 +48,7 @@ type Config struct {
 	MetricsAddress string     `toml:"metrics_address"`
 	Containerd     Containerd `toml:"containerd"`
 	Libvirt        Libvirt    `toml:"libvirt"`
+	Kubernetes     Kubernetes `toml:"kubernetes"`
 	Runtimes       []Runtime  `toml:"runtime"`
 }
 
@@ -84,6 +85,18 @@ type Libvirt struct {
 	CNIBinDirs []string `toml:"cni_bin_dirs"`
 	// NetnsDir is where VM pods' network namespaces are mounted.
 	NetnsDir string `toml:"netns_dir"`
+}
+
+// Kubernetes configures the node agent (package nodeagent), which applies
+// the crimux.io/ annotations of this node's VM pods to their VMs. It runs
+// only when Kubeconfig is set.
+type Kubernetes struct {
+	// Kubeconfig is the agent's credentials and API server.
+	Kubeconfig string `toml:"kubeconfig"`
+	// NodeName is this node's name in the cluster; "" means the host name
+	// (lower-cased, as kubelet takes it). It must equal kubelet's node name
+	// (its --hostname-override, if it has one).
+	NodeName string `toml:"node_name"`
 }
 
 // Runtime is one entry of the runtime registry.
@@ -229,8 +242,24 @@ func (c Config) Validate() error {
 	if c.Containerd.CallTimeout.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("containerd.call_timeout: must be positive"))
 	}
+	errs = append(errs, validateKubernetes(c.Kubernetes)...)
 	errs = append(errs, validateRuntimes(c.Runtimes)...)
 	return errors.Join(errs...)
+}
+
+// dns1123Subdomain is the syntax of a Kubernetes node name (at most 253
+// characters, checked apart).
+var dns1123Subdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+func validateKubernetes(k Kubernetes) []error {
+	var errs []error
+	if k.Kubeconfig != "" && !strings.HasPrefix(k.Kubeconfig, "/") {
+		errs = append(errs, fmt.Errorf("kubernetes.kubeconfig: %q must be an absolute path or empty", k.Kubeconfig))
+	}
+	if n := k.NodeName; n != "" && (len(n) > 253 || !dns1123Subdomain.MatchString(n)) {
+		errs = append(errs, fmt.Errorf("kubernetes.node_name: %q must be a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', at most 253 characters) or empty", n))
+	}
+	return errs
 }
 
 func validateRuntimes(rts []Runtime) []error {

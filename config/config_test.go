@@ -50,6 +50,13 @@ func TestParse(t *testing.T) {
 			want: func(c *Config) { c.Containerd.CallTimeout = Duration{15 * time.Second} },
 		},
 		{
+			name: "kubernetes",
+			toml: "[kubernetes]\nkubeconfig = \"/etc/crimux/node-agent.kubeconfig\"\nnode_name = \"node-1\"\n",
+			want: func(c *Config) {
+				c.Kubernetes = Kubernetes{Kubeconfig: "/etc/crimux/node-agent.kubeconfig", NodeName: "node-1"}
+			},
+		},
+		{
 			name: "runtimes replace the default runtime list",
 			toml: `
 [[runtime]]
@@ -95,6 +102,7 @@ func TestParseRejects(t *testing.T) {
 		{"unknown key in a section", "[containerd]\ncall_timeuot = \"1s\"\n", []string{"unknown keys", "containerd.call_timeuot"}},
 		{"unknown key in a runtime", "[[runtime]]\nname = \"x\"\nprimray = true\n", []string{"unknown keys", "primray"}},
 		{"unknown section", "[libvrt]\nuri = \"qemu:///system\"\n", []string{"unknown keys", "libvrt"}},
+		{"unknown key in kubernetes", "[kubernetes]\nnodename = \"n\"\n", []string{"unknown keys", "kubernetes.nodename"}},
 		{"bad duration", "[containerd]\ncall_timeout = \"soon\"\n", []string{"parse config", "soon"}},
 		{"not TOML", "listen = ", []string{"parse config"}},
 	}
@@ -181,6 +189,14 @@ func TestValidate(t *testing.T) {
 		{name: "accel", edit: func(c *Config) { c.Libvirt.Accel = "hvf" }, wantErr: []string{"libvirt.accel", `"hvf"`}},
 		{name: "network", edit: func(c *Config) { c.Libvirt.Network = "slirp" }, wantErr: []string{"libvirt.network", `"slirp"`}},
 		{name: "cni dirs", edit: func(c *Config) { c.Libvirt.CNIConfDir = "net.d" }, wantErr: []string{"libvirt.cni_conf_dir"}},
+		{name: "node agent", edit: func(c *Config) {
+			c.Kubernetes = Kubernetes{Kubeconfig: "/etc/crimux/node-agent.kubeconfig", NodeName: "worker-1.example.com"}
+		}},
+		{name: "node agent, host name as node name", edit: func(c *Config) { c.Kubernetes.Kubeconfig = "/etc/kubeconfig" }},
+		{name: "relative kubeconfig", edit: func(c *Config) { c.Kubernetes.Kubeconfig = "kubeconfig" },
+			wantErr: []string{"kubernetes.kubeconfig", `"kubeconfig"`}},
+		{name: "node name too long", edit: func(c *Config) { c.Kubernetes.NodeName = strings.Repeat("a", 254) },
+			wantErr: []string{"kubernetes.node_name", "253"}},
 		{name: "zero call timeout", edit: func(c *Config) { c.Containerd.CallTimeout = Duration{} }, wantErr: []string{"containerd.call_timeout"}},
 		{
 			name: "every error is reported, not only the first",
@@ -202,6 +218,17 @@ func TestValidate(t *testing.T) {
 				c.Runtimes = []Runtime{containerd, {Name: name, Type: TypeVM}}
 			},
 			wantErr: []string{`runtime[1] "` + name + `": name must be`},
+		})
+	}
+	for _, name := range []string{"Node1", "node_1", "-node", "node-", "node..x", ".node", "node.", "node 1", "nöde"} {
+		tests = append(tests, struct {
+			name    string
+			edit    func(*Config)
+			wantErr []string
+		}{
+			name:    "bad node name " + name,
+			edit:    func(c *Config) { c.Kubernetes.NodeName = name },
+			wantErr: []string{`kubernetes.node_name: "` + name + `" must be a DNS-1123 subdomain`},
 		})
 	}
 	for _, tt := range tests {

@@ -8,7 +8,8 @@ const DefaultTOML = `# crimux configuration (/etc/crimux/config.toml).
 # --vm-accel, --cni-conf-dir, --log-level and --metrics-address override the
 # matching keys.
 # SIGHUP (systemctl reload crimux) re-reads this file: runtimes can be added
-# and removed live; listen, state_dir and metrics_address need a restart.
+# and removed live; listen, state_dir, metrics_address and [kubernetes] need
+# a restart.
 
 # Unix socket kubelet and crimuxctl connect to (created 0660):
 #   kubelet --container-runtime-endpoint=unix:///run/crimux/crimux.sock
@@ -58,6 +59,17 @@ cni_conf_dir = "/etc/cni/net.d"
 cni_bin_dirs = ["/opt/cni/bin", "/usr/lib/cni"]
 # Where VM pods' network namespaces are mounted.
 netns_dir = "/run/crimux/netns"
+
+[kubernetes]
+# The node agent: with a kubeconfig, crimux watches this node's pods and
+# applies their crimux.io/power-state, reboot-request, snapshot-request and
+# restore-request annotations to their VMs, writing the results back as
+# annotations and events. Off while kubeconfig is "". Its identity needs the
+# RBAC of crimux-node-agent-rbac.yaml (pods get/list/watch/patch, events).
+kubeconfig = ""
+# This node's name in the cluster; "" is the host name, lower-cased. It must
+# be kubelet's node name (kubelet's --hostname-override, if set).
+node_name = ""
 
 # The runtime registry. Each runtime serves a workload type (container, vm)
 # and the RuntimeClass handlers listed. A new pod goes to the runtime of its

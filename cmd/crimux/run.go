@@ -75,7 +75,10 @@ type daemon struct {
 	// reads or writes it.
 	cfg config.Config
 
-	cri     *cri.Server
+	cri *cri.Server
+	// vm is the VM API: served on the socket, and called in-process by the
+	// node agent.
+	vm      *vmapi.Server
 	metrics *metrics.Metrics
 	calls   *callTracker
 	notify  notifier
@@ -139,7 +142,7 @@ func vmNetwork(cfg config.Config) *podnet.Config {
 func (d *daemon) services() []func(*grpc.Server) {
 	return []func(*grpc.Server){
 		d.cri.Register, // CRI v1: RuntimeService, ImageService
-		vmapi.New(d.cri.Registry, d.log).Register, // crimux.vm.v1.VMService
+		d.vm.Register,  // crimux.vm.v1.VMService
 	}
 }
 
@@ -186,6 +189,7 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 		return err
 	}
 	d.cri = cri.New(reg, d.log)
+	d.vm = vmapi.New(d.cri.Registry, d.log)
 	defer func() { d.cri.Registry().Close() }()
 	lis, err := listen(d.cfg.Listen)
 	if err != nil {
@@ -200,6 +204,8 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 	d.serveMetrics(ctx)
 	servePprof(ctx, d.log)
 	d.recoverRuntimes(ctx, reg)
+	stopAgent := d.startNodeAgent(ctx)
+	defer stopAgent() // before the registry closes: the agent calls the VM runtime
 	d.log.Info("crimux serving", "version", version.Version, "listen", d.cfg.Listen, "runtimes", runtimeNames(reg))
 	d.notify.send("READY=1\nSTATUS=serving on " + d.cfg.Listen)
 	go d.healthLoop(ctx, d.cfg.Listen)

@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/crimux/crimux/internal/durable"
 )
 
 // recordFile is written last into a cache entry, before the rename that
@@ -58,7 +60,7 @@ func writeRecord(dir string, rec entryRecord) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return durable.SyncDir(dir)
 }
 
 // loadEntry reads a published cache entry. An entry that does not exist
@@ -96,15 +98,6 @@ func loadEntry(dir string) (Layout, error) {
 		return Layout{}, fmt.Errorf("cache entry %s: no virtual size recorded for its disk", dir)
 	}
 	return rec.layout(dir), nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // keyedMutex serializes work on one cache entry; waiting respects ctx.

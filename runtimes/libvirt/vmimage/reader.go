@@ -28,6 +28,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/crimux/crimux/internal/durable"
 	"github.com/crimux/crimux/internal/errdefs"
 )
 
@@ -210,7 +211,7 @@ func (r *Reader) fill(ctx context.Context, m manifestInfo, key string) (Layout, 
 		return Layout{}, err
 	}
 	done = true
-	if err := syncDir(r.dir); err != nil {
+	if err := durable.SyncDir(r.dir); err != nil {
 		return Layout{}, err
 	}
 	return rec.layout(final), nil

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/crimux/crimux/config"
+	"github.com/crimux/crimux/internal/version"
+	"github.com/crimux/crimux/nodeagent"
+)
+
+// startNodeAgent starts the node agent when [kubernetes] kubeconfig is
+// set, on the same VM API server the socket serves, and returns what stops
+// it (and waits until it has). It runs after recovery, so it finds the VMs
+// crimux already had. An agent that cannot start is logged, not fatal:
+// CRI matters more. A config reload does not restart it: the kubernetes
+// section is restart-only (keepRestartOnly).
+func (d *daemon) startNodeAgent(ctx context.Context) (stop func()) {
+	k := d.cfg.Kubernetes
+	if k.Kubeconfig == "" {
+		return func() {}
+	}
+	agent, host, node, err := d.newNodeAgent(k)
+	if err != nil {
+		d.log.Error("node agent not started", "kubeconfig", k.Kubeconfig, "err", err)
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		agent.Run(ctx)
+	}()
+	d.log.Info("node agent started", "node", node, "api_server", host, "kubeconfig", k.Kubeconfig)
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// newNodeAgent builds the agent from its kubeconfig; it returns the API
+// server's address and the node's name too, for the log.
+func (d *daemon) newNodeAgent(k config.Kubernetes) (*nodeagent.Agent, string, string, error) {
+	node, err := nodeName(k.NodeName)
+	if err != nil {
+		return nil, "", "", err
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", k.Kubeconfig)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("kubeconfig: %w", err)
+	}
+	rc.UserAgent = fmt.Sprintf("%s/%s node-agent (%s)", version.Name, version.Version, node)
+	// client-go logs through klog (reflector retries, API warnings): into
+	// crimux's log instead of klog's own format on stderr.
+	klog.SetSlogLogger(d.log)
+	agent, err := nodeagent.New(rc, nodeagent.Options{Node: node, StateDir: d.cfg.StateDir, VMs: d.vm, Log: d.log})
+	if err != nil {
+		return nil, "", "", err
+	}
+	return agent, rc.Host, node, nil
+}
+
+// nodeName is the configured node name, else the host name lower-cased,
+// as kubelet derives its own without --hostname-override.
+func nodeName(configured string) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("node name: kubernetes.node_name is empty and the host name unknown: %w", err)
+	}
+	host = strings.ToLower(strings.TrimSpace(host))
+	if host == "" {
+		return "", errors.New("node name: kubernetes.node_name is empty and so is the host name")
+	}
+	return host, nil
+}

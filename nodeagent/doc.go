@@ -1,0 +1,89 @@
+// Package nodeagent is crimux's node agent: inside the crimux daemon, it
+// watches the pods bound to its node (a client-go informer with the field
+// selector spec.nodeName=<node>) and applies the crimux.io/ annotations
+// users set on a VM pod to that pod's VM, through crimux's own VM API
+// (the vmapi server, called in-process). It is off unless [kubernetes]
+// kubeconfig is set in crimux's config.
+//
+// # The annotation contract
+//
+// Requests, set by users (kubectl annotate pod NAME KEY=VALUE):
+//
+//	crimux.io/power-state: Running | Paused | Shutdown | Hibernate
+//	crimux.io/reboot-request: <token>
+//	crimux.io/snapshot-request: <snapshot name>
+//	crimux.io/restore-request: <snapshot name>
+//
+// crimux.io/power-state is declarative (level-triggered): the agent
+// compares it with the VM's power state and calls SetPowerState only when
+// they differ, on every pass (pod changes, and a resync every few
+// minutes), so a VM paused or shut down by other means is brought back to
+// the declared state. Without the annotation the agent never changes the
+// power state. A value that is not one of the four changes nothing and is
+// reported. Values are case-sensitive.
+//
+// The three -request annotations are edge-triggered by value: each
+// distinct value is done exactly once per pod, even across crimux
+// restarts; to reboot again, set a new token (a time stamp will do); to
+// take another snapshot, name a new one. An empty value is no request.
+// Reboots are soft (the ACPI button), becoming a reset if the guest has
+// not restarted after 30 s. The agent keeps, per pod UID, a record under
+// <state_dir>/nodeagent/<uid>.json holding each kind's last value and its
+// phase: "started" is written (atomically, fsynced) before the VM API is
+// called, then "done" or "failed". A value found "started" after a
+// restart (crimux stopped while it was under way) is not done again: it is
+// reported as done, noting that crimux restarted meanwhile. A value
+// already done or failed is reported again only if the pod has no result
+// for it. The record goes when the pod is deleted (or, if that happened
+// while crimux was down, at start-up).
+//
+// One pass over a pod acts in this order: power state, restore, snapshot,
+// reboot. The power state first, because it is the declared state the
+// other actions start from (a reboot needs a running VM: power-state
+// Running with a reboot-request boots the VM, then reboots it). Restore
+// before snapshot, so that a snapshot asked for with a restore captures the
+// restored VM (restore a base, branch off it under a new name) rather than
+// the state being thrown away. Reboot last, so the guest restarts on the
+// disk and state it keeps. A restore returns the VM to the power state of
+// its snapshot; if crimux.io/power-state says otherwise, the next pass
+// (queued at once, with backoff) applies it.
+//
+// Results, written by the agent with a JSON merge patch of the pod's
+// annotations, only when a value would change:
+//
+//	crimux.io/observed-power-state: <the VM's power state after the pass>
+//	crimux.io/power-state-error: <annotation: value: why it was not applied>
+//	crimux.io/reboot-result: <token>: rebooted (soft) | rebooted (hard ...) | failed: <message>
+//	crimux.io/snapshot-result: <name>: created | failed: <message>
+//	crimux.io/restore-result: <name>: restored (<power state>) | failed: <message>
+//
+// observed-power-state is kept current on VM pods carrying any request
+// annotation. power-state-error is removed once the VM is in the declared
+// state (or the annotation is gone). Each action and each refusal is also
+// a Kubernetes Event on the pod (source crimux, reporting controller
+// crimux.io/node-agent, instance the node's name): Normal
+// PowerStateChanged, Rebooted, SnapshotCreated, SnapshotRestored; Warning
+// InvalidPowerState, PowerStateFailed, RebootFailed, SnapshotFailed,
+// RestoreFailed, NotAVM. Events go out once a pass's patch is written; a
+// result reported again after an outage is announced again.
+//
+// Pods without request annotations are never looked at further (no VM API
+// call). A container pod that carries them is told it is not a VM
+// (NotAVM, the errors and results above); a VM pod whose VM does not run
+// yet is retried with backoff.
+//
+// # When the API server is down
+//
+// VMs keep running: the agent acts only on what it reads from the API
+// server and never because it cannot reach it. The informer re-lists when
+// the server is back; failed patches are retried through the workqueue's
+// rate limiter. Because the power state is compared before acting and
+// request values are recorded, nothing is applied twice, and changes made
+// meanwhile are applied once the server answers.
+//
+// Files: agent.go (the informer, the queue, the worker), informer.go
+// (list-watch and event handlers), reconcile.go (one pass over a pod),
+// power.go and requests.go (the two kinds of request), records.go (the
+// per-pod records), sent.go (patches the informer has not shown yet),
+// kube.go (the Kubernetes writes), vms.go (the VM API subset used).
+package nodeagent

@@ -1,0 +1,172 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/crimux/crimux/internal/errdefs"
+	vmv1 "github.com/crimux/crimux/proto/vm/v1"
+)
+
+// reconciler applies one pod's request annotations to its VM and reports
+// the outcome on the pod.
+type reconciler struct {
+	vms     VMService
+	kube    kubeWriter
+	records *recordStore
+	sent    *sentPatches
+	log     *slog.Logger
+	now     func() time.Time
+}
+
+// pass is one reconcile of one pod: what it found and what it reports.
+type pass struct {
+	pod *corev1.Pod
+	ref *vmv1.VMRef
+	log *slog.Logger
+	// annotations are the pod's, as the agent last wrote them.
+	annotations map[string]string
+	// state is the VM's power state, kept current as the pass acts.
+	state vmv1.PowerState
+	// declared is the valid crimux.io/power-state, UNSPECIFIED if none;
+	// powerFailed: applying it failed in this pass.
+	declared    vmv1.PowerState
+	powerFailed bool
+	// changes are the annotations to patch (nil: remove), events what to
+	// announce once they are written.
+	changes map[string]*string
+	events  []event
+}
+
+type event struct{ eventType, reason, message string }
+
+// reconcile runs one pass over pod. again asks for another pass after a
+// backoff though nothing failed: the VM is not there (or not running)
+// yet, or a restore left it in another state than the declared one.
+func (r *reconciler) reconcile(ctx context.Context, pod *corev1.Pod) (again bool, err error) {
+	if !active(pod) || !hasRequests(pod.Annotations) {
+		return false, nil
+	}
+	p := r.newPass(pod)
+	resp, err := r.vms.GetVM(ctx, &vmv1.GetVMRequest{Vm: p.ref})
+	switch {
+	case errdefs.IsNotFound(err):
+		p.log.Debug("node agent: no VM for the pod yet; retrying", "err", err)
+		return true, nil
+	case errors.Is(err, errdefs.ErrFailedPrecondition):
+		r.notAVM(p, err)
+		return false, r.report(ctx, p)
+	case err != nil:
+		return false, fmt.Errorf("get VM of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	p.state = resp.GetVm().GetPowerState()
+	if p.state == vmv1.PowerState_POWER_STATE_UNSPECIFIED {
+		p.log.Debug("node agent: the pod's VM does not run yet; retrying")
+		return true, nil
+	}
+	r.applyPowerState(ctx, p)
+	reqErr := r.applyRequests(ctx, p)
+	if ctx.Err() != nil {
+		// Stopping: a value under way stays started in its record and is
+		// reported by the next crimux; nothing is written now.
+		return false, ctx.Err()
+	}
+	p.observe()
+	if err := r.report(ctx, p); err != nil {
+		return false, errors.Join(reqErr, err)
+	}
+	drifted := p.declared != vmv1.PowerState_POWER_STATE_UNSPECIFIED && p.state != p.declared && !p.powerFailed
+	return drifted, reqErr
+}
+
+// active: the pod may still have a VM to act on (not being deleted, not
+// finished).
+func active(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+}
+
+func (r *reconciler) newPass(pod *corev1.Pod) *pass {
+	return &pass{
+		pod: pod, ref: vmRef(pod),
+		log:         r.log.With("pod", pod.Namespace+"/"+pod.Name, "uid", string(pod.UID)),
+		annotations: r.sent.annotations(pod.UID, pod.ResourceVersion, pod.Annotations),
+		changes:     map[string]*string{},
+	}
+}
+
+// set makes the pod's annotation key say value (nil: be absent) and
+// reports whether that changes it; a later set of the same key overrides
+// an earlier one.
+func (p *pass) set(key string, value *string) bool {
+	cur, ok := p.annotations[key]
+	if value == nil && !ok || value != nil && ok && cur == *value {
+		delete(p.changes, key)
+		return false
+	}
+	p.changes[key] = value
+	return true
+}
+
+// observe reports the VM's power state after the pass (none if the VM
+// does not run).
+func (p *pass) observe() {
+	if name := powerStateName(p.state); name != "" {
+		p.set(AnnotationObservedPowerState, &name)
+	} else {
+		p.set(AnnotationObservedPowerState, nil)
+	}
+}
+
+func (p *pass) event(eventType, reason, message string) {
+	p.events = append(p.events, event{eventType, reason, message})
+}
+
+// notAVM reports, on a container pod carrying request annotations, that
+// they do not apply: the power state's error and each request's result
+// say so, and one NotAVM event when any of them is new. err is the VM
+// API's (FailedPrecondition: the pod is a container pod, or, rarely,
+// several ready VM pods share its name; its message says which).
+func (r *reconciler) notAVM(p *pass, err error) {
+	msg := err.Error()
+	changed := false
+	if value, ok := p.annotations[AnnotationPowerState]; ok {
+		changed = p.set(AnnotationPowerStateError, ptr(fmt.Sprintf("%s: %s: not applied: %s", AnnotationPowerState, value, msg)))
+	}
+	for _, k := range requestKinds {
+		value := p.annotations[k.request]
+		if value != "" && !p.hasResult(k, value) {
+			changed = p.set(k.result, ptr(value+": failed: "+msg)) || changed
+		}
+	}
+	if changed {
+		p.log.Warn("node agent: crimux.io requests on a pod that is not a VM", "err", err)
+		p.event(corev1.EventTypeWarning, ReasonNotAVM, msg)
+	}
+}
+
+// report patches the pass's annotation changes, then records its events.
+// A failed patch fails the pass (retried with backoff) and announces
+// nothing: the retry reports again. A failed event is logged only, as
+// kubelet's recorder drops events it cannot send.
+func (r *reconciler) report(ctx context.Context, p *pass) error {
+	if len(p.changes) > 0 {
+		version, err := r.kube.patchAnnotations(ctx, p.pod, p.changes)
+		if err != nil {
+			return err
+		}
+		r.sent.remember(p.pod.UID, version, p.changes)
+	}
+	for _, e := range p.events {
+		if err := r.kube.recordEvent(ctx, p.pod, e.eventType, e.reason, e.message); err != nil {
+			p.log.Warn("node agent: event not recorded", "reason", e.reason, "err", err)
+		}
+	}
+	return nil
+}
+
+func ptr(s string) *string { return &s }

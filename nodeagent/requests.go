@@ -1,0 +1,161 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	vmv1 "github.com/crimux/crimux/proto/vm/v1"
+)
+
+// interruptedOutcome is the outcome of a value found started: crimux
+// stopped while the VM API call was under way, so whether it took effect
+// is not known, and it is not done again.
+const interruptedOutcome = "done (crimux restarted while it was under way; its outcome was not recorded)"
+
+// requestKind is one edge-triggered request annotation.
+type requestKind struct {
+	// name keys the kind in a pod's record.
+	name            string
+	request, result string
+	// done and failed are the reasons of the events reporting it.
+	done, failed string
+	// act calls the VM API and says what it did.
+	act func(ctx context.Context, r *reconciler, p *pass, value string) (string, error)
+}
+
+// requestKinds, in the order a pass takes them up (doc.go says why).
+var requestKinds = []requestKind{
+	{name: "restore", request: AnnotationRestoreRequest, result: AnnotationRestoreResult,
+		done: ReasonSnapshotRestored, failed: ReasonRestoreFailed, act: restore},
+	{name: "snapshot", request: AnnotationSnapshotRequest, result: AnnotationSnapshotResult,
+		done: ReasonSnapshotCreated, failed: ReasonSnapshotFailed, act: snapshot},
+	{name: "reboot", request: AnnotationRebootRequest, result: AnnotationRebootResult,
+		done: ReasonRebooted, failed: ReasonRebootFailed, act: reboot},
+}
+
+// applyRequests takes up each request whose value is new, once, and
+// reports the outcome of each value. An error means a value could not be
+// recorded as started (so it was not done; the pass is retried) or the
+// agent is stopping.
+func (r *reconciler) applyRequests(ctx context.Context, p *pass) error {
+	var rec *record
+	for _, k := range requestKinds {
+		value := p.annotations[k.request]
+		if value == "" {
+			continue
+		}
+		if rec == nil {
+			loaded, err := r.records.load(p.pod.UID)
+			if err != nil {
+				return err
+			}
+			loaded.Namespace, loaded.Name = p.pod.Namespace, p.pod.Name
+			if loaded.Requests == nil {
+				loaded.Requests = map[string]requestState{}
+			}
+			rec = &loaded
+		}
+		if err := r.applyRequest(ctx, p, k, rec, value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *reconciler) applyRequest(ctx context.Context, p *pass, k requestKind, rec *record, value string) error {
+	if last := rec.Requests[k.name]; last.Value == value {
+		if last.Phase == phaseStarted {
+			last = requestState{Value: value, Phase: phaseDone, Outcome: interruptedOutcome, At: r.now()}
+			rec.Requests[k.name] = last
+			if err := r.records.save(*rec); err != nil {
+				return err
+			}
+			p.log.Warn("node agent: request was under way when crimux stopped; not done again", "request", k.request, "value", value)
+		}
+		p.result(k, last)
+		return nil
+	}
+	// Recorded before the call: whatever happens next, this value is not
+	// taken up again.
+	rec.Requests[k.name] = requestState{Value: value, Phase: phaseStarted, At: r.now()}
+	if err := r.records.save(*rec); err != nil {
+		return fmt.Errorf("%s %q not taken up: %w", k.request, value, err)
+	}
+	outcome, err := k.act(ctx, r, p, value)
+	if ctx.Err() != nil {
+		return ctx.Err() // stopping: left started, reported after the restart
+	}
+	st := requestState{Value: value, Phase: phaseDone, Outcome: outcome, At: r.now()}
+	if err != nil {
+		st.Phase, st.Outcome = phaseFailed, "failed: "+err.Error()
+	}
+	rec.Requests[k.name] = st
+	if err := r.records.save(*rec); err != nil {
+		// Reported all the same; should crimux restart before a later
+		// save, the value is found started and not done again.
+		p.log.Error("node agent: outcome not recorded", "request", k.request, "value", value, "err", err)
+	}
+	p.log.Info("node agent: request taken up", "request", k.request, "value", value, "outcome", st.Outcome)
+	p.result(k, st)
+	return nil
+}
+
+// hasResult reports whether the pod's result annotation of k speaks of
+// value already.
+func (p *pass) hasResult(k requestKind, value string) bool {
+	return strings.HasPrefix(p.annotations[k.result], value+": ")
+}
+
+// result reports a value's outcome as "<value>: <outcome>", and announces
+// it, unless the pod already has a result for that value.
+func (p *pass) result(k requestKind, st requestState) {
+	if p.hasResult(k, st.Value) {
+		return
+	}
+	text := st.Value + ": " + st.Outcome
+	p.set(k.result, &text)
+	eventType, reason := corev1.EventTypeNormal, k.done
+	if st.Phase == phaseFailed {
+		eventType, reason = corev1.EventTypeWarning, k.failed
+	}
+	p.event(eventType, reason, k.request+" "+text)
+}
+
+func reboot(ctx context.Context, r *reconciler, p *pass, _ string) (string, error) {
+	resp, err := r.vms.RebootVM(ctx, &vmv1.RebootVMRequest{Vm: p.ref})
+	switch {
+	case err != nil:
+		return "", err
+	case resp.GetSoftTimedOut():
+		return "rebooted (hard: the guest did not restart within the soft reboot's deadline)", nil
+	case resp.GetMethod() == vmv1.RebootMethod_REBOOT_METHOD_HARD:
+		return "rebooted (hard)", nil
+	}
+	return "rebooted (soft)", nil
+}
+
+func snapshot(ctx context.Context, r *reconciler, p *pass, name string) (string, error) {
+	_, err := r.vms.CreateSnapshot(ctx, &vmv1.CreateSnapshotRequest{
+		Vm: p.ref, SnapshotName: name,
+		Description: fmt.Sprintf("%s on pod %s/%s", AnnotationSnapshotRequest, p.pod.Namespace, p.pod.Name),
+	})
+	if err != nil {
+		return "", err
+	}
+	return "created", nil
+}
+
+func restore(ctx context.Context, r *reconciler, p *pass, name string) (string, error) {
+	resp, err := r.vms.RestoreSnapshot(ctx, &vmv1.RestoreSnapshotRequest{Vm: p.ref, SnapshotName: name})
+	if err != nil {
+		return "", err
+	}
+	p.state = resp.GetState()
+	if name := powerStateName(p.state); name != "" {
+		return "restored (" + name + ")", nil
+	}
+	return "restored", nil
+}
