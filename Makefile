@@ -26,7 +26,7 @@ UNITDIR    ?= $(PREFIX)/lib/systemd/system
 DESTDIR    ?=
 E2E_ENV   := CRIMUX_E2E=1 CRIMUX_BIN=$(BIN)/crimux CRIMUX_CTL=$(BIN)/crimuxctl CRIMUX_TESTBED=$(TESTBED)
 
-.PHONY: all build install host-tools e2e-kubelet run test vet fmt-check unit bed bed-down e2e e2e-guest e2e-vm e2e-vm-net e2e-vm-api e2e-vm-storage chaos critest proto clean
+.PHONY: all build install host-tools e2e-kubelet e2e-cluster run test vet fmt-check unit bed bed-down e2e e2e-guest e2e-vm e2e-vm-net e2e-vm-api e2e-vm-storage chaos critest proto clean
 
 all: build
 
@@ -71,7 +71,7 @@ RUN_FLAGS ?=
 run: build
 	./hack/run.sh $(RUN_FLAGS)
 
-test: vet fmt-check unit e2e e2e-guest e2e-kubelet chaos critest
+test: vet fmt-check unit e2e e2e-guest e2e-kubelet e2e-cluster chaos critest
 
 vet:
 	$(GO) vet ./...
@@ -89,6 +89,7 @@ bed:
 	TESTBED=$(TESTBED) ./test/bed/libvirt-up.sh
 
 bed-down:
+	-TESTBED=$(TESTBED) ./test/cluster/down.sh
 	-TESTBED=$(TESTBED) ./test/bed/libvirt-down.sh
 	TESTBED=$(TESTBED) ./test/bed/down.sh
 
@@ -155,12 +156,24 @@ proto:
 		--go-grpc_out=proto --go-grpc_opt=paths=source_relative \
 		vm/v1/vm.proto
 
-# e2e-kubelet: an unmodified kubelet (test/kubelet: built once per version
-# into $(TESTBED)/kubelet, ~5 min on 2 cores) runs standalone against
-# crimux with a container and a VM static pod (test/e2e/kubelet_test.go).
+# e2e-kubelet: an unmodified kubelet (test/k8s: kubelet, kube-apiserver,
+# kubectl and etcd built once per version into $(TESTBED)/k8s, ~12 min on 2
+# cores) runs standalone against crimux with a container and a VM static
+# pod (test/e2e/kubelet_test.go).
 e2e-kubelet: build bed
-	kubelet=$$(TESTBED=$(TESTBED) ./test/kubelet/build.sh) && \
+	kubelet=$$(TESTBED=$(TESTBED) ./test/k8s/build.sh kubelet) && \
 	$(E2E_ENV) CRIMUX_KUBELET=$$kubelet $(GO) test -race -count=1 -v -timeout 20m -run 'Kubelet' ./test/e2e/
+
+# e2e-cluster: a one-node cluster (test/cluster: etcd and kube-apiserver on
+# loopback, certificates made locally, RuntimeClass vm applied) whose
+# kubelet runs on crimux; kubectl drives VM and container pods
+# (test/e2e/cluster_test.go). The control plane is stopped afterwards,
+# whatever the tests gave.
+e2e-cluster: build bed
+	k8s=$$(TESTBED=$(TESTBED) ./test/k8s/build.sh) && \
+	TESTBED=$(TESTBED) ./test/cluster/up.sh && \
+	{ $(E2E_ENV) CRIMUX_K8S=$$k8s $(GO) test -race -count=1 -v -timeout 30m -run 'Cluster' ./test/e2e/; \
+	  rc=$$?; TESTBED=$(TESTBED) ./test/cluster/down.sh; exit $$rc; }
 
 # critest: the CRI validation suite twice in one run, against containerd
 # directly and through crimux in front of the same containerd; the last two

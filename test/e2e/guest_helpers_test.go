@@ -127,10 +127,17 @@ func (l *eventLog) of(id string) []string {
 // console and reads it until want shows (or the timeout).
 func attachUntil(t *testing.T, c *crimux, ctrID, input, want string, timeout time.Duration) {
 	t.Helper()
+	streamUntil(t, timeout, input, want, filepath.Join(bed.testbed, "bin", "crictl"), "--runtime-endpoint", c.endpoint, "attach", "-i", ctrID)
+}
+
+// streamUntil runs a streaming client (crictl or kubectl attach), types
+// input into its stdin every two seconds and reads its stdout until want
+// shows (or the timeout).
+func streamUntil(t *testing.T, timeout time.Duration, input, want, bin string, args ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	full := []string{"--runtime-endpoint", c.endpoint, "attach", "-i", ctrID}
-	cmd := exec.CommandContext(ctx, filepath.Join(bed.testbed, "bin", "crictl"), full...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -157,19 +164,20 @@ func attachUntil(t *testing.T, c *crimux, ctrID, input, want string, timeout tim
 			}
 		}
 	}()
+	name := filepath.Base(bin) + " attach"
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	for {
 		select {
 		case got := <-found:
 			if !strings.Contains(got, want) {
-				t.Fatalf("crictl attach: %q never showed; the console gave %q", want, got)
+				t.Fatalf("%s: %q never showed; the stream gave %q", name, want, got)
 			}
 			return
 		case <-tick.C:
 			_, _ = io.WriteString(stdin, input) // until the console answers
 		case <-ctx.Done():
-			t.Fatalf("crictl attach: %q did not show within %v", want, timeout)
+			t.Fatalf("%s: %q did not show within %v", name, want, timeout)
 		}
 	}
 }

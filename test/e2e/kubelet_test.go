@@ -100,6 +100,19 @@ const kubeletConfigDir = "/var/lib/crimux-kubelet-e2e-config"
 // and kubelet shows why.
 var smallVMManifest = vmManifestOf("kl-vm-small", "128Mi")
 
+// kubeletConfigNoEviction ends every test kubelet's configuration:
+// eviction and image GC out of the way (images cannot be pulled again from
+// outside, and the bed's disk may be full of other things).
+const kubeletConfigNoEviction = `evictionHard:
+  memory.available: "1Mi"
+  nodefs.available: "1%%"
+  nodefs.inodesFree: "1%%"
+  imagefs.available: "1%%"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+localStorageCapacityIsolation: false
+`
+
 // kubeletConfig is the standalone KubeletConfiguration of TESTBED.md:
 // crimux as the runtime, cgroupfs under a root of its own, no negative
 // oom_score_adj, no node registration, eviction and image GC out of the
@@ -128,15 +141,7 @@ authentication:
     enabled: false
 authorization:
   mode: AlwaysAllow
-evictionHard:
-  memory.available: "1Mi"
-  nodefs.available: "1%%"
-  nodefs.inodesFree: "1%%"
-  imagefs.available: "1%%"
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-localStorageCapacityIsolation: false
-`
+` + kubeletConfigNoEviction
 
 // kubeletRun is one standalone kubelet of a test.
 type kubeletRun struct {
@@ -297,13 +302,7 @@ func TestKubeletMixedPods(t *testing.T) {
 		}
 		return err
 	})
-	// kubelet removes a stopped sandbox on its once-a-minute cleanup.
-	testutil.Eventually(t, 3*time.Minute, "both sandboxes removed", func() error {
-		if out := c.crictl("pods", "--namespace", kubeletNamespace, "-q"); out != "" {
-			return fmt.Errorf("crictl pods: %s", out)
-		}
-		return nil
-	})
+	waitSandboxesGone(t, c, kubeletNamespace)
 	if out := virsh(t, "list", "--all", "--name"); strings.Contains(out, domain) {
 		t.Fatalf("domain %s still defined after the pod's removal", domain)
 	}
@@ -321,7 +320,30 @@ func TestKubeletMixedPods(t *testing.T) {
 	}
 }
 
+// kubeletSetup is what differs between the standalone kubelet and a
+// cluster's: its KubeletConfiguration (rendered once its directory and
+// port are known), extra flags, and when it counts as up.
+type kubeletSetup struct {
+	config func(k *kubeletRun) string
+	args   []string
+	ready  func(k *kubeletRun) error
+}
+
+// startKubelet starts a standalone kubelet (TESTBED.md: kubeletConfig)
+// against crimux at endpoint; it is up once it serves /pods.
 func startKubelet(t *testing.T, bin, endpoint string) *kubeletRun {
+	t.Helper()
+	return startKubeletWith(t, bin, kubeletSetup{
+		config: func(k *kubeletRun) string {
+			return fmt.Sprintf(kubeletConfig, endpoint, kubeletCgroup, k.manifests, k.port,
+				filepath.Join(k.dir, "logs"), filepath.Join(k.dir, "volume-plugins"))
+		},
+		ready: func(k *kubeletRun) error { _, err := k.pods(); return err },
+	})
+}
+
+// startKubeletWith starts kubelet as setup says and waits until it is up.
+func startKubeletWith(t *testing.T, bin string, setup kubeletSetup) *kubeletRun {
 	t.Helper()
 	dir, err := os.MkdirTemp("/var/lib", "crimux-kubelet-e2e-")
 	if err != nil {
@@ -335,8 +357,7 @@ func startKubelet(t *testing.T, bin, endpoint string) *kubeletRun {
 			t.Fatal(err)
 		}
 	}
-	cfg := fmt.Sprintf(kubeletConfig, endpoint, kubeletCgroup, k.manifests, k.port, filepath.Join(dir, "logs"), filepath.Join(dir, "volume-plugins"))
-	if err := os.WriteFile(filepath.Join(dir, "kubelet.yaml"), []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "kubelet.yaml"), []byte(setup.config(k)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	logFile, err := os.Create(k.logPath)
@@ -349,9 +370,9 @@ func startKubelet(t *testing.T, bin, endpoint string) *kubeletRun {
 	if _, err := os.Stat("/var/lib/kubelet"); os.IsNotExist(err) {
 		t.Cleanup(func() { os.RemoveAll("/var/lib/kubelet") })
 	}
-	k.cmd = exec.Command("nice", "-n", "10", bin, "--config", filepath.Join(dir, "kubelet.yaml"),
+	k.cmd = exec.Command("nice", append([]string{"-n", "10", bin, "--config", filepath.Join(dir, "kubelet.yaml"),
 		"--root-dir", filepath.Join(dir, "root"), "--cert-dir", filepath.Join(dir, "pki"),
-		"--hostname-override", kubeletNode, "--v=2")
+		"--hostname-override", kubeletNode, "--v=2"}, setup.args...)...)
 	// Run kubelet in its own directory: it removes entries of its working
 	// directory (seen: every file of test/e2e vanished while it ran there).
 	k.cmd.Dir = dir
@@ -368,8 +389,8 @@ func startKubelet(t *testing.T, bin, endpoint string) *kubeletRun {
 			t.Logf("kubelet log (errors and the last lines):\n%s", kubeletLogDigest(string(b)))
 		}
 	})
-	testutil.Eventually(t, 60*time.Second, "kubelet serving /pods", func() error {
-		_, err := k.pods()
+	testutil.Eventually(t, 90*time.Second, "kubelet up", func() error {
+		err := setup.ready(k)
 		if err != nil && k.cmd.ProcessState != nil {
 			t.Fatalf("kubelet exited: %v", k.cmd.ProcessState)
 		}
@@ -740,4 +761,16 @@ func checkVMVolumes(t *testing.T, c *daemonRun, k *kubeletRun, vmID string) {
 		return nil
 	})
 	t.Log("the emptyDir and the read-only directory reach the guest; the guest's write and the host's change both show")
+}
+
+// waitSandboxesGone waits until crimux holds no sandbox of namespace:
+// kubelet removes a stopped sandbox on its once-a-minute cleanup.
+func waitSandboxesGone(t *testing.T, c *daemonRun, namespace string) {
+	t.Helper()
+	testutil.Eventually(t, 3*time.Minute, "the pods' sandboxes removed", func() error {
+		if out := c.crictl("pods", "--namespace", namespace, "-q"); out != "" {
+			return fmt.Errorf("crictl pods: %s", out)
+		}
+		return nil
+	})
 }

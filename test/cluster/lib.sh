@@ -1,0 +1,19 @@
+# shellcheck shell=bash disable=SC2034 # the variables are used by the scripts that source this
+# The test bed cluster's settings (sourced after test/bed/lib.sh): one etcd
+# and one kube-apiserver on loopback, their certificates and data under
+# $LIB_DIR/cluster, pids and logs in $RUN_DIR. The e2e tests read the same
+# paths (test/e2e/cluster_helpers_test.go).
+CLUSTER_DIR=$LIB_DIR/cluster
+CLUSTER_PKI=$CLUSTER_DIR/pki
+CLUSTER_NODE=crimux-e2e-node
+ETCD_DATA=$CLUSTER_DIR/etcd
+ETCD_URL=http://127.0.0.1:23790
+ETCD_PEER_URL=http://127.0.0.1:23800
+ETCD_PID=$RUN_DIR/etcd.pid
+ETCD_LOG=$RUN_DIR/etcd.log
+APISERVER_PORT=16443
+APISERVER_URL=https://127.0.0.1:$APISERVER_PORT
+APISERVER_PID=$RUN_DIR/kube-apiserver.pid
+APISERVER_LOG=$RUN_DIR/kube-apiserver.log
+ADMIN_KUBECONFIG=$CLUSTER_PKI/admin.kubeconfig
+SERVICE_CIDR=10.96.0.0/16

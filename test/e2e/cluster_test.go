@@ -1,0 +1,282 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crimux/crimux/internal/testutil"
+)
+
+// clusterVMPod is the Debian guest as a VM pod the way a cluster user
+// writes it: runtimeClassName vm (the RuntimeClass of
+// systemd/runtimeclass-vm.yaml, with its 256Mi overhead), a CPU and memory
+// limit (the VM's size), an SSH key for cloud-init, stdin so that kubectl
+// attach -i reaches the serial console, and an exec liveness probe (run by
+// the guest agent; while the user keeps the VM off it errors, and kubelet
+// discards an errored probe: no restart).
+const clusterVMPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: vm
+  namespace: ` + clusterNamespace + `
+  annotations:
+    crimux.io/ssh-authorized-keys: %q
+spec:
+  nodeName: ` + kubeletNode + `
+  runtimeClassName: vm
+  containers:
+  - name: vm
+    image: ` + debianImage + `
+    imagePullPolicy: IfNotPresent
+    stdin: true
+    resources:
+      limits: {cpu: "1", memory: 1Gi}
+    livenessProbe:
+      exec: {command: ["true"]}
+      periodSeconds: 5
+      timeoutSeconds: 30
+      failureThreshold: 3
+`
+
+// clusterCtrPod is an ordinary container pod beside it.
+const clusterCtrPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: ctr
+  namespace: ` + clusterNamespace + `
+spec:
+  nodeName: ` + kubeletNode + `
+  containers:
+  - name: echo
+    image: ` + kubeletCtrImage + `
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "echo ` + ctrMarker + `; exec sleep 100000"]
+`
+
+// TestClusterVMPods (issue 16; make e2e-cluster): with kubectl against the
+// test bed's API server, a VM pod (runtimeClassName: vm, the Debian guest)
+// and a container pod reach Running on a kubelet whose runtime is crimux;
+// the RuntimeClass overhead reaches the pod's memory cgroup; kubectl get
+// -o wide shows the VM's pod IP; kubectl logs shows its console, kubectl
+// exec runs in the guest (through its agent), kubectl port-forward reaches
+// its sshd and kubectl attach its console; the node agent applies power
+// states, snapshots, restores and reboots from annotations and rides out
+// an API server outage; kubectl delete leaves no domain, disk, network
+// namespace, cgroup or IP.
+func TestClusterVMPods(t *testing.T) {
+	k8s := k8sDir(t)
+	requireVM(t)
+	wrapper := installKubeletWrapper(t)
+	prepareKubeletCgroups(t)
+	c := startDaemon(t, fmt.Sprintf("[libvirt]\nemulator = %q\nplacement_socket = %q\n[kubernetes]\nkubeconfig = %q\nnode_name = %q\n",
+		wrapper, kubeletPlacementSocket, filepath.Join(clusterPKI, "crimux.kubeconfig"), kubeletNode), nil, "--vm-accel", "tcg")
+	t.Cleanup(func() { removeClusterPods(c) })
+	if out, err := c.crictlTimeout(10*time.Minute, "pull", debianImage); err != nil {
+		t.Fatalf("crictl pull %s: %v\n%s", debianImage, err, out)
+	}
+	startClusterKubelet(t, k8s, c.endpoint)
+	clusterNamespaceFor(t, k8s)
+	_, pub := sshKey(t)
+	kubectlApply(t, k8s, fmt.Sprintf(clusterVMPod, pub))
+	kubectlApply(t, k8s, clusterCtrPod)
+
+	var vmID, ctrID string
+	var vm clusterPod
+	testutil.Eventually(t, 10*time.Minute, "both pods Running", func() error {
+		var err error
+		if vm, err = getPod(k8s, "vm"); err != nil {
+			return err
+		}
+		if vmID, _, err = vm.runningID(); err != nil {
+			return fmt.Errorf("vm: %w", err)
+		}
+		ctr, err := getPod(k8s, "ctr")
+		if err == nil {
+			if ctrID, _, err = ctr.runningID(); err != nil {
+				err = fmt.Errorf("ctr: %w", err)
+			}
+		}
+		return err
+	})
+	t.Logf("kubelet runs VM %s and container %s", vmID, ctrID)
+	if !strings.HasPrefix(vmID, "vm--") || strings.HasPrefix(ctrID, "vm--") {
+		t.Fatalf("container IDs %s (VM pod) and %s (container pod): runtimeClassName vm did not select the VM runtime", vmID, ctrID)
+	}
+	checkPodOverhead(t, vm)
+	wide := kubectl(t, k8s, "-n", clusterNamespace, "get", "pod", "vm", "-o", "wide")
+	if vm.Status.PodIP == "" || !strings.HasPrefix(vm.Status.PodIP, "10.88.77.") || !strings.Contains(wide, vm.Status.PodIP) {
+		t.Fatalf("kubectl get pod vm -o wide does not show the VM's pod IP %q:\n%s", vm.Status.PodIP, wide)
+	}
+
+	// exec through the guest agent (up once systemd started it).
+	testutil.Eventually(t, guestBootTimeout, "kubectl exec reaching the guest agent", func() error {
+		out, err := kubectlErr(k8s, "-n", clusterNamespace, "exec", "vm", "--", "cat", "/etc/os-release")
+		if err == nil && !strings.Contains(out, "Debian") {
+			err = fmt.Errorf("os-release %q", out)
+		}
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+	if out, err := kubectlErr(k8s, "-n", clusterNamespace, "exec", "vm", "--", "sh", "-c", "echo out; exit 3"); exitCode(err) != 3 || !strings.HasPrefix(out, "out") {
+		t.Fatalf("kubectl exec sh -c 'exit 3': %v, %q; want exit code 3 and its output", err, out)
+	}
+	if logs := kubectl(t, k8s, "-n", clusterNamespace, "logs", "vm"); !strings.Contains(logs, "Debian GNU/Linux 12") {
+		t.Fatalf("kubectl logs vm lacks the console's boot banner:\n%s", tail(logs, 30))
+	}
+	if logs := kubectl(t, k8s, "-n", clusterNamespace, "logs", "ctr"); !strings.Contains(logs, ctrMarker) {
+		t.Fatalf("kubectl logs ctr = %q, want %s", logs, ctrMarker)
+	}
+	requireSSHBanner(t, kubectlPortForward(t, k8s, "vm", 22))
+	streamUntil(t, time.Minute, "\n", "login:", filepath.Join(k8s, "kubectl"),
+		"--kubeconfig", filepath.Join(clusterPKI, "admin.kubeconfig"), "-n", clusterNamespace, "attach", "-i", "vm")
+
+	// The node agent: power state, snapshots and reboots from annotations.
+	v := vmPodRef{k8s: k8s, name: "vm", uid: vm.Metadata.UID, ctrID: vmID}
+	checkPowerStatesByAnnotation(t, v)
+	checkSnapshotByAnnotation(t, v)
+	checkRebootOnceAcrossRestart(t, c, v)
+	checkAPIServerOutage(t, c, v)
+
+	requireDeleteLeavesNothing(t, c, k8s, vm, vmID)
+}
+
+// checkPodOverhead: the RuntimeClass overhead (256Mi) reached the pod's
+// memory cgroup, which kubelet sizes as the container's limit plus it.
+func checkPodOverhead(t *testing.T, vm clusterPod) {
+	t.Helper()
+	path := filepath.Join("/sys/fs/cgroup/memory", kubeletCgroup, "kubepods", "pod"+vm.Metadata.UID, "memory.limit_in_bytes")
+	if vm.Status.QOSClass != "Guaranteed" {
+		path = filepath.Join("/sys/fs/cgroup/memory", kubeletCgroup, "kubepods", strings.ToLower(vm.Status.QOSClass), "pod"+vm.Metadata.UID, "memory.limit_in_bytes")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the VM pod's memory cgroup: %v", err)
+	}
+	if got, want := strings.TrimSpace(string(b)), strconv.Itoa(1<<30+256<<20); got != want {
+		t.Fatalf("%s = %s, want %s (1Gi limit + the RuntimeClass's 256Mi overhead)", path, got, want)
+	}
+}
+
+// kubectlPortForward runs kubectl port-forward to the pod's port until the
+// test ends and returns the local port kubectl chose.
+func kubectlPortForward(t *testing.T, k8s, pod string, port int) int {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, filepath.Join(k8s, "kubectl"), "--kubeconfig", filepath.Join(clusterPKI, "admin.kubeconfig"),
+		"-n", clusterNamespace, "port-forward", "--address", "127.0.0.1", "pod/"+pod, fmt.Sprintf(":%d", port))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	re := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) ->`)
+	lines := make(chan string)
+	go func() {
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			lines <- s.Text()
+		}
+		close(lines)
+	}()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("kubectl port-forward exited before forwarding")
+			}
+			if m := re.FindStringSubmatch(l); m != nil {
+				go func() { // keep draining kubectl's "Handling connection" lines
+					for range lines {
+					}
+				}()
+				p, _ := strconv.Atoi(m[1])
+				return p
+			}
+		case <-timeout:
+			t.Fatal("kubectl port-forward: no local port within 30s")
+		}
+	}
+}
+
+// requireSSHBanner: the guest's sshd greets through the forwarded port.
+func requireSSHBanner(t *testing.T, local int) {
+	t.Helper()
+	testutil.Eventually(t, 2*time.Minute, "sshd's banner through kubectl port-forward", func() error {
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", local), 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		if !strings.HasPrefix(line, "SSH-2.0-") {
+			return fmt.Errorf("read %q: %v", line, err)
+		}
+		return nil
+	})
+}
+
+// requireDeleteLeavesNothing: kubectl delete of both pods removes them from
+// the API server, and crimux holds no sandbox, domain, VM or pod directory,
+// network namespace, pod cgroup or IP of them.
+func requireDeleteLeavesNothing(t *testing.T, c *daemonRun, k8s string, vm clusterPod, vmID string) {
+	t.Helper()
+	domain := domainOf(vmID)
+	vmSandbox := c.crictl("pods", "--namespace", clusterNamespace, "--name", "vm", "-q")
+	net := snapshotPodNet(t, c.crimux, vmSandbox)
+	kubectl(t, k8s, "-n", clusterNamespace, "delete", "pod", "vm", "ctr", "--timeout", "5m")
+	waitSandboxesGone(t, c, clusterNamespace)
+	if out := virsh(t, "list", "--all", "--name"); strings.Contains(out, domain) {
+		t.Fatalf("domain %s still defined after kubectl delete", domain)
+	}
+	for _, glob := range []string{"vms/*", "pods/*"} {
+		if left, _ := filepath.Glob(filepath.Join(c.stateDir, glob)); len(left) > 0 {
+			t.Fatalf("left in crimux's state dir after kubectl delete: %v", left)
+		}
+	}
+	net.assertReleased(t, "after kubectl delete")
+	for _, d := range cgroupDirs(filepath.Join(kubeletCgroup, "kubepods")) {
+		for _, pattern := range []string{"pod" + vm.Metadata.UID, "*/pod" + vm.Metadata.UID} {
+			if left, _ := filepath.Glob(filepath.Join(d, pattern)); len(left) > 0 {
+				t.Fatalf("pod cgroup left after kubectl delete: %v", left)
+			}
+		}
+	}
+}
+
+// removeClusterPods removes, through crimux, whatever pods of the cluster
+// tests a failed run left behind.
+func removeClusterPods(c *daemonRun) {
+	out, _ := c.crictlErr("pods", "--namespace", clusterNamespace, "-q")
+	for _, id := range strings.Fields(out) {
+		_, _ = c.crictlErr("rmp", "-f", id)
+	}
+}
+
+// exitCode is a command's exit status (-1 if it did not exit normally, 0
+// without an error).
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	return -1
+}
