@@ -90,6 +90,20 @@ if id libvirt-qemu >/dev/null 2>&1; then
 		die "$WRAPPER is not executable by libvirt-qemu (check the modes of its directories)"
 fi
 
+# --- /dev/kvm: the group udev would give it -------------------------------------
+# Without udev, /dev/kvm keeps the gid the machine was made with, which on a
+# fresh test machine can name another group here (seen: ssl-cert, after the
+# kvm group was made by our apt-get). libvirt then finds KVM in qemu's probe
+# (run as root) but not usable by the qemu user, calls its cached
+# capabilities outdated on every lookup and probes qemu again: 6-10 s per
+# libvirt call, 100 s per VM CreateContainer. Debian's udev rules make it
+# root:kvm 0660; so do we.
+if [ -c /dev/kvm ] && getent group kvm >/dev/null && [ "$(stat -c %G /dev/kvm)" != kvm ]; then
+	was=$(stat -c %G /dev/kvm)
+	chgrp kvm /dev/kvm && chmod 0660 /dev/kvm
+	echo "$SCRIPT: /dev/kvm was group $was; now root:kvm 0660, as udev makes it"
+fi
+
 # --- daemons -------------------------------------------------------------------
 libvirt_answers() {
 	timeout 10 virsh -c "$LIBVIRT_URI" version >/dev/null 2>&1
