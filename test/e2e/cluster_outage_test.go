@@ -78,7 +78,7 @@ func eventReasons(t *testing.T, v vmPodRef) map[string]int {
 	return counts
 }
 
-// stopAPIServer stops the test bed's kube-apiserver (etcd keeps running).
+// stopAPIServer kills the test bed's kube-apiserver (etcd keeps running).
 func stopAPIServer(t *testing.T) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(bed.runDir, "kube-apiserver.pid")) // test/cluster/lib.sh
@@ -89,7 +89,9 @@ func stopAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kube-apiserver's pid file: %v", err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+	// SIGKILL, as a crash or a node losing its control plane would: a
+	// SIGTERM makes kube-apiserver drain its requests for up to a minute.
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("stop kube-apiserver %d: %v", pid, err)
 	}
 	testutil.Eventually(t, time.Minute, "kube-apiserver gone", func() error {

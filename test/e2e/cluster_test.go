@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -138,7 +139,7 @@ func TestClusterVMPods(t *testing.T) {
 	if logs := kubectl(t, k8s, "-n", clusterNamespace, "logs", "ctr"); !strings.Contains(logs, ctrMarker) {
 		t.Fatalf("kubectl logs ctr = %q, want %s", logs, ctrMarker)
 	}
-	requireSSHBanner(t, kubectlPortForward(t, k8s, "vm", 22))
+	requireSSHBanner(t, k8s, "vm")
 	streamUntil(t, time.Minute, "\n", "login:", filepath.Join(k8s, "kubectl"),
 		"--kubeconfig", filepath.Join(clusterPKI, "admin.kubeconfig"), "-n", clusterNamespace, "attach", "-i", "vm")
 
@@ -169,21 +170,22 @@ func checkPodOverhead(t *testing.T, vm clusterPod) {
 	}
 }
 
-// kubectlPortForward runs kubectl port-forward to the pod's port until the
-// test ends and returns the local port kubectl chose.
-func kubectlPortForward(t *testing.T, k8s, pod string, port int) int {
-	t.Helper()
+// kubectlPortForward runs kubectl port-forward to the pod's port and
+// returns the local port kubectl chose and what stops it.
+func kubectlPortForward(k8s, pod string, port int) (local int, stop func(), err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, filepath.Join(k8s, "kubectl"), "--kubeconfig", filepath.Join(clusterPKI, "admin.kubeconfig"),
 		"-n", clusterNamespace, "port-forward", "--address", "127.0.0.1", "pod/"+pod, fmt.Sprintf(":%d", port))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		cancel()
+		return 0, nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		cancel()
+		return 0, nil, err
 	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	stop = func() { cancel(); _ = cmd.Wait() }
 	re := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) ->`)
 	lines := make(chan string)
 	go func() {
@@ -198,7 +200,8 @@ func kubectlPortForward(t *testing.T, k8s, pod string, port int) int {
 		select {
 		case l, ok := <-lines:
 			if !ok {
-				t.Fatal("kubectl port-forward exited before forwarding")
+				stop()
+				return 0, nil, errors.New("kubectl port-forward exited before forwarding")
 			}
 			if m := re.FindStringSubmatch(l); m != nil {
 				go func() { // keep draining kubectl's "Handling connection" lines
@@ -206,18 +209,27 @@ func kubectlPortForward(t *testing.T, k8s, pod string, port int) int {
 					}
 				}()
 				p, _ := strconv.Atoi(m[1])
-				return p
+				return p, stop, nil
 			}
 		case <-timeout:
-			t.Fatal("kubectl port-forward: no local port within 30s")
+			stop()
+			return 0, nil, errors.New("kubectl port-forward: no local port within 30s")
 		}
 	}
 }
 
-// requireSSHBanner: the guest's sshd greets through the forwarded port.
-func requireSSHBanner(t *testing.T, local int) {
+// requireSSHBanner: the guest's sshd greets through kubectl port-forward.
+// sshd may start after the guest agent (cloud-init makes its host keys
+// first), and kubectl port-forward exits once a connection to the pod is
+// refused, so each attempt runs a port-forward of its own.
+func requireSSHBanner(t *testing.T, k8s, pod string) {
 	t.Helper()
-	testutil.Eventually(t, 2*time.Minute, "sshd's banner through kubectl port-forward", func() error {
+	testutil.Eventually(t, 3*time.Minute, "sshd's banner through kubectl port-forward", func() error {
+		local, stop, err := kubectlPortForward(k8s, pod, 22)
+		if err != nil {
+			return err
+		}
+		defer stop()
 		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", local), 5*time.Second)
 		if err != nil {
 			return err
