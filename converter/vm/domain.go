@@ -49,6 +49,9 @@ func DomainXML(spec Spec) (string, error) {
 	return d.Marshal()
 }
 
+// TCGCacheMiB bounds qemu's TCG translation cache (tb-cache).
+const TCGCacheMiB = 128
+
 // configureCompute sets the accelerator, vCPUs and memory. libvirt's
 // domain type "qemu" is TCG: software emulation, for hosts whose KVM is
 // absent or broken (nested guests).
@@ -74,6 +77,13 @@ func configureCompute(s Spec, d *libvirtxml.Domain) error {
 		}
 	}
 	d.Features = &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}}
+	if s.Accel == AccelTCG {
+		// qemu's TCG translation cache defaults to 1 GiB, touched as the
+		// guest runs new code: a Debian guest took qemu's RSS 1 GiB over
+		// its RAM within a minute of an SSH login and the pod's cgroup
+		// OOM-killed it. Bounded, it fits in memory_overhead_mib.
+		d.Features.TCG = &libvirtxml.DomainFeatureTCG{TBCache: &libvirtxml.DomainFeatureTCGTBCache{Size: TCGCacheMiB, Unit: "MiB"}}
+	}
 	// A guest power-off or crash is the container exiting: the domain
 	// stays defined so crimux can report the exit and kubelet decides.
 	d.OnPoweroff, d.OnReboot, d.OnCrash = "destroy", "restart", "destroy"
