@@ -29,8 +29,9 @@
 // Reboots are soft (the ACPI button), becoming a reset if the guest has
 // not restarted after 30 s. The agent keeps, per pod UID, a record under
 // <state_dir>/nodeagent/<uid>.json holding each kind's last value and its
-// phase: "started" is written (atomically, fsynced) before the VM API is
-// called, then "done" or "failed". A value found "started" after a
+// phase: "started" is written (atomically, fsynced) when the VM API is
+// about to act — its checks passed, libvirt not asked yet
+// (vmtypes.WithBeforeAct) — then "done" or "failed". A value found "started" after a
 // restart (crimux stopped while it was under way) is not done again: it is
 // reported as done, noting that crimux restarted meanwhile. A value
 // already done or failed is reported again only if the pod has no result

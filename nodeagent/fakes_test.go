@@ -18,6 +18,7 @@ import (
 
 	"github.com/crimux/crimux/internal/errdefs"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
+	"github.com/crimux/crimux/vmtypes"
 )
 
 // fakeVMs is the VM API of one VM in memory. It records its calls as
@@ -35,6 +36,9 @@ type fakeVMs struct {
 	// during, if set, runs inside each action (not GetVM), before it
 	// answers.
 	during func()
+	// refuse, if set, fails each action before it would act (its checks:
+	// the VM not running, say), so the before-act hook never runs.
+	refuse error
 }
 
 func newFakeVMs(state vmv1.PowerState) *fakeVMs {
@@ -42,12 +46,24 @@ func newFakeVMs(state vmv1.PowerState) *fakeVMs {
 		reboot: &vmv1.RebootVMResponse{Method: vmv1.RebootMethod_REBOOT_METHOD_SOFT}}
 }
 
+// call records a call; an action (not GetVM) calls the caller's
+// before-act hook first, as the VM API does once its checks pass, then
+// during.
 func (f *fakeVMs) call(ctx context.Context, format string, args ...any) error {
 	f.mu.Lock()
 	f.calls = append(f.calls, fmt.Sprintf(format, args...))
-	during := f.during
+	during, refuse := f.during, f.refuse
 	f.mu.Unlock()
-	if during != nil && format != "GetVM" {
+	if format == "GetVM" {
+		return ctx.Err()
+	}
+	if refuse != nil {
+		return refuse
+	}
+	if err := vmtypes.BeforeAct(ctx); err != nil {
+		return err
+	}
+	if during != nil {
 		during()
 	}
 	return ctx.Err()

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
+	"github.com/crimux/crimux/vmtypes"
 )
 
 // interruptedOutcome is the outcome of a value found started: crimux
@@ -78,15 +79,24 @@ func (r *reconciler) applyRequest(ctx context.Context, p *pass, k requestKind, r
 		p.result(k, last)
 		return nil
 	}
-	// Recorded before the call: whatever happens next, this value is not
-	// taken up again.
-	rec.Requests[k.name] = requestState{Value: value, Phase: phaseStarted, At: r.now()}
-	if err := r.records.save(*rec); err != nil {
-		return fmt.Errorf("%s %q not taken up: %w", k.request, value, err)
-	}
-	outcome, err := k.act(ctx, r, p, value)
-	if ctx.Err() != nil {
-		return ctx.Err() // stopping: left started, reported after the restart
+	// Recorded started as the VM API is about to act (after its checks,
+	// just before libvirt is asked): whatever happens next, this value is
+	// not taken up again, and a crash leaves it started only if the action
+	// was, at most, just requested.
+	var saveErr error
+	actCtx := vmtypes.WithBeforeAct(ctx, func() error {
+		rec.Requests[k.name] = requestState{Value: value, Phase: phaseStarted, At: r.now()}
+		if saveErr = r.records.save(*rec); saveErr != nil {
+			return fmt.Errorf("%s %q not taken up: %w", k.request, value, saveErr)
+		}
+		return nil
+	})
+	outcome, err := k.act(actCtx, r, p, value)
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err() // stopping: left started (if it got so far), reported after the restart
+	case saveErr != nil:
+		return err // not done: the pass is retried
 	}
 	st := requestState{Value: value, Phase: phaseDone, Outcome: outcome, At: r.now()}
 	if err != nil {

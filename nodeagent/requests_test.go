@@ -240,3 +240,14 @@ func TestEmptyRequestValueIsNoRequest(t *testing.T) {
 		t.Errorf("patches = %v, want observed-power-state alone", patches)
 	}
 }
+
+// The value is recorded started only once the VM API is about to act: a
+// request refused by its checks is recorded failed, never started.
+func TestStartedOnlyWhenAboutToAct(t *testing.T) {
+	h := newHarness(t, running, map[string]string{AnnotationRebootRequest: "t1"})
+	h.vms.refuse = errors.New("the VM is Paused: a reboot needs a running VM")
+	h.pass()
+	if rec, _ := h.rec.records.load(h.pod.UID); rec.Requests["reboot"].Phase != phaseFailed {
+		t.Fatalf("record = %+v, want t1 failed (never started)", rec)
+	}
+}

@@ -1,6 +1,8 @@
 package vmtypes
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -85,5 +87,16 @@ func TestPowerState(t *testing.T) {
 				t.Errorf("%q.GuestOff() = %v, want %v", tc.p, got, tc.guestOff)
 			}
 		})
+	}
+}
+
+func TestBeforeAct(t *testing.T) {
+	if err := BeforeAct(context.Background()); err != nil {
+		t.Fatalf("BeforeAct without a hook: %v", err)
+	}
+	calls := 0
+	ctx := WithBeforeAct(context.Background(), func() error { calls++; return errors.New("record not written") })
+	if err := BeforeAct(ctx); err == nil || calls != 1 {
+		t.Fatalf("BeforeAct = %v after %d calls; want the hook's error, once", err, calls)
 	}
 }

@@ -32,6 +32,9 @@ func (r *Ops) RebootVM(ctx context.Context, id string, hard bool, timeout time.D
 			c.Power(), op.View.State, errdefs.ErrFailedPrecondition)
 	}
 	if hard {
+		if err := vmtypes.BeforeAct(ctx); err != nil {
+			return vmtypes.RebootResult{}, err
+		}
 		return vmtypes.RebootResult{Hard: true}, r.resetVM(l, dom, c)
 	}
 	rebooted, err := r.softReboot(ctx, l, dom, c, timeout)
@@ -56,6 +59,9 @@ func (r *Ops) softReboot(ctx context.Context, l virt.Libvirt, dom virt.Domain, c
 		return false, err
 	}
 	defer cancel()
+	if err := vmtypes.BeforeAct(ctx); err != nil {
+		return false, err
+	}
 	if err := l.Reboot(dom); err != nil {
 		r.Log.Warn("soft reboot refused; resetting", "container", c.ID, "err", err)
 		return false, nil

@@ -46,6 +46,9 @@ func (r *Ops) CreateSnapshot(ctx context.Context, id, name, description string) 
 	if err != nil {
 		return vmtypes.SnapshotInfo{}, err
 	}
+	if err := vmtypes.BeforeAct(ctx); err != nil {
+		return vmtypes.SnapshotInfo{}, err
+	}
 	snap, err := l.CreateSnapshot(dom, doc)
 	if err != nil {
 		return vmtypes.SnapshotInfo{}, fmt.Errorf("snapshot %q of domain %s: %w", name, c.Domain, err)
@@ -86,6 +89,9 @@ func (r *Ops) RestoreSnapshot(ctx context.Context, id, name string) (vmtypes.Pow
 	}
 	info, err := snapshotInfo(l, snap, name)
 	if err != nil {
+		return "", err
+	}
+	if err := vmtypes.BeforeAct(ctx); err != nil {
 		return "", err
 	}
 	prev, target := core.PowerStateOf(op.View), snapshotPowerState(info.VMState)
