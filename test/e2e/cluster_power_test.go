@@ -196,6 +196,15 @@ func checkRebootOnceAcrossRestart(t *testing.T, c *daemonRun, v vmPodRef) {
 	c.restart() // SIGKILL, as a crash would, and start again
 	p := v.waitAnnotation(t, 3*time.Minute, annRebootResult, func(s string) bool { return strings.HasPrefix(s, "r1: ") })
 	v.requireSameContainer(t, p, "reboot r1 across a crimux restart")
+	// The result can come before the reboot shows: crimux restarted while
+	// the guest was still shutting down reports the request it had
+	// started. So: one more boot within minutes, and still one 20 s on.
+	testutil.Eventually(t, 3*time.Minute, "one more boot in the console", func() error {
+		if after := boots(); after != before+1 {
+			return fmt.Errorf("%d boots before the reboot request, %d now (%s = %q)", before, after, annRebootResult, p.Metadata.Annotations[annRebootResult])
+		}
+		return nil
+	})
 	guestRead(t, v, "true") // the guest is back
 	time.Sleep(20 * time.Second)
 	if after := boots(); after != before+1 {
