@@ -192,8 +192,11 @@ func checkRebootOnceAcrossRestart(t *testing.T, c *daemonRun, v vmPodRef) {
 	}
 	before := boots()
 	v.annotate(t, annRebootRequest+"=r1")
-	time.Sleep(300 * time.Millisecond)
-	c.restart() // SIGKILL, as a crash would, and start again
+	// SIGKILL, as a crash would, while the reboot is under way (the agent
+	// takes a request up within a second; a soft reboot then waits for the
+	// guest for seconds), and start again.
+	time.Sleep(2 * time.Second)
+	c.restart()
 	p := v.waitAnnotation(t, 3*time.Minute, annRebootResult, func(s string) bool { return strings.HasPrefix(s, "r1: ") })
 	v.requireSameContainer(t, p, "reboot r1 across a crimux restart")
 	// The result can come before the reboot shows: crimux restarted while
@@ -201,7 +204,9 @@ func checkRebootOnceAcrossRestart(t *testing.T, c *daemonRun, v vmPodRef) {
 	// started. So: one more boot within minutes, and still one 20 s on.
 	testutil.Eventually(t, 3*time.Minute, "one more boot in the console", func() error {
 		if after := boots(); after != before+1 {
-			return fmt.Errorf("%d boots before the reboot request, %d now (%s = %q)", before, after, annRebootResult, p.Metadata.Annotations[annRebootResult])
+			logs := kubectl(t, v.k8s, "-n", clusterNamespace, "logs", v.name)
+			return fmt.Errorf("%d boots before the reboot request, %d now (%s = %q); the console ends:\n%s",
+				before, after, annRebootResult, p.Metadata.Annotations[annRebootResult], tail(logs, 15))
 		}
 		return nil
 	})
