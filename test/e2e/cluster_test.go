@@ -147,6 +147,7 @@ func TestClusterVMPods(t *testing.T) {
 	v := vmPodRef{k8s: k8s, name: "vm", uid: vm.Metadata.UID, ctrID: vmID}
 	checkPowerStatesByAnnotation(t, v)
 	checkSnapshotByAnnotation(t, v)
+	checkResize(t, c, v)
 	checkRebootOnceAcrossRestart(t, c, v)
 	checkAPIServerOutage(t, c, v)
 

@@ -55,6 +55,10 @@ type Options struct {
 	// MemoryOverheadMiB is added to the VM's RAM for its cgroup limit:
 	// qemu's own memory (TCG translation cache, device emulation).
 	MemoryOverheadMiB int64
+	// MaxVCPUs and MaxMemoryMiB bound an in-place resize (config.Libvirt):
+	// 0 is the node's cores, and twice a VM's boot RAM.
+	MaxVCPUs     int
+	MaxMemoryMiB int64
 	// StreamingAddr is where the Attach streaming server listens
 	// (host:port, port 0 picks a free one).
 	StreamingAddr string

@@ -110,6 +110,42 @@ func (r remote) ManagedSave(d Domain) error {
 	return classify(r.l.DomainManagedSave(dom(d), uint32(golibvirt.DomainSaveRunning)))
 }
 
+func (r remote) SetVCPUs(d Domain, n uint, live bool) error {
+	flags := golibvirt.DomainVCPUConfig
+	if live {
+		flags |= golibvirt.DomainVCPULive
+	}
+	return classify(r.l.DomainSetVcpusFlags(dom(d), uint32(n), uint32(flags)))
+}
+
+// RequestMemory updates the virtio-mem device as libvirt shows it (its
+// alias and address included: libvirt finds the device to update by
+// them) with the new requested size, as virsh update-memory-device does:
+// the running domain with its live XML, then the definition with its
+// inactive XML — one call for both makes libvirt 9.0 send qemu the
+// definition's device, which has no alias ("Device
+// '/machine/peripheral/(null)' not found").
+func (r remote) RequestMemory(d Domain, requestedMiB uint64, live bool) error {
+	if live {
+		if err := r.requestMemory(d, requestedMiB, 0, golibvirt.DomainDeviceModifyLive); err != nil {
+			return err
+		}
+	}
+	return r.requestMemory(d, requestedMiB, golibvirt.DomainXMLInactive, golibvirt.DomainDeviceModifyConfig)
+}
+
+func (r remote) requestMemory(d Domain, requestedMiB uint64, xmlFlags golibvirt.DomainXMLFlags, flags golibvirt.DomainDeviceModifyFlags) error {
+	x, err := r.l.DomainGetXMLDesc(dom(d), xmlFlags)
+	if err != nil {
+		return classify(err)
+	}
+	dev, err := withRequestedMemory(x, requestedMiB)
+	if err != nil {
+		return err
+	}
+	return classify(r.l.DomainUpdateDeviceFlags(dom(d), dev, flags))
+}
+
 func (r remote) CreateSnapshot(d Domain, xml string) (Snapshot, error) {
 	s, err := r.l.DomainSnapshotCreateXML(dom(d), xml, uint32(golibvirt.DomainSnapshotCreateAtomic))
 	return Snapshot{Name: s.Name, Domain: d}, classify(err)
