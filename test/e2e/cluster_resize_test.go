@@ -22,46 +22,56 @@ func resizePatch(cpu, memory string) string {
 // checkResize (issue 16): kubectl patch pod --subresource resize of a
 // running VM, 1 to 2 CPUs and +256 MiB: the guest sees 2 CPUs and the
 // memory, the pod's cgroup and the VM API follow, the pod's resize
-// completes; back to 1 CPU likewise; a memory limit below what the VM
-// booted with is refused and kubelet says why on the pod. The pod keeps
-// its container all along.
-func checkResize(t *testing.T, c *daemonRun, v vmPodRef) {
+// completes; back to 1 CPU and -128 MiB likewise; more memory than the
+// VM can grow to is refused and kubelet says why on the pod. The pod
+// keeps its container all along. It returns the guest's memory total.
+func checkResize(t *testing.T, c *daemonRun, v vmPodRef) (memMiB int) {
 	t.Helper()
 	before := guestMemTotal(t, v)
 	resize(t, v, "2", "1280Mi")
 	requireGuestCPUs(t, v, "2")
-	if after := guestMemTotal(t, v); after < before+200 {
-		t.Fatalf("free -m in the guest: %d MiB total after +256 MiB, %d before", after, before)
+	grownMiB := guestMemTotal(t, v)
+	if grownMiB < before+200 {
+		t.Fatalf("free -m in the guest: %d MiB total after +256 MiB, %d before", grownMiB, before)
 	}
 	requirePodCgroup(t, v, 200000, (1280+256)<<20)
 	requireVMSize(t, c, v, 2, 1280)
 
-	resize(t, v, "1", "1280Mi")
+	// Back to 1 CPU and 128 MiB less: the guest unplugs a CPU's worth and
+	// the memory (kubelet lowers a memory limit only knowing the
+	// container's usage: crimux reports its cgroup's).
+	resize(t, v, "1", "1152Mi")
 	requireGuestCPUs(t, v, "1")
-	requirePodCgroup(t, v, 100000, (1280+256)<<20)
-	requireVMSize(t, c, v, 1, 1280)
+	shrunkMiB := guestMemTotal(t, v)
+	if shrunkMiB > grownMiB-100 {
+		t.Fatalf("free -m in the guest: %d MiB total after -128 MiB, %d before", shrunkMiB, grownMiB)
+	}
+	requirePodCgroup(t, v, 100000, (1152+256)<<20)
+	requireVMSize(t, c, v, 1, 1152)
 
-	// Below the boot RAM: crimux refuses, kubelet reports it on the pod.
-	kubectl(t, v.k8s, "-n", clusterNamespace, "patch", "pod", v.name, "--subresource", "resize", "--patch", resizePatch("1", "768Mi"))
+	// Above what the VM can grow to (twice its boot RAM): crimux refuses,
+	// kubelet reports crimux's reason on the pod, nothing changes.
+	kubectl(t, v.k8s, "-n", clusterNamespace, "patch", "pod", v.name, "--subresource", "resize", "--patch", resizePatch("1", "3Gi"))
 	testutil.Eventually(t, 2*time.Minute, "the refused resize reported on the pod", func() error {
 		p, err := getPod(v.k8s, v.name)
 		if err != nil {
 			return err
 		}
 		for _, cond := range p.Status.Conditions {
-			if cond.Type == "PodResizeInProgress" && strings.Contains(cond.Message, "booted with") {
+			if cond.Type == "PodResizeInProgress" && strings.Contains(cond.Message, "can grow to") {
 				return nil
 			}
 		}
 		return fmt.Errorf("conditions %+v", p.Status.Conditions)
 	})
-	requireVMSize(t, c, v, 1, 1280)
-	resize(t, v, "1", "1280Mi") // back to what the VM has: the resize completes
+	requireVMSize(t, c, v, 1, 1152)
+	resize(t, v, "1", "1152Mi") // back to what the VM has: the resize completes
 	p, err := getPod(v.k8s, v.name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v.requireSameContainer(t, p, "after the resizes")
+	return shrunkMiB
 }
 
 // resize patches the VM pod's resources and waits until kubelet reports
@@ -145,6 +155,21 @@ func requireVMSize(t *testing.T, c *daemonRun, v vmPodRef, vcpus, memoryMiB int)
 // requireGuestCPUs: nproc in the guest (kubectl exec) prints n once the
 // resize is done (crimux onlines plugged vCPUs before it answers; a few
 // seconds of slack for the guest's own bookkeeping).
+// requireSizeAfterReboot: a guest resized to 1 CPU (its second vCPU left
+// plugged under TCG) and +128 MiB has that size again after its reboots
+// (crimux brings it back through the guest agent).
+func requireSizeAfterReboot(t *testing.T, v vmPodRef, memMiB int) {
+	t.Helper()
+	testutil.Eventually(t, 3*time.Minute, "the resized size after the reboot", func() error {
+		cpus := strings.TrimSpace(guestRead(t, v, "nproc"))
+		mem := guestMemTotal(t, v)
+		if cpus != "1" || mem < memMiB-16 {
+			return fmt.Errorf("nproc %s, free -m total %d MiB; want 1 and %d", cpus, mem, memMiB)
+		}
+		return nil
+	})
+}
+
 func requireGuestCPUs(t *testing.T, v vmPodRef, n string) {
 	t.Helper()
 	testutil.Eventually(t, 30*time.Second, "nproc "+n+" in the guest", func() error {

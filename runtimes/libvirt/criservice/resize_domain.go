@@ -42,14 +42,16 @@ func (r *Service) resizeDomain(ctx context.Context, c, next *store.Container, li
 	}
 	z := resizer{r: r, l: l, dom: dom, c: c, live: live}
 	if next.VCPUs != c.VCPUs {
-		if err := z.setVCPUs(c.VCPUs, next.VCPUs); err != nil {
+		leftPlugged, err := z.setVCPUs(c.VCPUs, next.VCPUs)
+		if err != nil {
 			return err
 		}
+		next.PluggedVCPUs = pluggedAfter(c, next.VCPUs, leftPlugged)
 	}
 	if next.MemoryMiB != c.MemoryMiB {
 		if err := z.setMemory(ctx, c.MemoryMiB, next.MemoryMiB); err != nil {
 			if next.VCPUs != c.VCPUs {
-				if back := z.setVCPUs(next.VCPUs, c.VCPUs); back != nil {
+				if _, back := z.setVCPUs(next.VCPUs, c.VCPUs); back != nil {
 					r.Log.Warn("vCPUs not put back after a failed memory resize", "container", c.ID, "err", back)
 				}
 			}
@@ -65,20 +67,59 @@ func (z resizer) send(cmd string, t time.Duration) (string, error) {
 	return z.l.AgentCommand(z.dom, cmd, t)
 }
 
-// setVCPUs plugs or unplugs vCPUs. The guest agent takes the ones going
-// away offline first (an unplug then takes no guest round trip) and brings
-// new ones online; without an agent the guest must online them itself.
-func (z resizer) setVCPUs(from, to uint) error {
+// setVCPUs plugs or unplugs vCPUs. The guest agent brings new ones
+// online, and takes the ones going away offline first: nproc and the
+// guest's scheduler follow at once, and an unplug then takes no guest
+// round trip. Without an agent the guest must online them itself.
+// leftPlugged: a shrink left the vCPUs plugged (unplugVCPUs).
+func (z resizer) setVCPUs(from, to uint) (leftPlugged bool, err error) {
 	if z.live && to < from {
 		z.online(to)
+		return z.unplugVCPUs(from, to)
 	}
 	if err := z.l.SetVCPUs(z.dom, to, z.live); err != nil {
-		return fmt.Errorf("VM %s: %d vCPUs -> %d: %w", z.c.ID, from, to, err)
+		return false, fmt.Errorf("VM %s: %d vCPUs -> %d: %w", z.c.ID, from, to, err)
 	}
 	if z.live && to > from {
 		z.online(to)
 	}
-	return nil
+	return false, nil
+}
+
+// unplugVCPUs unplugs the vCPUs the guest has just taken offline and
+// sets the definition's count. Under TCG they stay plugged (offline in
+// the guest, bounded by the pod's CPU quota): qemu 7.2 never finishes a
+// TCG vCPU unplug — the guest ejects the CPU, but qemu reports only its
+// local APIC deleted, so libvirt times out and keeps counting the vCPU
+// (measured; later plugs were then no-ops). With KVM an unplug that does
+// not complete is left the same way. A later grow onlines them again
+// (libvirt still counts them plugged); after a guest reboot crimux takes
+// them offline again (core.Runtime.OfflineAfterReboot).
+func (z resizer) unplugVCPUs(from, to uint) (leftPlugged bool, err error) {
+	if z.c.Accel != vm.AccelTCG {
+		err := z.l.SetVCPUs(z.dom, to, true)
+		if err == nil {
+			return false, nil
+		}
+		z.r.Log.Warn("vCPU unplug did not complete; the vCPUs stay plugged, offline in the guest", "container", z.c.ID, "from", from, "to", to, "err", err)
+	}
+	if err := z.l.SetVCPUs(z.dom, to, false); err != nil {
+		return false, fmt.Errorf("VM %s: %d vCPUs -> %d in its definition: %w", z.c.ID, from, to, err)
+	}
+	return true, nil
+}
+
+// pluggedAfter is the record's PluggedVCPUs once c has to vCPUs: what
+// stays plugged beyond them, 0 when nothing does.
+func pluggedAfter(c *store.Container, to uint, leftPlugged bool) uint {
+	plugged := max(c.PluggedVCPUs, c.VCPUs)
+	if !leftPlugged && to < c.VCPUs { // unplugged down to to
+		return 0
+	}
+	if plugged <= to {
+		return 0
+	}
+	return plugged
 }
 
 // online brings the guest's first n vCPUs online (and the others

@@ -63,12 +63,25 @@ func TestResizeRunningVM(t *testing.T) {
 	if d.VCPUs != 1 || d.Memory.RequestedMiB != 46 {
 		t.Fatalf("domain after shrinking: %d vCPUs, memory %+v; want 1, 46 MiB requested", d.VCPUs, d.Memory)
 	}
+	if d.LiveVCPUs != 2 {
+		t.Fatalf("under TCG the running domain has %d vCPUs plugged after shrinking, want 2 (left plugged, offline)", d.LiveVCPUs)
+	}
+	if c := recordOf(t, s, id); c.PluggedVCPUs != 2 {
+		t.Fatalf("record after shrinking under TCG: %d vCPUs plugged, want 2", c.PluggedVCPUs)
+	}
 	// No CPU and no memory limit: the size stays.
 	if err := update(s, id, &runtimeapi.LinuxContainerResources{}); err != nil {
 		t.Fatal(err)
 	}
 	if c := recordOf(t, s, id); c.VCPUs != 1 || c.MemoryMiB != 302 {
 		t.Fatalf("record after an update without limits: %d vCPUs, %d MiB; want 1 and 302", c.VCPUs, c.MemoryMiB)
+	}
+	// Growing past what stayed plugged: nothing is left plugged beyond.
+	if err := update(s, id, limits(3, 302)); err != nil {
+		t.Fatal(err)
+	}
+	if c := recordOf(t, s, id); c.VCPUs != 3 || c.PluggedVCPUs != 0 {
+		t.Fatalf("record after growing to 3: %d vCPUs, %d left plugged; want 3 and 0", c.VCPUs, c.PluggedVCPUs)
 	}
 }
 
@@ -188,4 +201,36 @@ func recordOf(t *testing.T, s *Service, id string) *store.Container {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// With KVM the vCPUs going away are unplugged; an unplug libvirt reports
+// timed out leaves them plugged (offline in the guest) and the resize
+// still succeeds, the definition and the record at the new size.
+func TestResizeUnplugsVCPUsWithKVM(t *testing.T) {
+	t.Parallel()
+	for _, timesOut := range []bool{false, true} {
+		s, e := newService(t)
+		s.Accel = "kvm"
+		s.Opts.MaxVCPUs = 4
+		_, id := runningVM(t, s, "web")
+		dom := "crimux-" + id
+		if err := update(s, id, limits(3, 256)); err != nil {
+			t.Fatal(err)
+		}
+		e.Libvirt.Edit(dom, func(d *virtfake.Domain) { d.UnplugTimesOut = timesOut })
+		if err := update(s, id, limits(1, 256)); err != nil {
+			t.Fatalf("unplug timing out %v: %v", timesOut, err)
+		}
+		d, _ := e.Libvirt.Domain(dom)
+		wantLive := uint(1)
+		if timesOut {
+			wantLive = 3
+		}
+		if d.VCPUs != 1 || d.LiveVCPUs != wantLive {
+			t.Fatalf("unplug timing out %v: definition %d vCPUs, running %d; want 1 and %d", timesOut, d.VCPUs, d.LiveVCPUs, wantLive)
+		}
+		if c := recordOf(t, s, id); c.VCPUs != 1 {
+			t.Fatalf("unplug timing out %v: record has %d vCPUs, want 1", timesOut, c.VCPUs)
+		}
+	}
 }

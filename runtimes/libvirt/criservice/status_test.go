@@ -101,7 +101,7 @@ func TestContainerStats(t *testing.T) {
 	putVM(t, e, "sb-cc1", "cc1", runtimeapi.ContainerState_CONTAINER_CREATED, "")
 	resp, err := s.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: "aa1"})
 	if err != nil || resp.Stats.Cpu.UsageCoreNanoSeconds.Value != 7e9 || resp.Stats.Memory.WorkingSetBytes.Value != 300<<20 ||
-		resp.Stats.Attributes.Id != "aa1" || resp.Stats.Attributes.Labels["app"] != "aa" {
+		resp.Stats.Memory.GetUsageBytes().GetValue() != 300<<20 || resp.Stats.Attributes.Id != "aa1" || resp.Stats.Attributes.Labels["app"] != "aa" {
 		t.Fatalf("ContainerStats(aa1) = %+v, %v", resp.GetStats(), err)
 	}
 	if resp.Stats.WritableLayer.GetUsedBytes().GetValue() != 0 {

@@ -91,11 +91,16 @@ type Container struct {
 	MaxVCPUs      uint   `json:"max_vcpus,omitempty"`
 	BootMemoryMiB uint64 `json:"boot_memory_mib,omitempty"`
 	MaxMemoryMiB  uint64 `json:"max_memory_mib,omitempty"`
-	Accel         string `json:"accel"`
-	CreatedAt     int64  `json:"created_at"`
-	StartedAt     int64  `json:"started_at,omitempty"`
-	FinishedAt    int64  `json:"finished_at,omitempty"`
-	ExitCode      int32  `json:"exit_code"`
+	// PluggedVCPUs is how many vCPUs the running domain has plugged when a
+	// shrink could not unplug them (TCG): the ones beyond VCPUs are
+	// offline in the guest, and again after each of its reboots. 0: as
+	// many as VCPUs.
+	PluggedVCPUs uint   `json:"plugged_vcpus,omitempty"`
+	Accel        string `json:"accel"`
+	CreatedAt    int64  `json:"created_at"`
+	StartedAt    int64  `json:"started_at,omitempty"`
+	FinishedAt   int64  `json:"finished_at,omitempty"`
+	ExitCode     int32  `json:"exit_code"`
 	// CgroupParent is the pod's cgroup parent, kept so teardown needs no
 	// sandbox record.
 	CgroupParent string `json:"cgroup_parent,omitempty"`

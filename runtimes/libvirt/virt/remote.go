@@ -100,8 +100,12 @@ func (r remote) Suspend(d Domain) error  { return classify(r.l.DomainSuspend(dom
 func (r remote) Resume(d Domain) error   { return classify(r.l.DomainResume(dom(d))) }
 func (r remote) Reset(d Domain) error    { return classify(r.l.DomainReset(dom(d), 0)) }
 
+// Reboot: with both flags libvirt tries the agent (guest-shutdown
+// mode=reboot; the call returns once qemu reports the guest's reset, or
+// after libvirt's 60 s agent shutdown timeout) and falls back to the
+// power button when no agent is connected or it fails.
 func (r remote) Reboot(d Domain) error {
-	return classify(r.l.DomainReboot(dom(d), golibvirt.DomainRebootAcpiPowerBtn))
+	return classify(r.l.DomainReboot(dom(d), golibvirt.DomainRebootGuestAgent|golibvirt.DomainRebootAcpiPowerBtn))
 }
 
 // ManagedSave saves the domain as running: whether it comes back running

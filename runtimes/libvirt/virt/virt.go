@@ -55,8 +55,10 @@ type Power interface {
 	Destroy(Domain) error
 	Suspend(Domain) error
 	Resume(Domain) error
-	// Reboot asks the guest to reboot (ACPI power button, then qemu's
-	// fake reboot); Reset resets the VM at once.
+	// Reboot asks the guest to reboot: through its guest agent when one
+	// is connected (the guest then reboots on its own, whatever becomes of
+	// the caller), else by the ACPI power button and qemu's fake reboot.
+	// Reset resets the VM at once.
 	Reboot(Domain) error
 	Reset(Domain) error
 	// ManagedSave saves the memory to disk and stops the domain; its next

@@ -1,16 +1,26 @@
 package virtfake
 
 import (
+	"fmt"
+
 	"libvirt.org/go/libvirtxml"
 
+	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
 
-// SetVCPUs records the count; live needs a running domain.
+// SetVCPUs records the count in the definition and, live, in the running
+// domain (which it must be); an unplug times out if UnplugTimesOut.
 func (f *Libvirt) SetVCPUs(h virt.Domain, n uint, live bool) error {
 	return f.power("SetVCPUs", h, func(d *Domain) error {
 		if live && !d.State.Active() {
 			return invalid("domain is not running")
+		}
+		if live && d.UnplugTimesOut && n < d.LiveVCPUs {
+			return fmt.Errorf("vcpu unplug request timed out. Unplug result must be manually inspected in the domain: %w", errdefs.ErrUnavailable)
+		}
+		if live {
+			d.LiveVCPUs = n
 		}
 		d.VCPUs = n
 		return nil
