@@ -50,13 +50,24 @@ func (r *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 	return &runtimeapi.UpdateContainerResourcesResponse{}, r.Store.PutContainer(&next)
 }
 
-// resizeRoom is how far a new VM of res can be resized while it runs.
+// minResizableMemoryMiB is the least RAM a VM boots with for it to get
+// room to grow it (a NUMA cell and a virtio-mem device). That layout
+// costs the guest kernel boot memory: Debian's cloud kernel with the
+// test bed's busybox initramfs panicked "System is deadlocked on memory"
+// in 128 MiB with it and booted without it; 192 MiB booted with it.
+const minResizableMemoryMiB = 256
+
+// resizeRoom is how far a new VM of res can be resized while it runs:
+// vCPUs always, RAM from minResizableMemoryMiB.
 func (r *Service) resizeRoom(res vm.Resources) (maxVCPUs uint, maxMemoryMiB uint64) {
 	maxVCPUs = uint(r.Opts.MaxVCPUs)
 	if maxVCPUs == 0 {
 		maxVCPUs = uint(runtime.NumCPU())
 	}
 	maxVCPUs = min(max(maxVCPUs, res.VCPUs), vm.MaxVCPUs)
+	if res.MemoryMiB < minResizableMemoryMiB {
+		return maxVCPUs, res.MemoryMiB
+	}
 	maxMemoryMiB = uint64(max(r.Opts.MaxMemoryMiB, 0))
 	if maxMemoryMiB == 0 {
 		maxMemoryMiB = 2 * res.MemoryMiB

@@ -3,6 +3,7 @@ package criservice
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -233,4 +234,29 @@ func TestResizeUnplugsVCPUsWithKVM(t *testing.T) {
 			t.Fatalf("unplug timing out %v: record has %d vCPUs, want 1", timesOut, c.VCPUs)
 		}
 	}
+}
+
+// A VM booting with less than minResizableMemoryMiB gets no memory
+// device (it costs the guest boot memory: a 128 MiB guest panicked with
+// it): its vCPUs still resize, its RAM does not.
+func TestSmallVMHasNoMemoryRoom(t *testing.T) {
+	t.Parallel()
+	s, e := newService(t)
+	s.Opts.MaxVCPUs = 2
+	cfg := podConfig(t, "small")
+	sb := runPod(t, s, cfg)
+	id := createVM(t, s, sb, cfg, vmConfig(128, 0, 0))
+	startVM(t, s, id)
+	c := recordOf(t, s, id)
+	if c.MaxMemoryMiB != 128 || c.MaxVCPUs != 2 {
+		t.Fatalf("128 MiB VM: room to %d vCPUs and %d MiB; want 2 and 128 (none)", c.MaxVCPUs, c.MaxMemoryMiB)
+	}
+	if d, _ := e.Libvirt.Domain("crimux-" + id); strings.Contains(d.XML, "virtio-mem") || strings.Contains(d.XML, "<numa>") {
+		t.Fatalf("128 MiB VM defined with a memory device or NUMA cell:\n%s", d.XML)
+	}
+	if err := update(s, id, limits(2, 128)); err != nil {
+		t.Fatalf("vCPUs of a small VM: %v", err)
+	}
+	err := update(s, id, limits(2, 256))
+	wantCode(t, "RAM of a small VM", err, codes.InvalidArgument, "linux.memory_limit_in_bytes")
 }
