@@ -105,18 +105,22 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 	}
 	unary := []grpc.UnaryClientInterceptor{deadlines(opts.CallTimeout)}
 	release := func() {}
+	var shared *sweep
 	if opts.StateDir != "" {
 		sw, rel, err := acquireSweep(opts.StateDir, endpoint, path, opts.Counters, opts.Log)
 		if err != nil {
 			return nil, err
 		}
-		release = rel
+		release, shared = rel, sw
 		unary = append(unary, recordParents(sw.sweeper, opts.Log), sw.reaper.count)
 	}
 	var stream []grpc.StreamClientInterceptor
 	if opts.Codec != nil {
 		unary = append(unary, opts.Codec.UnaryClientInterceptor())
 		stream = append(stream, opts.Codec.StreamClientInterceptor())
+	}
+	if shared != nil {
+		unary = append(unary, unstickRemovals(shared.reaper, opts.Log))
 	}
 	conn, err := grpc.NewClient("unix://"+path,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),

@@ -67,6 +67,19 @@ func (r *taskReaper) count(ctx context.Context, method string, req, reply any, c
 // then the task deleted (once it has stopped) and the container record.
 func (r *taskReaper) Reap(ctx context.Context, id string) error {
 	ctx = namespaces.WithNamespace(ctx, criNamespace)
+	if err := r.endTask(ctx, id); err != nil {
+		return err
+	}
+	_, err := r.containers.Delete(ctx, &containersapi.DeleteContainerRequest{ID: id})
+	if err != nil && status.Code(err) != codes.NotFound {
+		return fmt.Errorf("delete container %s: %w", id, err)
+	}
+	return nil
+}
+
+// endTask sends SIGKILL to every process of id's task and deletes the
+// task once it has stopped; ctx carries the CRI namespace.
+func (r *taskReaper) endTask(ctx context.Context, id string) error {
 	// A task that has already exited refuses the kill; its delete decides.
 	_, killErr := r.tasks.Kill(ctx, &tasksapi.KillRequest{ContainerID: id, Signal: uint32(unix.SIGKILL), All: true})
 	if err := r.deleteTask(ctx, id); err != nil {
@@ -74,10 +87,6 @@ func (r *taskReaper) Reap(ctx context.Context, id string) error {
 			return fmt.Errorf("kill task %s: %w (and %w)", id, killErr, err)
 		}
 		return err
-	}
-	_, err := r.containers.Delete(ctx, &containersapi.DeleteContainerRequest{ID: id})
-	if err != nil && status.Code(err) != codes.NotFound {
-		return fmt.Errorf("delete container %s: %w", id, err)
 	}
 	return nil
 }
