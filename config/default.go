@@ -35,7 +35,8 @@ call_timeout = "2m0s"
 [libvirt]
 # libvirtd connection of the VM runtime.
 uri = "qemu:///system"
-# auto, kvm or tcg (software emulation, for hosts where KVM is absent or broken).
+# auto, kvm or tcg (software emulation). auto: kvm if /dev/kvm exists and qemu
+# can start a KVM vCPU here (probed once at start-up), else tcg.
 accel = "auto"
 # Every VM's <emulator>: a wrapper that waits until crimux has put it into
 # the pod's cgroup, then runs qemu (libvirt's own cgroup handling must be

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -214,14 +216,29 @@ func TestEventHub(t *testing.T) {
 }
 
 func TestResolveAccel(t *testing.T) {
-	for _, a := range []string{vm.AccelKVM, vm.AccelTCG} {
-		if got := resolveAccel(a); got != a {
-			t.Errorf("resolveAccel(%s) = %s", a, got)
-		}
+	dir := t.TempDir()
+	present, absent := filepath.Join(dir, "kvm"), filepath.Join(dir, "none")
+	if err := os.WriteFile(present, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	for _, a := range []string{"auto", ""} {
-		if got := resolveAccel(a); got != vm.AccelKVM && got != vm.AccelTCG {
-			t.Errorf("resolveAccel(%q) = %s, want kvm or tcg", a, got)
+	defer func(d string) { devKVM = d }(devKVM)
+	works := func() error { return nil }
+	broken := func() error { return errors.New("failed to set MSR 0x10a") }
+	for _, tc := range []struct {
+		accel, dev string
+		probe      func() error
+		want       string
+	}{
+		{vm.AccelKVM, absent, broken, vm.AccelKVM}, // asked for: as is
+		{vm.AccelTCG, present, works, vm.AccelTCG},
+		{"auto", absent, works, vm.AccelTCG},
+		{"", present, works, vm.AccelKVM},
+		{"auto", present, works, vm.AccelKVM},
+		{"auto", present, broken, vm.AccelTCG}, // nested KVM that aborts qemu
+	} {
+		devKVM = tc.dev
+		if got := resolveAccel(tc.accel, tc.probe, slog.Default()); got != tc.want {
+			t.Errorf("resolveAccel(%q) with %s, probe %v = %s, want %s", tc.accel, filepath.Base(tc.dev), tc.probe(), got, tc.want)
 		}
 	}
 }

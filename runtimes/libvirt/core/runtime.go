@@ -24,11 +24,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 
-	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/runtimes/libvirt/console"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
@@ -196,21 +194,10 @@ func New(opts Options, p Parts) *Runtime {
 		p.CIData = ISOCIData{}
 	}
 	return &Runtime{
-		Opts: opts, Accel: resolveAccel(opts.Accel), Store: p.Store, Conn: p.Conn, Images: p.Images, Cgroups: p.Cgroups,
+		Opts: opts, Accel: resolveAccel(opts.Accel, probeKVM, log), Store: p.Store, Conn: p.Conn, Images: p.Images, Cgroups: p.Cgroups,
 		Net: p.Net, CIData: p.CIData, Shares: p.Shares, Console: console.New(log), Events: NewEventHub(), Reboots: NewRebootWatch(), Starts: &Starts{}, Log: log,
 		Counters: opts.Counters, recovered: make(chan struct{}),
 	}
-}
-
-// resolveAccel turns auto into kvm when /dev/kvm exists, else tcg.
-func resolveAccel(accel string) string {
-	if accel != "auto" && accel != "" {
-		return accel
-	}
-	if _, err := os.Stat("/dev/kvm"); err == nil {
-		return vm.AccelKVM
-	}
-	return vm.AccelTCG
 }
 
 // ValidID reports whether id is one NewID could have minted: 32 lowercase
