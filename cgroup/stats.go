@@ -16,9 +16,14 @@ import (
 // or not); memory from v1 memory.usage_in_bytes and total_inactive_file,
 // else from v2 memory.current and inactive_file.
 func (l Layout) Stats(s Spec) (cpuUsageNanos, memoryWorkingSetBytes uint64, err error) {
-	_, leaf, err := s.Paths()
+	leaf, err := l.leafPath(s)
 	if err != nil {
 		return 0, 0, err
+	}
+	if l.scoped(s) {
+		if ok, err := l.Exists(s); err == nil && !ok {
+			return 0, 0, nil // no qemu runs: systemd removed its scope
+		}
 	}
 	cpuUsageNanos, err = l.cpuUsage(leaf)
 	if err != nil {

@@ -38,7 +38,11 @@ func (p *Placer) mayPlace(l cgroup.Layout, s cgroup.Spec, domain string, pid int
 	if err != nil {
 		return err
 	}
-	if own, err := p.inLeaf(pid, s.Name); err == nil && own && len(others) == 0 {
+	leaf, err := l.LeafPath(s)
+	if err != nil {
+		return err
+	}
+	if own, err := p.inLeaf(pid, leaf); err == nil && own && len(others) == 0 {
 		return nil // a retry: placed already
 	}
 	if err := p.fromLauncher(pid, domain); err != nil {
@@ -146,7 +150,8 @@ func unitNameEscape(s string) string {
 	return b.String()
 }
 
-// inLeaf reports whether every cgroup of pid is a leaf named leaf.
+// inLeaf reports whether every cgroup of pid is leaf (a path relative to
+// the roots).
 func (p *Placer) inLeaf(pid int, leaf string) (bool, error) {
 	b, err := os.ReadFile(filepath.Join(p.proc, strconv.Itoa(pid), "cgroup"))
 	if err != nil {
@@ -155,7 +160,7 @@ func (p *Placer) inLeaf(pid int, leaf string) (bool, error) {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	for _, line := range lines {
 		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 || filepath.Base(parts[2]) != leaf {
+		if len(parts) != 3 || parts[2] != leaf {
 			return false, nil
 		}
 	}
