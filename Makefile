@@ -26,7 +26,7 @@ UNITDIR    ?= $(PREFIX)/lib/systemd/system
 DESTDIR    ?=
 E2E_ENV   := CRIMUX_E2E=1 CRIMUX_BIN=$(BIN)/crimux CRIMUX_CTL=$(BIN)/crimuxctl CRIMUX_TESTBED=$(TESTBED)
 
-.PHONY: all build install host-tools e2e-kubelet e2e-cluster run test vet fmt-check unit bed bed-down e2e e2e-guest e2e-vm e2e-vm-net e2e-vm-api e2e-vm-storage chaos critest proto clean
+.PHONY: all build install host-tools e2e-node e2e-kubelet e2e-cluster run test vet fmt-check unit bed bed-down e2e e2e-guest e2e-vm e2e-vm-net e2e-vm-api e2e-vm-storage chaos critest proto clean
 
 all: build
 
@@ -120,6 +120,18 @@ e2e-vm-storage: build bed
 # <-> VM, 20 create/delete cycles without leaks), against the bed's network.
 e2e-vm-net: build bed
 	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMNetwork|TestVMNetworkDelRetried|TestVMAndContainerReachEachOther|TestVMNetworkCycles)$$' ./test/e2e/
+
+# e2e-node: crimux on the node people run (issue 17): a Debian 12 VM
+# booted under qemu TCG (test/node: systemd as init, cgroup v2, containerd
+# with SystemdCgroup = true, libvirt and qemu from Debian, crimux installed
+# by make install and run by its unit), driven with crictl over SSH: a
+# container pod and a VM pod in kubelet's systemd pod slices, limits, stats,
+# update, and crimux killed, reloaded, stopped and frozen under systemd.
+# The node disk is cached by its inputs (test/node/build.sh). Prints last:
+# node: cgroup v2, systemd driver: N passed, M failed, K skipped
+e2e-node: build
+	TESTBED=$(TESTBED) ./test/bed/install.sh
+	TESTBED=$(TESTBED) GO=$(GO) ./test/node/e2e.sh
 
 # chaos: 200 cycles of mixed container and VM pods while crimux is
 # SIGKILLed at random and restarted; prints the leak counts from the host.
