@@ -10,7 +10,7 @@ NODE_SERIAL=$NODE_RUN/serial.log
 export PATH=$PATH:/usr/local/go/bin:/usr/sbin:/sbin
 
 node_ssh_opts=(-i "$NODE_KEY" -p "$NODE_SSH_PORT" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null
-	-o LogLevel=ERROR -o ConnectTimeout=10 -o ServerAliveInterval=15 -o BatchMode=yes)
+	-o LogLevel=ERROR -o ConnectTimeout=10 -o ServerAliveInterval=15 -o ServerAliveCountMax=20 -o BatchMode=yes)
 
 # node_ssh CMD...: runs CMD (a shell command line) as root in the node.
 node_ssh() {
