@@ -90,7 +90,7 @@ func nodeWatchdog(t *testing.T) {
 func nodeVMRemove(t *testing.T) {
 	timed(t, "VM rmp", "crictl rmp -f "+nodeVM.pod)
 	left := nodeRun(t, `virsh list --all --name | grep . || true
-find /sys/fs/cgroup -name 'crimux-*' 
+find /sys/fs/cgroup -name 'crimux-[0-9a-f]*'
 systemctl list-units --all --no-legend 'crimux-*.scope'
 ls -A /var/lib/crimux/pods /var/lib/crimux/vms | grep -v ':$' | grep . || true
 pgrep -x qemu-system-x86 || true`)
