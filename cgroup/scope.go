@@ -93,7 +93,9 @@ func weightOf(shares uint64) uint64 { return cgroup2.ConvertCPUSharesToCgroupV2V
 
 // placeInScope starts s's scope with pid in it, in the pod's slice, or,
 // where the scope runs already (another process of the VM: virtiofsd),
-// moves pid into it; then it (re)applies the limits.
+// moves pid into it and applies the limits again. A scope that is still
+// known but no longer active (the previous qemu of the VM just exited: a
+// snapshot revert, a managed-save restore) is waited out.
 func (l Layout) placeInScope(s Spec, pid int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), scopeTimeout)
 	defer cancel()
@@ -110,27 +112,39 @@ func (l Layout) placeInScope(s Spec, pid int) error {
 		{Name: "DefaultDependencies", Value: godbus.MakeVariant(false)},
 		sddbus.PropPids(uint32(pid)),
 	}, ScopeProperties(s)...)
-	done := make(chan string, 1)
-	_, err = conn.StartTransientUnitContext(ctx, name, "fail", props, done)
-	var dbusErr godbus.Error
-	switch {
-	case errors.As(err, &dbusErr) && dbusErr.Name == "org.freedesktop.systemd1.UnitExists":
-		if err := conn.AttachProcessesToUnit(ctx, name, "/", []uint32{uint32(pid)}); err != nil {
-			return fmt.Errorf("move pid %d into %s: %w", pid, name, err)
+	for {
+		done := make(chan string, 1)
+		_, err = conn.StartTransientUnitContext(ctx, name, "fail", props, done)
+		if err == nil {
+			return waitJob(ctx, done, "start "+name+" in "+s.Parent)
 		}
-		return l.updateScope(s)
-	case err != nil:
-		return fmt.Errorf("start %s in %s: %w", name, s.Parent, err)
+		var dbusErr godbus.Error
+		if !errors.As(err, &dbusErr) || dbusErr.Name != "org.freedesktop.systemd1.UnitExists" {
+			return fmt.Errorf("start %s in %s: %w", name, s.Parent, err)
+		}
+		attachErr := conn.AttachProcessesToUnit(ctx, name, "/", []uint32{uint32(pid)})
+		if attachErr == nil {
+			return l.updateScope(s)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("move pid %d into %s: %w", pid, name, attachErr)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
+}
+
+// waitJob waits for a systemd job's result.
+func waitJob(ctx context.Context, done <-chan string, what string) error {
 	select {
 	case res := <-done:
 		if res != "done" {
-			return fmt.Errorf("start %s in %s: job %s", name, s.Parent, res)
+			return fmt.Errorf("%s: job %s", what, res)
 		}
+		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("start %s in %s: %w", name, s.Parent, ctx.Err())
+		return fmt.Errorf("%s: %w", what, ctx.Err())
 	}
-	return nil
 }
 
 // updateScope sets s's limits on its running scope; a scope that is gone

@@ -25,6 +25,7 @@ func TestNode(t *testing.T) {
 		{"VM limits survive systemctl daemon-reload", nodeVMSurvivesDaemonReload},
 		{"crictl stats shows the VM's CPU", nodeVMStats},
 		{"crictl update changes cpu.max", nodeVMUpdate},
+		{"hibernate and resume: the new qemu in the scope again", nodeVMHibernate},
 		{"systemctl kill -s KILL: restarted, qemu kept", nodeKill},
 		{"systemctl reload re-reads the config", nodeReload},
 		{"systemctl stop leaves the VM running", nodeStop},

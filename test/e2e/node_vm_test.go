@@ -34,13 +34,7 @@ crictl pull 127.0.0.1:5117/crimux/vm-busybox:latest >/dev/null`, nodeVMUID, node
 	domain := "crimux-" + strings.TrimPrefix(nodeVM.ctr, "vm--")
 	nodeVM.scope = podSlicePath("burstable", nodeVMUID) + "/" + domain + ".scope"
 	nodeVM.qemuPID = nodeRun(t, "pgrep -x qemu-system-x86")
-	// Every thread of qemu, in the scope of the pod's slice.
-	threads := nodeRun(t, fmt.Sprintf("for t in /proc/%s/task/*; do cat $t/cgroup; done | sort | uniq -c", nodeVM.qemuPID))
-	want := "0::" + strings.TrimPrefix(nodeVM.scope, "/sys/fs/cgroup")
-	if lines := strings.Split(threads, "\n"); len(lines) != 1 || !strings.HasSuffix(lines[0], " "+want) {
-		t.Fatalf("qemu's threads are in:\n%s\nwant all in %s", threads, want)
-	}
-	t.Logf("qemu %s: %s", nodeVM.qemuPID, threads)
+	checkQemuInScope(t)
 	checkVMLimits(t, "50000 100000")
 	if w := nodeFile(t, nodeVM.scope+"/cpu.weight"); w == "100" || w == "" {
 		t.Errorf("cpu.weight %q: shares 512 should weigh less than the default 100", w)
@@ -48,6 +42,18 @@ crictl pull 127.0.0.1:5117/crimux/vm-busybox:latest >/dev/null`, nodeVMUID, node
 	if u := nodeRun(t, "systemctl show -p LoadState,ActiveState "+domain+".scope"); !strings.Contains(u, "ActiveState=active") {
 		t.Errorf("the VM's scope unit: %s", u)
 	}
+}
+
+// checkQemuInScope checks that every thread of the VM's qemu is in the
+// VM's scope in the pod's slice.
+func checkQemuInScope(t *testing.T) {
+	t.Helper()
+	threads := nodeRun(t, fmt.Sprintf("for t in /proc/%s/task/*; do cat $t/cgroup; done | sort | uniq -c", nodeVM.qemuPID))
+	want := "0::" + strings.TrimPrefix(nodeVM.scope, "/sys/fs/cgroup")
+	if lines := strings.Split(threads, "\n"); len(lines) != 1 || !strings.HasSuffix(lines[0], " "+want) {
+		t.Fatalf("qemu's threads are in:\n%s\nwant all in %s", threads, want)
+	}
+	t.Logf("qemu %s: %s", nodeVM.qemuPID, threads)
 }
 
 func checkVMLimits(t *testing.T, cpuMax string) {
@@ -81,5 +87,21 @@ func nodeVMStats(t *testing.T) {
 
 func nodeVMUpdate(t *testing.T) {
 	nodeRun(t, "crictl update --cpu-quota 25000 --cpu-period 100000 "+nodeVM.ctr)
+	checkVMLimits(t, "25000 100000")
+}
+
+// nodeVMHibernate hibernates the VM (managed save: qemu exits, systemd
+// removes its scope) and brings it back: the new qemu gets the scope
+// again, with the limits as last updated.
+func nodeVMHibernate(t *testing.T) {
+	timed(t, "VM hibernate", "crimuxctl --timeout 5m vm power "+nodeVM.ctr+" hibernate")
+	nodeWait(t, 30*time.Second, "qemu and its scope gone", "! pgrep -x qemu-system-x86 && ! test -d "+nodeVM.scope)
+	timed(t, "VM resume", "crimuxctl --timeout 5m vm power "+nodeVM.ctr+" running")
+	pid := nodeWait(t, 30*time.Second, "qemu again", "pgrep -x qemu-system-x86")
+	if pid == nodeVM.qemuPID {
+		t.Fatalf("qemu kept pid %s across hibernation", pid)
+	}
+	nodeVM.qemuPID = pid
+	checkQemuInScope(t)
 	checkVMLimits(t, "25000 100000")
 }
