@@ -40,11 +40,11 @@ func Exists(s Spec) (bool, error) {
 	return l.Exists(s)
 }
 
-// Stats returns the leaf's CPU time (ns) and memory working set (bytes).
-func Stats(s Spec) (cpuUsageNanos, memoryWorkingSetBytes uint64, err error) {
+// Stats returns the leaf's usage.
+func Stats(s Spec) (Usage, error) {
 	l, err := Discover()
 	if err != nil {
-		return 0, 0, err
+		return Usage{}, err
 	}
 	return l.Stats(s)
 }

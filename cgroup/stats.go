@@ -9,31 +9,40 @@ import (
 	"strings"
 )
 
-// Stats returns the leaf's CPU time in nanoseconds and its memory working
-// set in bytes, computed as cadvisor (and so kubelet) does: usage minus
-// inactive file pages, never below zero. CPU comes from v1 cpuacct.usage,
-// else from the unified cpu.stat (present in every v2 cgroup, controller
-// or not); memory from v1 memory.usage_in_bytes and total_inactive_file,
+// Usage is what a leaf cgroup has used.
+type Usage struct {
+	// CPUNanos is its CPU time.
+	CPUNanos uint64
+	// MemoryBytes is the memory charged to it; WorkingSetBytes that less
+	// its inactive file pages (never below zero), as cadvisor and kubelet
+	// count a container's working set.
+	MemoryBytes, WorkingSetBytes uint64
+}
+
+// Stats returns the leaf's usage. CPU comes from v1 cpuacct.usage, else
+// from the unified cpu.stat (present in every v2 cgroup, controller or
+// not); memory from v1 memory.usage_in_bytes and total_inactive_file,
 // else from v2 memory.current and inactive_file.
-func (l Layout) Stats(s Spec) (cpuUsageNanos, memoryWorkingSetBytes uint64, err error) {
+func (l Layout) Stats(s Spec) (Usage, error) {
 	leaf, err := l.leafPath(s)
 	if err != nil {
-		return 0, 0, err
+		return Usage{}, err
 	}
 	if l.scoped(s) {
 		if ok, err := l.Exists(s); err == nil && !ok {
-			return 0, 0, nil // no qemu runs: systemd removed its scope
+			return Usage{}, nil // no qemu runs: systemd removed its scope
 		}
 	}
-	cpuUsageNanos, err = l.cpuUsage(leaf)
+	var u Usage
+	u.CPUNanos, err = l.cpuUsage(leaf)
 	if err != nil {
-		return 0, 0, fmt.Errorf("cpu usage of %s: %w", leaf, err)
+		return Usage{}, fmt.Errorf("cpu usage of %s: %w", leaf, err)
 	}
-	memoryWorkingSetBytes, err = l.workingSet(leaf)
+	u.MemoryBytes, u.WorkingSetBytes, err = l.memoryUsage(leaf)
 	if err != nil {
-		return 0, 0, fmt.Errorf("memory usage of %s: %w", leaf, err)
+		return Usage{}, fmt.Errorf("memory usage of %s: %w", leaf, err)
 	}
-	return cpuUsageNanos, memoryWorkingSetBytes, nil
+	return u, nil
 }
 
 func (l Layout) cpuUsage(leaf string) (uint64, error) {
@@ -47,28 +56,28 @@ func (l Layout) cpuUsage(leaf string) (uint64, error) {
 	return 0, fmt.Errorf("no hierarchy accounts cpu time")
 }
 
-func (l Layout) workingSet(leaf string) (uint64, error) {
+func (l Layout) memoryUsage(leaf string) (usage, workingSet uint64, err error) {
 	h, ok := l.Controller("memory")
 	if !ok {
-		return 0, fmt.Errorf("no hierarchy holds the memory controller")
+		return 0, 0, fmt.Errorf("no hierarchy holds the memory controller")
 	}
 	usageFile, inactiveKey := "memory.usage_in_bytes", "total_inactive_file"
 	if h.Unified {
 		usageFile, inactiveKey = "memory.current", "inactive_file"
 	}
 	dir := filepath.Join(h.Mount, leaf)
-	usage, err := readUint(filepath.Join(dir, usageFile))
+	usage, err = readUint(filepath.Join(dir, usageFile))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	inactive, err := readKey(filepath.Join(dir, "memory.stat"), inactiveKey)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if inactive > usage {
-		return 0, nil
+		return usage, 0, nil
 	}
-	return usage - inactive, nil
+	return usage, usage - inactive, nil
 }
 
 func readUint(path string) (uint64, error) {

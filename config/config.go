@@ -71,6 +71,13 @@ type Libvirt struct {
 	PlacementSocket string `toml:"placement_socket"`
 	// MemoryOverheadMiB is added to a VM's RAM for its cgroup memory limit.
 	MemoryOverheadMiB int64 `toml:"memory_overhead_mib"`
+	// MaxVCPUs is how many vCPUs a running VM can be resized to (hot
+	// plug); 0 is the node's cores.
+	MaxVCPUs int `toml:"max_vcpus"`
+	// MaxMemoryMiB is how much RAM a running VM can be resized to
+	// (virtio-mem); 0 is twice what it boots with; at most what it boots
+	// with turns memory resize off.
+	MaxMemoryMiB int64 `toml:"max_memory_mib"`
 	// MaxDiskVirtualSizeGiB caps the disk a VM image may declare (its
 	// overlay grows up to it on the state dir's filesystem).
 	MaxDiskVirtualSizeGiB int64 `toml:"max_disk_virtual_size_gib"`
@@ -235,6 +242,12 @@ func (c Config) Validate() error {
 	}
 	if c.Libvirt.MaxDiskVirtualSizeGiB <= 0 || c.Libvirt.MaxDiskVirtualSizeGiB > 1<<20 {
 		errs = append(errs, fmt.Errorf("libvirt.max_disk_virtual_size_gib: %d must be between 1 and %d", c.Libvirt.MaxDiskVirtualSizeGiB, 1<<20))
+	}
+	if c.Libvirt.MaxVCPUs < 0 {
+		errs = append(errs, fmt.Errorf("libvirt.max_vcpus: %d must not be negative", c.Libvirt.MaxVCPUs))
+	}
+	if c.Libvirt.MaxMemoryMiB < 0 {
+		errs = append(errs, fmt.Errorf("libvirt.max_memory_mib: %d must not be negative", c.Libvirt.MaxMemoryMiB))
 	}
 	if c.Libvirt.MemoryOverheadMiB < 0 {
 		errs = append(errs, fmt.Errorf("libvirt.memory_overhead_mib: %d must not be negative", c.Libvirt.MemoryOverheadMiB))

@@ -45,6 +45,13 @@ emulator = "/usr/local/lib/crimux/crimux-qemu-wrapper"
 placement_socket = "/run/crimux/placement.sock"
 # Added to a VM's RAM for its cgroup memory limit: qemu's own memory.
 memory_overhead_mib = 256
+# In-place resize (kubectl patch pod --subresource resize): how many vCPUs
+# a running VM can be given (hot plug); 0 is the node's cores. And how much
+# RAM (virtio-mem, plugged in MiB steps); 0 is twice what the VM boots
+# with; at most what it boots with turns memory resize off. The guest must
+# online what is plugged: crimux does so through the guest agent.
+max_vcpus = 0
+max_memory_mib = 0
 # The largest disk a VM image may declare (a qcow2's virtual size): its
 # overlay grows up to it on the state dir's filesystem. Larger images are
 # refused at CreateContainer.

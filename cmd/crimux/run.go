@@ -114,6 +114,7 @@ func (d *daemon) factories(cfg config.Config, log *slog.Logger) map[string]regis
 				StateDir: cfg.StateDir, URI: cfg.Libvirt.URI, Accel: cfg.Libvirt.Accel,
 				Emulator:          cfg.Libvirt.Emulator, // Instance: the state dir's identity (internal/identity)
 				MemoryOverheadMiB: cfg.Libvirt.MemoryOverheadMiB, StreamingAddr: cfg.Libvirt.StreamingAddr,
+				MaxVCPUs: cfg.Libvirt.MaxVCPUs, MaxMemoryMiB: cfg.Libvirt.MaxMemoryMiB,
 				MaxDiskVirtualSize: cfg.Libvirt.MaxDiskVirtualSizeGiB << 30,
 				PlacementSocket:    cfg.Libvirt.PlacementSocket, Network: vmNetwork(cfg),
 				Counters: d.metrics,

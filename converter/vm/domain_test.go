@@ -32,6 +32,15 @@ func TestDomainGolden(t *testing.T) {
 			s.Disk = &Disk{Path: "/var/lib/crimux/vms/c0ffee/disk.qcow2", Format: "qcow2"}
 			s.CIData = "/var/lib/crimux/vms/c0ffee/cidata.iso"
 		},
+		"disk-boot-resizable-kvm": func(s *Spec) { // room for 4 vCPUs and 1 GiB
+			s.Accel = AccelKVM
+			s.Disk = &Disk{Path: "/var/lib/crimux/vms/c0ffee/overlay.qcow2", Format: "qcow2"}
+			s.MaxVCPUs, s.MaxMemoryMiB = 4, 1024
+		},
+		"disk-boot-resizable-shared": func(s *Spec) { // memory only, with virtio-fs shares
+			s.Disk = &Disk{Path: "/var/lib/crimux/vms/c0ffee/overlay.qcow2", Format: "qcow2"}
+			s.MaxVCPUs, s.MaxMemoryMiB, s.SharedMemory = 2, 511, true
+		},
 		"kernel-and-disk": func(s *Spec) {
 			s.Boot = &KernelBoot{Kernel: "/k/vmlinuz", Initrd: "/k/initrd.img", Args: "console=ttyS0 root=/dev/vda"}
 			s.Disk = &Disk{Path: "/o.qcow2", Format: "qcow2"}
@@ -69,6 +78,7 @@ func TestDomainRejects(t *testing.T) {
 		"bad disk format":    func(s *Spec) { s.Disk = &Disk{Path: "/d", Format: "vmdk"} },
 		"no console":         func(s *Spec) { s.Disk = &Disk{Path: "/d", Format: "raw"}; s.Console = Console{} },
 		"zero memory":        func(s *Spec) { s.Disk = &Disk{Path: "/d", Format: "raw"}; s.MemoryMiB = 0 },
+		"max vcpus too many": func(s *Spec) { s.Disk = &Disk{Path: "/d", Format: "raw"}; s.MaxVCPUs = MaxVCPUs + 1 },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -29,6 +29,11 @@ type Spec struct {
 	Meta      Metadata
 	VCPUs     uint
 	MemoryMiB uint64
+	// MaxVCPUs and MaxMemoryMiB are what the VM can be resized to while it
+	// runs (hot-plugged vCPUs, virtio-mem); at most VCPUs and MemoryMiB:
+	// no room to grow.
+	MaxVCPUs     uint
+	MaxMemoryMiB uint64
 	// Accel is kvm or tcg (resolved: never auto).
 	Accel    string
 	Emulator string

@@ -65,8 +65,9 @@ func (h hostCgroups) Place(c VMCgroup, pid int) error { return h.l.Place(cgroup.
 
 func (h hostCgroups) MemoryRoom(parent string) (int64, bool, error) { return h.l.MemoryLimit(parent) }
 
-func (h hostCgroups) Stats(c VMCgroup) (uint64, uint64, error) {
-	return h.l.Stats(cgroup.Spec(c))
+func (h hostCgroups) Stats(c VMCgroup) (core.CgroupUsage, error) {
+	u, err := h.l.Stats(cgroup.Spec(c))
+	return core.CgroupUsage(u), err
 }
 
 // servePlacement runs the placement server: the qemu wrapper of a crimux

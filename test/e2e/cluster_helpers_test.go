@@ -172,6 +172,9 @@ type clusterPod struct {
 			RestartCount int             `json:"restartCount"`
 			Ready        bool            `json:"ready"`
 			State        json.RawMessage `json:"state"`
+			Resources    struct {
+				Limits map[string]string `json:"limits"`
+			} `json:"resources"`
 		} `json:"containerStatuses"`
 		Conditions []struct {
 			Type    string `json:"type"`

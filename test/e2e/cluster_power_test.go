@@ -184,41 +184,57 @@ func checkSnapshotByAnnotation(t *testing.T, v vmPodRef) {
 	}
 }
 
-// checkRebootOnceAcrossRestart: a reboot request, crimux killed right
-// after it and started again: the guest boots exactly once more.
+// checkRebootOnceAcrossRestart: a reboot request with crimux killed
+// around it and started again: the guest boots exactly once more. r1
+// arrives while crimux is frozen and it is SIGKILLed right after (the
+// restarted crimux takes it up); r2 is taken up and crimux is SIGKILLed
+// 2 s into the reboot (the guest agent has the guest reboot itself, so
+// nothing is left for crimux to finish; a request found started is not
+// done again).
 func checkRebootOnceAcrossRestart(t *testing.T, c *daemonRun, v vmPodRef) {
+	t.Helper()
+	rebootOnce(t, c, v, "r1", func() {
+		if err := syscall.Kill(c.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}, func() {
+		time.Sleep(300 * time.Millisecond)
+		c.restart()
+	})
+	rebootOnce(t, c, v, "r2", func() {}, func() {
+		time.Sleep(2 * time.Second)
+		c.restart()
+	})
+}
+
+// rebootOnce annotates a reboot request token between before and after
+// and requires exactly one more boot in the console.
+func rebootOnce(t *testing.T, c *daemonRun, v vmPodRef, token string, before, after func()) {
 	t.Helper()
 	boots := func() int {
 		return strings.Count(kubectl(t, v.k8s, "-n", clusterNamespace, "logs", v.name), "Linux version ")
 	}
-	before := boots()
-	// crimux is frozen when the request arrives and SIGKILLed, as a crash
-	// would, right after it: the restarted crimux takes it up, once. (A
-	// crash in the middle of the reboot is the agent's unit tests': a
-	// request found started is not done again.)
-	if err := syscall.Kill(c.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	v.annotate(t, annRebootRequest+"=r1")
-	time.Sleep(300 * time.Millisecond)
-	c.restart()
-	p := v.waitAnnotation(t, 3*time.Minute, annRebootResult, func(s string) bool { return strings.HasPrefix(s, "r1: ") })
-	v.requireSameContainer(t, p, "reboot r1 across a crimux restart")
+	was := boots()
+	before()
+	v.annotate(t, annRebootRequest+"="+token)
+	after()
+	p := v.waitAnnotation(t, 3*time.Minute, annRebootResult, func(s string) bool { return strings.HasPrefix(s, token+": ") })
+	v.requireSameContainer(t, p, "reboot "+token+" across a crimux restart")
 	// The result can come before the reboot shows: crimux restarted while
 	// the guest was still shutting down reports the request it had
 	// started. So: one more boot within minutes, and still one 20 s on.
 	testutil.Eventually(t, 3*time.Minute, "one more boot in the console", func() error {
-		if after := boots(); after != before+1 {
+		if now := boots(); now != was+1 {
 			logs := kubectl(t, v.k8s, "-n", clusterNamespace, "logs", v.name)
-			return fmt.Errorf("%d boots before the reboot request, %d now (%s = %q); the console ends:\n%s",
-				before, after, annRebootResult, p.Metadata.Annotations[annRebootResult], tail(logs, 15))
+			return fmt.Errorf("%d boots before reboot request %s, %d now (%s = %q); the console ends:\n%s",
+				was, token, now, annRebootResult, p.Metadata.Annotations[annRebootResult], tail(logs, 15))
 		}
 		return nil
 	})
 	guestRead(t, v, "true") // the guest is back
 	time.Sleep(20 * time.Second)
-	if after := boots(); after != before+1 {
-		t.Fatalf("the console shows %d boots before the reboot request and %d after; want exactly one more (%s = %q)",
-			before, after, annRebootResult, p.Metadata.Annotations[annRebootResult])
+	if now := boots(); now != was+1 {
+		t.Fatalf("the console shows %d boots before reboot request %s and %d after; want exactly one more (%s = %q)",
+			was, token, now, annRebootResult, p.Metadata.Annotations[annRebootResult])
 	}
 }

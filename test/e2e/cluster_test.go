@@ -147,7 +147,9 @@ func TestClusterVMPods(t *testing.T) {
 	v := vmPodRef{k8s: k8s, name: "vm", uid: vm.Metadata.UID, ctrID: vmID}
 	checkPowerStatesByAnnotation(t, v)
 	checkSnapshotByAnnotation(t, v)
+	grown := checkResize(t, c, v)
 	checkRebootOnceAcrossRestart(t, c, v)
+	requireSizeAfterReboot(t, v, grown)
 	checkAPIServerOutage(t, c, v)
 
 	requireDeleteLeavesNothing(t, c, k8s, vm, vmID)

@@ -89,6 +89,7 @@ func (r *Runtime) OnConnect(ctx context.Context, l virt.Libvirt) {
 				continue
 			}
 			r.Reboots.Fire(name)
+			r.resizeAfterReboot(ctx, l, name)
 		}
 	}
 }

@@ -1,5 +1,7 @@
 package core
 
+import "time"
+
 // Exported for the external tests (package core_test), which build the
 // runtime with coretest (an internal test cannot: coretest imports core).
 
@@ -16,4 +18,10 @@ func (r *Runtime) LockWaiters(key string) int {
 		return l.refs
 	}
 	return 0
+}
+
+// SetAfterReboot sets how long and how often a rebooted guest is brought
+// back to its resized size.
+func SetAfterReboot(wait, poll time.Duration) {
+	afterRebootWait, afterRebootPoll = wait, poll
 }

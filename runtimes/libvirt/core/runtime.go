@@ -55,6 +55,10 @@ type Options struct {
 	// MemoryOverheadMiB is added to the VM's RAM for its cgroup limit:
 	// qemu's own memory (TCG translation cache, device emulation).
 	MemoryOverheadMiB int64
+	// MaxVCPUs and MaxMemoryMiB bound an in-place resize (config.Libvirt):
+	// 0 is the node's cores, and twice a VM's boot RAM.
+	MaxVCPUs     int
+	MaxMemoryMiB int64
 	// StreamingAddr is where the Attach streaming server listens
 	// (host:port, port 0 picks a free one).
 	StreamingAddr string
@@ -96,7 +100,7 @@ type Cgroups interface {
 	Create(VMCgroup) error
 	Update(VMCgroup) error
 	Remove(VMCgroup) error
-	Stats(VMCgroup) (cpuNanos, memoryBytes uint64, err error)
+	Stats(VMCgroup) (CgroupUsage, error)
 	// Place moves process pid into the VM's cgroup (a share's virtiofsd).
 	Place(cg VMCgroup, pid int) error
 	// MemoryRoom is the memory limit of a pod's cgroup parent, which the
@@ -243,3 +247,11 @@ func (r *Runtime) Recovered() <-chan struct{} { return r.recovered }
 
 // QemuUser is the user libvirt runs qemu as on Debian.
 const QemuUser = "libvirt-qemu"
+
+// CgroupUsage is what a VM's cgroup has used: CPU time, the memory charged
+// to it, and that less its inactive file pages (the working set, as
+// kubelet counts it).
+type CgroupUsage struct {
+	CPUNanos                     uint64
+	MemoryBytes, WorkingSetBytes uint64
+}

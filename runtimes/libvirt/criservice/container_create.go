@@ -140,9 +140,11 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	rec := &store.Container{
 		ID: id, SandboxID: sb.ID, Config: cfg, ImageRef: cfg.GetImage().GetImage(), ImageDigest: layout.Digest,
 		Domain: vm.DomainName(id), Dir: r.VMDir(id), VCPUs: res.VCPUs, MemoryMiB: res.MemoryMiB, Accel: r.Accel,
-		CreatedAt: time.Now().UnixNano(), State: runtimeapi.ContainerState_CONTAINER_CREATED,
+		BootMemoryMiB: res.MemoryMiB,
+		CreatedAt:     time.Now().UnixNano(), State: runtimeapi.ContainerState_CONTAINER_CREATED,
 		CgroupParent: sb.Config.GetLinux().GetCgroupParent(),
 	}
+	rec.MaxVCPUs, rec.MaxMemoryMiB = r.resizeRoom(res)
 	if cfg.GetLogPath() != "" {
 		rec.LogPath = filepath.Join(sb.Config.GetLogDirectory(), cfg.GetLogPath())
 	}
@@ -152,6 +154,7 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 			PodNamespace: sb.Config.GetMetadata().GetNamespace(), SandboxID: sb.ID, ContainerID: id,
 		},
 		VCPUs: res.VCPUs, MemoryMiB: res.MemoryMiB, Accel: r.Accel, Emulator: r.Opts.Emulator,
+		MaxVCPUs: rec.MaxVCPUs, MaxMemoryMiB: rec.MaxMemoryMiB,
 		Console:      vm.Console{Socket: core.ConsoleSocket(rec.Dir), Log: filepath.Join(rec.Dir, core.ConsoleLogFile)},
 		SharedMemory: len(storage.Shares) > 0,
 	}

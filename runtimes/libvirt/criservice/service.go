@@ -8,6 +8,7 @@ package criservice
 
 import (
 	"context"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/cri-streaming/pkg/streaming"
@@ -22,6 +23,9 @@ type Service struct {
 
 	// streaming serves Attach to the serial console; nil until Serve.
 	streaming streaming.Server
+	// plugWait bounds a resize's wait for the guest's memory plug; 0 is
+	// defaultPlugWait (tests shorten it).
+	plugWait time.Duration
 }
 
 // New returns the CRI face of the runtime r.

@@ -60,17 +60,20 @@ func (r *Service) stats(c *store.Container) (*runtimeapi.ContainerStats, error) 
 		Attributes: &runtimeapi.ContainerAttributes{Id: c.ID, Metadata: c.Config.GetMetadata(),
 			Labels: c.Config.GetLabels(), Annotations: c.Config.GetAnnotations()},
 		Cpu:           &runtimeapi.CpuUsage{Timestamp: now, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{}},
-		Memory:        &runtimeapi.MemoryUsage{Timestamp: now, WorkingSetBytes: &runtimeapi.UInt64Value{}},
+		Memory:        &runtimeapi.MemoryUsage{Timestamp: now, WorkingSetBytes: &runtimeapi.UInt64Value{}, UsageBytes: &runtimeapi.UInt64Value{}},
 		WritableLayer: r.writableLayer(c, now),
 	}
 	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING || c.Power().GuestOff() {
 		return st, nil
 	}
-	cpu, mem, err := r.Cgroups.Stats(r.CgroupOf(c))
+	u, err := r.Cgroups.Stats(r.CgroupOf(c))
 	if err != nil {
 		return nil, fmt.Errorf("stats of %s: %w", c.Domain, err)
 	}
-	st.Cpu.UsageCoreNanoSeconds.Value, st.Memory.WorkingSetBytes.Value = cpu, mem
+	// UsageBytes too: kubelet refuses to lower a memory limit (in-place
+	// resize) without the container's usage to compare it with.
+	st.Cpu.UsageCoreNanoSeconds.Value = u.CPUNanos
+	st.Memory.WorkingSetBytes.Value, st.Memory.UsageBytes.Value = u.WorkingSetBytes, u.MemoryBytes
 	return st, nil
 }
 

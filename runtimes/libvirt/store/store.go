@@ -81,13 +81,26 @@ type Container struct {
 	Domain      string `json:"domain"`
 	Dir         string `json:"dir"`
 	LogPath     string `json:"log_path"`
-	VCPUs       uint   `json:"vcpus"`
-	MemoryMiB   uint64 `json:"memory_mib"`
-	Accel       string `json:"accel"`
-	CreatedAt   int64  `json:"created_at"`
-	StartedAt   int64  `json:"started_at,omitempty"`
-	FinishedAt  int64  `json:"finished_at,omitempty"`
-	ExitCode    int32  `json:"exit_code"`
+	// VCPUs and MemoryMiB are the VM's size now (after any resize).
+	VCPUs     uint   `json:"vcpus"`
+	MemoryMiB uint64 `json:"memory_mib"`
+	// MaxVCPUs, BootMemoryMiB and MaxMemoryMiB bound an in-place resize:
+	// the domain has MaxVCPUs vCPU slots and a virtio-mem device of
+	// MaxMemoryMiB-BootMemoryMiB. 0 in records of an older crimux: no
+	// room to grow.
+	MaxVCPUs      uint   `json:"max_vcpus,omitempty"`
+	BootMemoryMiB uint64 `json:"boot_memory_mib,omitempty"`
+	MaxMemoryMiB  uint64 `json:"max_memory_mib,omitempty"`
+	// PluggedVCPUs is how many vCPUs the running domain has plugged when a
+	// shrink could not unplug them (TCG): the ones beyond VCPUs are
+	// offline in the guest, and again after each of its reboots. 0: as
+	// many as VCPUs.
+	PluggedVCPUs uint   `json:"plugged_vcpus,omitempty"`
+	Accel        string `json:"accel"`
+	CreatedAt    int64  `json:"created_at"`
+	StartedAt    int64  `json:"started_at,omitempty"`
+	FinishedAt   int64  `json:"finished_at,omitempty"`
+	ExitCode     int32  `json:"exit_code"`
 	// CgroupParent is the pod's cgroup parent, kept so teardown needs no
 	// sandbox record.
 	CgroupParent string `json:"cgroup_parent,omitempty"`

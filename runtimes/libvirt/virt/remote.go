@@ -100,14 +100,54 @@ func (r remote) Suspend(d Domain) error  { return classify(r.l.DomainSuspend(dom
 func (r remote) Resume(d Domain) error   { return classify(r.l.DomainResume(dom(d))) }
 func (r remote) Reset(d Domain) error    { return classify(r.l.DomainReset(dom(d), 0)) }
 
+// Reboot: with both flags libvirt tries the agent (guest-shutdown
+// mode=reboot; the call returns once qemu reports the guest's reset, or
+// after libvirt's 60 s agent shutdown timeout) and falls back to the
+// power button when no agent is connected or it fails.
 func (r remote) Reboot(d Domain) error {
-	return classify(r.l.DomainReboot(dom(d), golibvirt.DomainRebootAcpiPowerBtn))
+	return classify(r.l.DomainReboot(dom(d), golibvirt.DomainRebootGuestAgent|golibvirt.DomainRebootAcpiPowerBtn))
 }
 
 // ManagedSave saves the domain as running: whether it comes back running
 // or paused is chosen when it is started.
 func (r remote) ManagedSave(d Domain) error {
 	return classify(r.l.DomainManagedSave(dom(d), uint32(golibvirt.DomainSaveRunning)))
+}
+
+func (r remote) SetVCPUs(d Domain, n uint, live bool) error {
+	flags := golibvirt.DomainVCPUConfig
+	if live {
+		flags |= golibvirt.DomainVCPULive
+	}
+	return classify(r.l.DomainSetVcpusFlags(dom(d), uint32(n), uint32(flags)))
+}
+
+// RequestMemory updates the virtio-mem device as libvirt shows it (its
+// alias and address included: libvirt finds the device to update by
+// them) with the new requested size, as virsh update-memory-device does:
+// the running domain with its live XML, then the definition with its
+// inactive XML — one call for both makes libvirt 9.0 send qemu the
+// definition's device, which has no alias ("Device
+// '/machine/peripheral/(null)' not found").
+func (r remote) RequestMemory(d Domain, requestedMiB uint64, live bool) error {
+	if live {
+		if err := r.requestMemory(d, requestedMiB, 0, golibvirt.DomainDeviceModifyLive); err != nil {
+			return err
+		}
+	}
+	return r.requestMemory(d, requestedMiB, golibvirt.DomainXMLInactive, golibvirt.DomainDeviceModifyConfig)
+}
+
+func (r remote) requestMemory(d Domain, requestedMiB uint64, xmlFlags golibvirt.DomainXMLFlags, flags golibvirt.DomainDeviceModifyFlags) error {
+	x, err := r.l.DomainGetXMLDesc(dom(d), xmlFlags)
+	if err != nil {
+		return classify(err)
+	}
+	dev, err := withRequestedMemory(x, requestedMiB)
+	if err != nil {
+		return err
+	}
+	return classify(r.l.DomainUpdateDeviceFlags(dom(d), dev, flags))
 }
 
 func (r remote) CreateSnapshot(d Domain, xml string) (Snapshot, error) {

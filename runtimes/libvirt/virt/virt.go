@@ -23,6 +23,7 @@ type Libvirt interface {
 	Snapshots
 	Events
 	Agent
+	Resize
 	// Version is libvirtd's version; an answer proves it is up.
 	Version() (uint64, error)
 }
@@ -54,8 +55,10 @@ type Power interface {
 	Destroy(Domain) error
 	Suspend(Domain) error
 	Resume(Domain) error
-	// Reboot asks the guest to reboot (ACPI power button, then qemu's
-	// fake reboot); Reset resets the VM at once.
+	// Reboot asks the guest to reboot: through its guest agent when one
+	// is connected (the guest then reboots on its own, whatever becomes of
+	// the caller), else by the ACPI power button and qemu's fake reboot.
+	// Reset resets the VM at once.
 	Reboot(Domain) error
 	Reset(Domain) error
 	// ManagedSave saves the memory to disk and stops the domain; its next
@@ -90,6 +93,26 @@ type Events interface {
 	RebootEvents(ctx context.Context) (<-chan string, error)
 	// Disconnected is closed when the connection is gone.
 	Disconnected() <-chan struct{}
+}
+
+// Resize changes the size of a domain (in-place resize). live applies
+// the change to the running VM too (hot plug); the persistent definition
+// always follows, so the next boot has the new size.
+type Resize interface {
+	// SetVCPUs sets how many of the domain's vCPUs are plugged.
+	SetVCPUs(d Domain, n uint, live bool) error
+	// RequestMemory sets the requested size of the domain's virtio-mem
+	// device: what the guest is asked to plug.
+	RequestMemory(d Domain, requestedMiB uint64, live bool) error
+	// PluggedMemory reads the domain's virtio-mem device as it runs:
+	// what is asked of the guest and what it has plugged. ok is false
+	// for a domain without one.
+	PluggedMemory(d Domain) (p MemoryPlug, ok bool, err error)
+}
+
+// MemoryPlug is a virtio-mem device's state, in MiB.
+type MemoryPlug struct {
+	SizeMiB, RequestedMiB, CurrentMiB uint64
 }
 
 // Agent talks to a domain's QEMU guest agent.

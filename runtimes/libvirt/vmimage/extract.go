@@ -69,11 +69,17 @@ type extracted struct {
 }
 
 // extract indexes the layers, applies the layout rules, copies the chosen
-// files into dir (a second pass over only the layers that hold them) and
-// checks the disk's format.
+// files into dir (those of the top layer as it is indexed, see
+// earlyCopies; the others in a second pass over only the layers that hold
+// them) and checks the disk's format.
 func extract(ctx context.Context, layers int, open openLayer, dir string, opts extractOpts) (extracted, error) {
 	t := newTree()
+	early := newEarlyCopies(dir, opts)
+	defer early.removeUnused()
 	for i := range layers {
+		if i == layers-1 {
+			t.keep = early.keep
+		}
 		if err := readLayer(ctx, open, i, func(r io.Reader) error { return t.apply(r, i) }); err != nil {
 			return extracted{}, err
 		}
@@ -84,16 +90,26 @@ func extract(ctx context.Context, layers int, open openLayer, dir string, opts e
 	}
 	var out extracted
 	jobs := map[int][]copyJob{}
-	add := func(p *pick, name string) string {
+	add := func(p *pick, name string) (string, error) {
 		if p == nil {
-			return ""
+			return "", nil
 		}
-		jobs[p.src.layer] = append(jobs[p.src.layer], copyJob{pick: *p, dest: filepath.Join(dir, name)})
-		return name
+		dest := filepath.Join(dir, name)
+		if ok, err := early.take(p, dest); ok || err != nil {
+			return name, err
+		}
+		jobs[p.src.layer] = append(jobs[p.src.layer], copyJob{pick: *p, dest: dest})
+		return name, nil
 	}
-	out.Disk = add(sel.disk, diskFile)
-	out.Kernel = add(sel.kernel, kernelFile)
-	out.Initrd = add(sel.initrd, initrdFile)
+	if out.Disk, err = add(sel.disk, diskFile); err != nil {
+		return extracted{}, err
+	}
+	if out.Kernel, err = add(sel.kernel, kernelFile); err != nil {
+		return extracted{}, err
+	}
+	if out.Initrd, err = add(sel.initrd, initrdFile); err != nil {
+		return extracted{}, err
+	}
 	layerIDs := make([]int, 0, len(jobs))
 	for l := range jobs {
 		layerIDs = append(layerIDs, l)

@@ -53,8 +53,14 @@ func (t *tree) apply(r io.Reader, layer int) error {
 		if t.nameBytes += len(hdr.Name) + len(hdr.Linkname); t.nameBytes > maxNameBytes {
 			return invalid(layerName(layer), "more than %d bytes of file names in the image", maxNameBytes)
 		}
-		if err := t.applyEntry(hdr, fileRef{layer: layer, entry: entry}); err != nil {
+		ref := fileRef{layer: layer, entry: entry}
+		if err := t.applyEntry(hdr, ref); err != nil {
 			return err
+		}
+		if t.keep != nil {
+			if err := t.keep(hdr, tr, ref); err != nil {
+				return err
+			}
 		}
 	}
 }

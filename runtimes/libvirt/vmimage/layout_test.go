@@ -209,6 +209,25 @@ func TestExtractLayout(t *testing.T) {
 		layers:  [][]byte{layer(t, file("disk", raw), file("disk/a.raw", raw))},
 		wantErr: `layer 0: entry "disk/a.raw": parent /disk is a regular file`,
 	}, {
+		// The top layer's files are copied as it is indexed; the picks
+		// decide which copies are used, and no other is left behind.
+		name:   "top-layer disk written twice: the later entry wins",
+		layers: [][]byte{layer(t, file("disk/a.raw", []byte("first")), file("disk/a.raw", raw))},
+		want:   map[string][]byte{"disk.raw": raw},
+		format: FormatRaw,
+	}, {
+		name: "top-layer disk replaced by a link to a lower layer's file",
+		layers: [][]byte{
+			layer(t, file("data/x.raw", raw)),
+			layer(t, file("disk/a.raw", []byte("hidden")), symlink("disk/a.raw", "../data/x.raw")),
+		},
+		want:   map[string][]byte{"disk.raw": raw},
+		format: FormatRaw,
+	}, {
+		name:   "initrd hard-linked to the kernel",
+		layers: [][]byte{layer(t, file("boot/vmlinuz", kernel), hardlink("boot/initrd.img", "boot/vmlinuz"))},
+		want:   map[string][]byte{"vmlinuz": kernel, "initrd.img": kernel},
+	}, {
 		name:    "truncated tar",
 		layers:  [][]byte{layer(t, file("disk/a.raw", raw))[:520]},
 		wantErr: "layer 0: ",

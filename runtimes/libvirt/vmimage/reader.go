@@ -13,6 +13,7 @@
 package vmimage
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -217,6 +218,9 @@ func (r *Reader) fill(ctx context.Context, m manifestInfo, key string) (Layout, 
 	return rec.layout(final), nil
 }
 
+// blobReadSize is how much of a layer blob one content store read asks for.
+const blobReadSize = 1 << 20
+
 // layerOpener opens layers from the content store, decompressed.
 func (r *Reader) layerOpener(layers []ocispec.Descriptor) openLayer {
 	return func(ctx context.Context, i int) (io.ReadCloser, error) {
@@ -228,7 +232,10 @@ func (r *Reader) layerOpener(layers []ocispec.Descriptor) openLayer {
 		if err != nil {
 			return nil, blobError(desc, err)
 		}
-		rc, err := decompress(guardedReader{ctx: ctx, r: content.NewReader(ra)})
+		// Large reads: every read of the content store's ReaderAt is a gRPC
+		// call, and the decompressors read 4 KiB at a time.
+		blob := bufio.NewReaderSize(content.NewReader(ra), blobReadSize)
+		rc, err := decompress(guardedReader{ctx: ctx, r: blob})
 		if err != nil {
 			ra.Close()
 			if re := asReadError(err); re != nil {

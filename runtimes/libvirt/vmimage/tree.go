@@ -1,8 +1,10 @@
 package vmimage
 
 import (
+	"archive/tar"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"strings"
 )
@@ -74,6 +76,9 @@ type tree struct {
 	nameBytes int
 	steps     int // work done, bounded by budget
 	budget    int // maxSteps, less in tests
+	// keep, if set, sees each entry once it is applied, its contents
+	// still unread in r (earlyCopies).
+	keep func(hdr *tar.Header, r io.Reader, ref fileRef) error
 }
 
 func (t *tree) tooMuchWork(p string) error {

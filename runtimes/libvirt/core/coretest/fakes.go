@@ -195,16 +195,17 @@ func (c *Cgroups) Remove(cg core.VMCgroup) error {
 	return nil
 }
 
-func (c *Cgroups) Stats(cg core.VMCgroup) (uint64, uint64, error) {
+// Stats reports CPU and Memory (as both the charge and the working set).
+func (c *Cgroups) Stats(cg core.VMCgroup) (core.CgroupUsage, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.Fail != nil {
-		return 0, 0, c.Fail
+		return core.CgroupUsage{}, c.Fail
 	}
 	if _, ok := c.Live[cg.Name]; !ok {
-		return 0, 0, errors.New("no such cgroup: " + cg.Name)
+		return core.CgroupUsage{}, errors.New("no such cgroup: " + cg.Name)
 	}
-	return c.CPU, c.Memory, nil
+	return core.CgroupUsage{CPUNanos: c.CPU, MemoryBytes: c.Memory, WorkingSetBytes: c.Memory}, nil
 }
 
 // Get returns a cgroup by name.

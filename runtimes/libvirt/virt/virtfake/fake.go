@@ -46,7 +46,18 @@ type Domain struct {
 	// Agent answers guest agent commands; nil: the guest has no agent
 	// (FailedPrecondition, as libvirt says of an agent not connected).
 	Agent func(cmd string) (string, error)
-	uuid  virt.UUID
+	// VCPUs is what SetVCPUs last set in the definition (0: never
+	// called); LiveVCPUs what it last set live.
+	VCPUs, LiveVCPUs uint
+	// UnplugTimesOut: a live vCPU unplug fails as libvirt's does when qemu
+	// never reports the device deleted (qemu 7.2 under TCG).
+	UnplugTimesOut bool
+	// Memory is the virtio-mem device, once RequestMemory changed it;
+	// GuestPlugs says whether the guest follows a request (current becomes
+	// requested) or ignores it (no driver: current stays).
+	Memory     virt.MemoryPlug
+	GuestPlugs bool
+	uuid       virt.UUID
 }
 
 // Snapshot is a fake snapshot: the state it was taken in and its XML.

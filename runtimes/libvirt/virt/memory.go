@@ -1,0 +1,97 @@
+package virt
+
+import (
+	"encoding/xml"
+	"fmt"
+
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/crimux/crimux/internal/errdefs"
+)
+
+// memoryDevices is what PluggedMemory reads of a domain's live XML.
+// libvirtxml has no <current> (what the guest plugged) yet.
+type memoryDevices struct {
+	Devices struct {
+		Memory []struct {
+			Model  string `xml:"model,attr"`
+			Target struct {
+				Size      sizedValue `xml:"size"`
+				Requested sizedValue `xml:"requested"`
+				Current   sizedValue `xml:"current"`
+			} `xml:"target"`
+		} `xml:"memory"`
+	} `xml:"devices"`
+}
+
+type sizedValue struct {
+	Value uint64 `xml:",chardata"`
+	Unit  string `xml:"unit,attr"`
+}
+
+// mib converts a libvirt size to MiB (libvirt writes KiB).
+func (v sizedValue) mib() (uint64, error) {
+	switch v.Unit {
+	case "", "KiB", "k", "K":
+		return v.Value >> 10, nil
+	case "MiB", "M":
+		return v.Value, nil
+	case "GiB", "G":
+		return v.Value << 10, nil
+	case "b", "bytes":
+		return v.Value >> 20, nil
+	}
+	return 0, fmt.Errorf("size unit %q", v.Unit)
+}
+
+// parsePluggedMemory reads the virtio-mem device of a domain's XML.
+func parsePluggedMemory(domainXML string) (MemoryPlug, bool, error) {
+	var d memoryDevices
+	if err := xml.Unmarshal([]byte(domainXML), &d); err != nil {
+		return MemoryPlug{}, false, fmt.Errorf("domain XML: %w", err)
+	}
+	for _, m := range d.Devices.Memory {
+		if m.Model != "virtio-mem" {
+			continue
+		}
+		var p MemoryPlug
+		var err error
+		for _, f := range []struct {
+			v   sizedValue
+			out *uint64
+		}{{m.Target.Size, &p.SizeMiB}, {m.Target.Requested, &p.RequestedMiB}, {m.Target.Current, &p.CurrentMiB}} {
+			if *f.out, err = f.v.mib(); err != nil {
+				return MemoryPlug{}, false, err
+			}
+		}
+		return p, true, nil
+	}
+	return MemoryPlug{}, false, nil
+}
+
+func (r remote) PluggedMemory(d Domain) (MemoryPlug, bool, error) {
+	x, err := r.XML(d)
+	if err != nil {
+		return MemoryPlug{}, false, err
+	}
+	return parsePluggedMemory(x)
+}
+
+// withRequestedMemory is the virtio-mem device of a domain's XML with its
+// requested size set to requestedMiB, as device XML.
+func withRequestedMemory(domainXML string, requestedMiB uint64) (string, error) {
+	var d libvirtxml.Domain
+	if err := d.Unmarshal(domainXML); err != nil {
+		return "", fmt.Errorf("domain XML: %w", err)
+	}
+	if d.Devices != nil {
+		for _, m := range d.Devices.Memorydevs {
+			if m.Model != "virtio-mem" || m.Target == nil {
+				continue
+			}
+			m.Target.Requested = &libvirtxml.DomainMemorydevTargetRequested{Value: uint(requestedMiB), Unit: "MiB"}
+			return m.Marshal()
+		}
+	}
+	return "", fmt.Errorf("domain %s has no virtio-mem device: %w", d.Name, errdefs.ErrFailedPrecondition)
+}
