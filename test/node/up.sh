@@ -28,10 +28,10 @@ install -m 0600 "$(dirname "$disk")/id_ed25519" "$NODE_KEY"
 qemu-img create -q -f qcow2 -b "$disk" -F qcow2 "$NODE_RUN/node.qcow2"
 
 t1=$SECONDS
-# No svm/vmx in the node's CPU: under TCG, -cpu max offers them, kvm_amd
-# loads in the node after boot and /dev/kvm appears, so crimux's accel
-# "auto" would pick kvm for the nested VM; nested guests need tcg here.
-nice -n 19 ionice -c3 qemu-system-x86_64 -name crimux-node -accel tcg,thread=multi -cpu max,svm=off,vmx=off -smp 2 -m "$NODE_MEM_MIB" \
+# -cpu max offers svm/vmx: the node blacklists kvm_amd/kvm_intel
+# (files/etc/modprobe.d) so that crimux's accel auto picks tcg. (With
+# svm=off,vmx=off here, systemd's mounts failed with 'protocol' at boot.)
+nice -n 19 ionice -c3 qemu-system-x86_64 -name crimux-node -accel tcg,thread=multi -cpu max -smp 2 -m "$NODE_MEM_MIB" \
 	-nodefaults -display none -vga none \
 	-drive "file=$NODE_RUN/node.qcow2,if=virtio,cache=unsafe,discard=unmap" \
 	-netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$NODE_SSH_PORT-:22" -device virtio-net-pci,netdev=n0 \
