@@ -21,6 +21,14 @@ import (
 // (JSON), waiting at most timeout for it.
 type Send func(cmd string, timeout time.Duration) (string, error)
 
+// SendTo is the Send of domain d's agent through a (virt.Libvirt's
+// AgentCommand); generic so that this package needs nothing of virt.
+func SendTo[D any](a interface {
+	AgentCommand(d D, cmd string, timeout time.Duration) (string, error)
+}, d D) Send {
+	return func(cmd string, timeout time.Duration) (string, error) { return a.AgentCommand(d, cmd, timeout) }
+}
+
 // Result is a finished command.
 type Result struct {
 	ExitCode       int32

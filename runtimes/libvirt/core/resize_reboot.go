@@ -78,7 +78,7 @@ func (r *Runtime) resizeRebootedGuest(ctx context.Context, l virt.Libvirt, domai
 // guestToSize takes the guest's vCPUs beyond c.VCPUs offline and, once it
 // has plugged its virtio-mem memory again, onlines that.
 func guestToSize(l virt.Libvirt, dom virt.Domain, c *store.Container) error {
-	send := func(cmd string, t time.Duration) (string, error) { return l.AgentCommand(dom, cmd, t) }
+	send := agent.SendTo(l, dom)
 	if c.PluggedVCPUs > c.VCPUs {
 		online, err := agent.SetOnlineVCPUs(send, int(c.VCPUs))
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -102,7 +101,7 @@ func (r *Service) agentExec(ctx context.Context, id string, cmd []string, input 
 	if err != nil {
 		return agent.Result{}, fmt.Errorf("domain %s: %w", c.Domain, err)
 	}
-	res, err := agent.ExecInput(ctx, func(cmd string, t time.Duration) (string, error) { return l.AgentCommand(dom, cmd, t) }, cmd, input)
+	res, err := agent.ExecInput(ctx, agent.SendTo(l, dom), cmd, input)
 	if err != nil && (errdefs.Code(err) == codes.FailedPrecondition || errdefs.Code(err) == codes.Unavailable) {
 		// The guest's state, not the runtime's: FailedPrecondition, so that
 		// nobody reads "runtime unavailable" into it.

@@ -63,10 +63,6 @@ func (r *Service) resizeDomain(ctx context.Context, c, next *store.Container, li
 	return nil
 }
 
-func (z resizer) send(cmd string, t time.Duration) (string, error) {
-	return z.l.AgentCommand(z.dom, cmd, t)
-}
-
 // setVCPUs plugs or unplugs vCPUs. The guest agent brings new ones
 // online, and takes the ones going away offline first: nproc and the
 // guest's scheduler follow at once, and an unplug then takes no guest
@@ -94,7 +90,7 @@ func (z resizer) setVCPUs(from, to uint) (leftPlugged bool, err error) {
 // (measured; later plugs were then no-ops). With KVM an unplug that does
 // not complete is left the same way. A later grow onlines them again
 // (libvirt still counts them plugged); after a guest reboot crimux takes
-// them offline again (core.Runtime.OfflineAfterReboot).
+// them offline again (core's resizeAfterReboot).
 func (z resizer) unplugVCPUs(from, to uint) (leftPlugged bool, err error) {
 	if z.c.Accel != vm.AccelTCG {
 		err := z.l.SetVCPUs(z.dom, to, true)
@@ -128,7 +124,7 @@ func pluggedAfter(c *store.Container, to uint, leftPlugged bool) uint {
 func (z resizer) online(n uint) {
 	deadline := time.Now().Add(z.wait())
 	for {
-		got, err := agent.SetOnlineVCPUs(z.send, int(n))
+		got, err := agent.SetOnlineVCPUs(agent.SendTo(z.l, z.dom), int(n))
 		switch {
 		case err != nil:
 			z.r.Log.Warn("guest vCPUs not onlined through the guest agent; the guest must do it itself", "container", z.c.ID, "vcpus", n, "err", err)
@@ -227,7 +223,7 @@ func (z resizer) wait() time.Duration {
 }
 
 func (z resizer) onlineMemory() {
-	if _, err := agent.OnlineMemory(z.send); err != nil {
+	if _, err := agent.OnlineMemory(agent.SendTo(z.l, z.dom)); err != nil {
 		z.r.Log.Warn("guest memory blocks not onlined through the guest agent; the guest must do it itself", "container", z.c.ID, "err", err)
 	}
 }
