@@ -1,7 +1,8 @@
 # crimux — one CRI endpoint for containers and VMs.
 #
 #   make run     run crimux on this machine (starts the test bed containerd if none runs)
-#   make test    everything CI runs: vet, gofmt, unit tests (-race), e2e, a real kubelet, chaos, critest
+#   make test    everything CI runs: vet, gofmt, unit tests (-race), e2e, a real kubelet, chaos, critest,
+#                and the cgroup v2 / systemd node (a VM: test/node)
 #   make install install crimux on a node (DESTDIR, PREFIX, SYSCONFDIR, UNITDIR)
 #
 # The test bed (test/bed) installs and starts containerd, runc, CNI, crictl,
@@ -71,7 +72,7 @@ RUN_FLAGS ?=
 run: build
 	./hack/run.sh $(RUN_FLAGS)
 
-test: vet fmt-check unit e2e e2e-guest e2e-kubelet e2e-cluster chaos critest
+test: vet fmt-check unit e2e e2e-guest e2e-kubelet e2e-cluster chaos critest e2e-node
 
 vet:
 	$(GO) vet ./...
@@ -126,7 +127,8 @@ e2e-vm-net: build bed
 # with SystemdCgroup = true, libvirt and qemu from Debian, crimux installed
 # by make install and run by its unit), driven with crictl over SSH: a
 # container pod and a VM pod in kubelet's systemd pod slices, limits, stats,
-# update, and crimux killed, reloaded, stopped and frozen under systemd.
+# update, and crimux killed, reloaded, stopped and frozen under systemd;
+# then critest in the node, directly and through crimux (test/node/critest.sh).
 # The node disk is cached by its inputs (test/node/build.sh). Prints last:
 # node: cgroup v2, systemd driver: N passed, M failed, K skipped
 e2e-node: build
