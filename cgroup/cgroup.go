@@ -26,9 +26,12 @@ const (
 // and applies its limits. It is idempotent. On failure it removes the leaf
 // again (never the parents).
 func (l Layout) Create(s Spec) error {
-	_, leaf, err := s.Paths()
+	leaf, err := l.leafPath(s)
 	if err != nil {
 		return err
+	}
+	if l.scoped(s) {
+		return nil // the scope is made with its first process (Place)
 	}
 	values, err := s.Values(l)
 	if err != nil {
@@ -48,9 +51,12 @@ func (l Layout) Create(s Spec) error {
 // Update applies changed limits (UpdateContainerResources). The leaf must
 // exist: an error wrapping fs.ErrNotExist says it does not.
 func (l Layout) Update(s Spec) error {
-	_, leaf, err := s.Paths()
+	leaf, err := l.leafPath(s)
 	if err != nil {
 		return err
+	}
+	if l.scoped(s) {
+		return l.updateScope(s)
 	}
 	ok, err := l.Exists(s)
 	if err != nil {
@@ -97,6 +103,9 @@ func (l Layout) Remove(s Spec) error {
 	}
 	var errs []error
 	for _, d := range dirs {
+		if l.scoped(s) {
+			l.stopEmptyScope(s, d)
+		}
 		if err := rmdirWait(d); err != nil {
 			errs = append(errs, err)
 		}
@@ -126,12 +135,18 @@ func rmdirWait(dir string) error {
 // hierarchy, creating missing directories without touching limits, and
 // then checks /proc/<pid>/cgroup: every line must name the leaf.
 func (l Layout) Place(s Spec, pid int) error {
-	_, leaf, err := s.Paths()
+	leaf, err := l.leafPath(s)
 	if err != nil {
 		return err
 	}
 	if pid <= 0 {
 		return fmt.Errorf("place into %s: invalid pid %d", leaf, pid)
+	}
+	if l.scoped(s) {
+		if err := l.placeInScope(s, pid); err != nil {
+			return fmt.Errorf("place pid %d into %s: %w", pid, leaf, err)
+		}
+		return l.checkPlaced(pid, leaf)
 	}
 	if err := l.makeDirs(leaf, nil); err != nil {
 		return fmt.Errorf("place pid %d into %s: %w", pid, leaf, err)
@@ -154,6 +169,11 @@ func (l Layout) Place(s Spec, pid int) error {
 			return fmt.Errorf("place pid %d into %s (unified): %w", pid, leaf, err)
 		}
 	}
+	return l.checkPlaced(pid, leaf)
+}
+
+// checkPlaced checks that every cgroup of pid is leaf.
+func (l Layout) checkPlaced(pid int, leaf string) error {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
 		return fmt.Errorf("check placement of pid %d: %w", pid, err)

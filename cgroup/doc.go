@@ -26,6 +26,13 @@
 // waits nor treats a missing leaf as done), and Stats (four small files,
 // cadvisor's working-set formula; the libraries parse every stat file).
 //
+// On a host where systemd is init on the unified hierarchy alone
+// (Layout.Systemd), a leaf under a slice parent (kubelet's systemd driver)
+// is a transient scope, <Name>.scope, that Place starts through systemd
+// with the limits as unit properties (scope.go): systemd owns the slices'
+// subtree_control and took the controllers away from a plain directory at
+// the next daemon-reload.
+//
 // The leaf's name is its only identity stamp (cgroupfs takes no files of
 // ours): Spec.Name must start with "crimux-", which is how a later
 // List/Orphans will find crimux's leaves. Parents are created when missing

@@ -34,6 +34,9 @@ func (h Hierarchy) Has(controller string) bool {
 // placed in all of them.
 type Layout struct {
 	Hierarchies []Hierarchy
+	// Systemd is set where systemd runs as init on the unified hierarchy
+	// alone: a VM under a slice parent then gets a scope (scope.go).
+	Systemd bool
 }
 
 // Mode names the host's cgroup mode: "v1" (legacy), "hybrid" or "v2".
@@ -107,7 +110,11 @@ func Discover() (Layout, error) {
 	if len(hs) == 0 {
 		return Layout{}, fmt.Errorf("no cgroup hierarchy is mounted")
 	}
-	return Layout{Hierarchies: hs}, nil
+	l := Layout{Hierarchies: hs}
+	if fi, err := os.Stat("/run/systemd/system"); err == nil && fi.IsDir() && l.Mode() == "v2" {
+		l.Systemd = true
+	}
+	return l, nil
 }
 
 // notControllers are the v1 super options that name no controller.

@@ -24,9 +24,14 @@ type Usage struct {
 // not); memory from v1 memory.usage_in_bytes and total_inactive_file,
 // else from v2 memory.current and inactive_file.
 func (l Layout) Stats(s Spec) (Usage, error) {
-	_, leaf, err := s.Paths()
+	leaf, err := l.leafPath(s)
 	if err != nil {
 		return Usage{}, err
+	}
+	if l.scoped(s) {
+		if ok, err := l.Exists(s); err == nil && !ok {
+			return Usage{}, nil // no qemu runs: systemd removed its scope
+		}
 	}
 	var u Usage
 	u.CPUNanos, err = l.cpuUsage(leaf)

@@ -23,7 +23,7 @@ func (v Value) Path(leaf string) string {
 
 // LeafDirs returns the leaf's directory in every hierarchy of l.
 func (l Layout) LeafDirs(s Spec) ([]string, error) {
-	_, leaf, err := s.Paths()
+	leaf, err := l.leafPath(s)
 	if err != nil {
 		return nil, err
 	}

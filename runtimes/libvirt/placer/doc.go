@@ -73,8 +73,14 @@
 //   - libvirt 9.0 cannot revert an internal snapshot taken after a live
 //     vCPU hotplug (the new qemu starts with the persistent vCPU count and
 //     loadvm fails); not a cgroup matter, but the VM runtime will meet it.
-//   - Untested here: pure v2 hosts, systemd-driver parents on a systemd
-//     host, AppArmor/SELinux confinement of qemu (a profile must allow the
+//   - On a systemd host, libvirt registers each new qemu with
+//     systemd-machined (when installed: Debian's libvirt-daemon-system
+//     pulls it in) whatever cgroup_controllers says, and the wrapper starts
+//     in machine.slice/machine-qemu\x2d<N>\x2d<domain>.scope rather than
+//     in libvirtd's cgroup: that scope, of that domain only, is accepted
+//     too (origin.go). Pure v2 with systemd-driver parents is tested on the
+//     node make e2e-node boots (test/node).
+//   - Untested here: AppArmor/SELinux confinement of qemu (a profile must allow the
 //     wrapper to connect to the socket and exec qemu), and crimux inside a
 //     cgroup namespace (/proc/<pid>/cgroup paths would be relative to it).
 package placer

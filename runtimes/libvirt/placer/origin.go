@@ -38,10 +38,14 @@ func (p *Placer) mayPlace(l cgroup.Layout, s cgroup.Spec, domain string, pid int
 	if err != nil {
 		return err
 	}
-	if own, err := p.inLeaf(pid, s.Name); err == nil && own && len(others) == 0 {
+	leaf, err := l.LeafPath(s)
+	if err != nil {
+		return err
+	}
+	if own, err := p.inLeaf(pid, leaf); err == nil && own && len(others) == 0 {
 		return nil // a retry: placed already
 	}
-	if err := p.fromLauncher(pid); err != nil {
+	if err := p.fromLauncher(pid, domain); err != nil {
 		return err
 	}
 	if p.granted != nil && !p.granted(domain) {
@@ -59,8 +63,9 @@ func (p *Placer) mayPlace(l cgroup.Layout, s cgroup.Spec, domain string, pid int
 	return nil
 }
 
-// fromLauncher checks that pid is in the launcher's cgroups.
-func (p *Placer) fromLauncher(pid int) error {
+// fromLauncher checks that pid is in the launcher's cgroups, or in the
+// scope systemd-machined made for this very domain (see startedFor).
+func (p *Placer) fromLauncher(pid int, domain string) error {
 	want, err := p.launcher()
 	if err != nil {
 		return fmt.Errorf("the cgroups qemu is started in: %w", err)
@@ -69,13 +74,84 @@ func (p *Placer) fromLauncher(pid int) error {
 	if err != nil {
 		return fmt.Errorf("cgroups of pid %d: %w", pid, err)
 	}
-	if string(got) != want {
+	if !startedFor(string(got), want, domain) {
 		return fmt.Errorf("pid %d does not come from libvirt: its cgroups are not the ones qemu is started in", pid)
 	}
 	return nil
 }
 
-// inLeaf reports whether every cgroup of pid is a leaf named leaf.
+// startedFor tells whether a process whose /proc/<pid>/cgroup is got was
+// started by libvirt for domain: in every hierarchy it is where the
+// launcher (libvirtd) is, or in the scope systemd-machined made for that
+// domain. With machined present (Debian's libvirt-daemon-system pulls it
+// in), libvirt registers every new qemu process as a machine before it
+// execs the emulator, whatever cgroup_controllers says, and systemd moves
+// it to /machine.slice/machine-qemu\x2d<N>\x2d<domain>.scope: that scope
+// is root's, made for this domain alone, so no other VM's qemu can be in
+// it. The scope empties once the wrapper is placed, and systemd removes it.
+func startedFor(got, launcher, domain string) bool {
+	gotLines, wantLines := cgroupLines(got), cgroupLines(launcher)
+	if len(gotLines) == 0 || len(gotLines) != len(wantLines) {
+		return false
+	}
+	for hierarchy, path := range gotLines {
+		want, ok := wantLines[hierarchy]
+		if !ok || (path != want && !isMachineScope(path, domain)) {
+			return false
+		}
+	}
+	return true
+}
+
+// cgroupLines maps the hierarchies of a /proc/<pid>/cgroup file
+// ("id:controllers") to the process's path in each.
+func cgroupLines(content string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(content), "\n") {
+		i := strings.LastIndex(line, ":")
+		if i < 0 {
+			continue
+		}
+		out[line[:i]] = line[i+1:]
+	}
+	return out
+}
+
+// isMachineScope tells whether path is the scope systemd-machined makes for
+// libvirt's machine "qemu-<N>-<domain>".
+func isMachineScope(path, domain string) bool {
+	rest, ok := strings.CutPrefix(path, "/machine.slice/machine-qemu\\x2d")
+	if !ok {
+		return false
+	}
+	n, rest, ok := strings.Cut(rest, "\\x2d")
+	if !ok || n == "" || strings.Trim(n, "0123456789") != "" {
+		return false
+	}
+	return rest == unitNameEscape(domain)+".scope"
+}
+
+// unitNameEscape escapes a string as systemd does for a unit name: ASCII
+// letters, digits, ':', '_' and '.' (not leading) stay, '/' becomes '-',
+// anything else \xNN.
+func unitNameEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '/':
+			b.WriteByte('-')
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == ':', c == '_', c == '.' && i > 0:
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "\\x%02x", c)
+		}
+	}
+	return b.String()
+}
+
+// inLeaf reports whether every cgroup of pid is leaf (a path relative to
+// the roots).
 func (p *Placer) inLeaf(pid int, leaf string) (bool, error) {
 	b, err := os.ReadFile(filepath.Join(p.proc, strconv.Itoa(pid), "cgroup"))
 	if err != nil {
@@ -84,7 +160,7 @@ func (p *Placer) inLeaf(pid int, leaf string) (bool, error) {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	for _, line := range lines {
 		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 || filepath.Base(parts[2]) != leaf {
+		if len(parts) != 3 || parts[2] != leaf {
 			return false, nil
 		}
 	}

@@ -1,0 +1,23 @@
+# shellcheck shell=bash disable=SC2034 # sourced by test/node/*.sh
+# Where the booted test node lives on the host, and how to reach it.
+TESTBED=${TESTBED:-/opt/crimux-testbed}
+NODE_RUN=${NODE_RUN:-/run/crimux-node}
+# The host port forwarded to the node's sshd (qemu user-mode networking).
+NODE_SSH_PORT=${NODE_SSH_PORT:-2222}
+NODE_PID=$NODE_RUN/qemu.pid
+NODE_KEY=$NODE_RUN/id_ed25519
+NODE_SERIAL=$NODE_RUN/serial.log
+export PATH=$PATH:/usr/local/go/bin:/usr/sbin:/sbin
+
+node_ssh_opts=(-i "$NODE_KEY" -p "$NODE_SSH_PORT" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null
+	-o LogLevel=ERROR -o ConnectTimeout=10 -o ServerAliveInterval=15 -o ServerAliveCountMax=20 -o BatchMode=yes)
+
+# node_ssh CMD...: runs CMD (a shell command line) as root in the node.
+node_ssh() {
+	ssh "${node_ssh_opts[@]}" root@127.0.0.1 "$@"
+}
+
+# node_running: the node's qemu runs.
+node_running() {
+	[ -s "$NODE_PID" ] && kill -0 "$(cat "$NODE_PID")" 2>/dev/null
+}
