@@ -11,10 +11,10 @@ require (
 	github.com/containerd/platforms v1.0.0-rc.5
 	github.com/containernetworking/cni v1.3.1
 	github.com/coreos/go-systemd/v22 v22.7.0
-	github.com/godbus/dbus/v5 v5.1.0
 	github.com/digitalocean/go-libvirt v0.0.0-20261013170128-efbbdf578ac8
 	github.com/distribution/reference v0.6.0
 	github.com/go-logr/logr v1.4.4
+	github.com/godbus/dbus/v5 v5.1.0
 	github.com/insomniacslk/dhcp v0.0.0-20260901064844-234b97448fae
 	github.com/klauspost/compress v1.20.0
 	github.com/opencontainers/go-digest v1.0.0
