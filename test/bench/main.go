@@ -48,7 +48,7 @@ type options struct {
 	crimuxBin, wrapper, containerd, out, samples, logDir, phases string
 
 	rpcCalls, listPods, listCalls, lifecycleRounds, vmRounds, vmMiB     int
-	coldRounds                                                          int
+	coldRounds, coldBigRounds                                           int
 	guestRounds                                                         int
 	snapshotRounds, burst, burstMiB, recoveryContainers, recoveryRounds int
 	workers                                                             int
@@ -81,6 +81,7 @@ func parseFlags() options {
 	flag.IntVar(&o.lifecycleRounds, "lifecycle-rounds", 20, "pod lifecycle rounds per path")
 	flag.IntVar(&o.vmRounds, "vm-rounds", 10, "VM start rounds per path")
 	flag.IntVar(&o.coldRounds, "cold-rounds", 3, "cold-image CreateContainer rounds (crimux restarted with an empty image cache each)")
+	flag.IntVar(&o.coldBigRounds, "cold-big-rounds", 2, "the same with the 1 GiB image (made once, about a minute, kept in the bed's registry); 0: none")
 	flag.IntVar(&o.guestRounds, "guest-rounds", 1, "Debian guest boots per path (about a minute each under TCG)")
 	flag.IntVar(&o.vmMiB, "vm-mib", 128, "memory of the VMs that boot (start, console, snapshots)")
 	flag.IntVar(&o.snapshotRounds, "snapshot-rounds", 5, "snapshot create+restore rounds per path")
@@ -112,7 +113,8 @@ var phases = []phase{
 		"rpc_containerstatus_p50_overhead_us", "rpc_containerstatus_p99_overhead_us"}, true},
 	{"lifecycle", (*bench).phaseLifecycle, []string{"pod_lifecycle_ratio"}, true},
 	{"lists", (*bench).phaseLists, []string{"list_containers_200_ratio", "list_sandboxes_200_ratio"}, true},
-	{"coldimage", (*bench).phaseColdImage, []string{"vm_cold_create_ms", "vm_cold_create_tar_ms", "vm_cold_create_over_tar_ratio"}, true},
+	{"coldimage", (*bench).phaseColdImage, []string{"vm_cold_create_ms", "vm_cold_create_tar_ms", "vm_cold_create_over_tar_ratio",
+		"vm_cold_create_1g_ms", "vm_cold_create_1g_tar_ms", "vm_cold_create_1g_over_tar_ratio"}, true},
 	{"vmstart", (*bench).phaseVMStart, []string{"vm_start_overhead_ms", "vm_first_console_line_ms"}, false},
 	{"snapshots", (*bench).phaseSnapshots, []string{"snapshot_create_ratio", "snapshot_restore_ratio"}, true},
 	{"guest", (*bench).phaseGuest, []string{"vm_guest_ready_s", "vm_guest_ready_direct_s", "vm_guest_ready_ratio"}, false},
