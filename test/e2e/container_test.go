@@ -154,14 +154,34 @@ func TestPortForwardThroughCrimux(t *testing.T) {
 	ctrID := c.crictl("create", podID, containerJSON(t, "web", nginxImage, nil), pod)
 	c.crictl("start", ctrID)
 
+	// A forward reaching the pod before nginx listens ends crictl's
+	// session ("connection refused" inside the pod's netns, as kubectl
+	// port-forward does): crictl is started again when it has exited.
 	port := freePort(t)
-	pf := exec.Command(filepath.Join(bed.testbed, "bin", "crictl"), "--runtime-endpoint", c.endpoint,
-		"port-forward", podID, fmt.Sprintf("%d:80", port))
-	if err := pf.Start(); err != nil {
+	var exited chan struct{}
+	forward := func() error {
+		pf := exec.Command(filepath.Join(bed.testbed, "bin", "crictl"), "--runtime-endpoint", c.endpoint,
+			"port-forward", podID, fmt.Sprintf("%d:80", port))
+		if err := pf.Start(); err != nil {
+			return err
+		}
+		done := make(chan struct{})
+		go func() { _ = pf.Wait(); close(done) }()
+		t.Cleanup(func() { _ = pf.Process.Kill(); <-done })
+		exited = done
+		return nil
+	}
+	if err := forward(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = pf.Process.Kill(); _ = pf.Wait() })
 	testutil.Eventually(t, 20*time.Second, "HTTP through port-forward", func() error {
+		select {
+		case <-exited:
+			if err := forward(); err != nil {
+				return err
+			}
+		default:
+		}
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
 		if err != nil {
 			return err
