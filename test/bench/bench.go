@@ -17,6 +17,7 @@ import (
 	"github.com/crimux/crimux/test/bench/daemon"
 	"github.com/crimux/crimux/test/bench/libvirtdirect"
 	"github.com/crimux/crimux/test/bench/machine"
+	"github.com/crimux/crimux/test/bench/rawproxy"
 	"github.com/crimux/crimux/test/bench/report"
 	"github.com/crimux/crimux/test/bench/runs"
 	"github.com/crimux/crimux/test/bench/stats"
@@ -32,6 +33,8 @@ type bench struct {
 	crimux  *daemon.Daemon
 	cri     *criclient.Endpoint // crimux
 	ctd     *criclient.Endpoint // containerd, directly
+	raw     *criclient.Endpoint // containerd through the raw forwarder
+	rawFwd  *rawproxy.Proxy
 	direct  *libvirtdirect.Client
 	res     *report.Results
 	host    machine.Facts
@@ -47,6 +50,17 @@ type bench struct {
 
 func (b *bench) logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench %6.1fs: %s\n", time.Since(b.started).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// samplesOfPaths is samplesOf for the measurements of more than two paths.
+func (b *bench) samplesOfPaths(name string, s map[stats.Path]stats.Samples) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range []stats.Path{stats.Direct, stats.ViaCrimux, stats.RawProxy} {
+		for _, t := range s[p] {
+			fmt.Fprintf(&b.samples, "Benchmark%s/path=%s 1 %d ns/op\n", name, p, t.Nanoseconds())
+		}
+	}
 }
 
 // samplesOf records every sample of a measurement, in the Go benchmark
@@ -117,6 +131,9 @@ func setUp(ctx context.Context, o options) (*bench, error) {
 	if b.cri, err = criclient.Dial("crimux", "unix://"+b.socket); err != nil {
 		return b, err
 	}
+	if err := b.startRawProxy(); err != nil {
+		return b, err
+	}
 	if err := b.waitVMRuntime(ctx); err != nil {
 		return b, err
 	}
@@ -136,6 +153,18 @@ func setUp(ctx context.Context, o options) (*bench, error) {
 		return b, err
 	}
 	return b, nil
+}
+
+// startRawProxy starts the raw forwarder in front of containerd, in this
+// process, on a socket of the run's own.
+func (b *bench) startRawProxy() error {
+	var err error
+	socket := filepath.Join("/run/crimux-testbed", "bench-"+b.runID+"-rawproxy.sock")
+	if b.rawFwd, err = rawproxy.Start(socket, b.opts.containerd); err != nil {
+		return err
+	}
+	b.raw, err = criclient.Dial("rawproxy", b.rawFwd.Addr())
+	return err
 }
 
 // checkBed fails unless containerd, libvirtd and the registry's images
@@ -236,10 +265,13 @@ func (b *bench) cleanup() {
 	if b.dir != "" {
 		warn("state dir", os.RemoveAll(b.dir))
 	}
-	for _, e := range []*criclient.Endpoint{b.cri, b.ctd} {
+	for _, e := range []*criclient.Endpoint{b.cri, b.ctd, b.raw} {
 		if e != nil {
 			e.Close()
 		}
+	}
+	if b.rawFwd != nil {
+		b.rawFwd.Close()
 	}
 	if b.socket != "" {
 		_ = os.Remove(b.socket)

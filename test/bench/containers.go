@@ -8,52 +8,78 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/test/bench/criclient"
+	"github.com/crimux/crimux/test/bench/report"
 	"github.com/crimux/crimux/test/bench/stats"
 )
 
 // The container figures: small RPCs, lists and the pod lifecycle, each
 // through crimux and against containerd's socket, alternating.
 
-// rpcBlock is how many calls run on one side before the other takes over.
+// rpcBlock is how many calls run on one path before the next takes over.
 const rpcBlock = 50
 
-// rpcOverhead measures one small RPC on both paths and records its p50 and
-// p99 differences (crimux minus direct) in µs.
-func (b *bench) rpcOverhead(ctx context.Context, rpc, p50Name, p99Name string, call func(context.Context, *criclient.Endpoint) error) error {
+// threePaths are the paths of the rpc and lists phases: containerd's
+// socket, crimux, and the raw forwarder in front of containerd, whose
+// difference to crimux is what crimux does beyond the hop.
+var threePaths = []stats.Path{stats.Direct, stats.ViaCrimux, stats.RawProxy}
+
+// rpcFigures names what one small RPC's measurement records: p50 and p99
+// differences to the direct path, and (if named) to the raw forwarder.
+type rpcFigures struct {
+	rpc, p50, p99, p50OverRaw, p99OverRaw string
+}
+
+// rpcOverhead measures one small RPC on the three paths and records its
+// p50 and p99 differences (crimux minus direct, crimux minus the raw
+// forwarder) in µs.
+func (b *bench) rpcOverhead(ctx context.Context, f rpcFigures, call func(context.Context, *criclient.Endpoint) error) error {
 	n := b.opts.rpcCalls
 	one := func(p stats.Path) (time.Duration, error) {
 		e := b.endpointOf(p)
 		return stats.Timed(func() error { return call(ctx, e) })
 	}
-	// Warm both connections and both servers up, unrecorded.
-	if _, _, err := stats.Alternate(min(n, 200), rpcBlock, one); err != nil {
+	// Warm the connections and the servers up, unrecorded.
+	if _, err := stats.AlternatePaths(min(n, 200), rpcBlock, threePaths, one); err != nil {
 		return err
 	}
 	cpu0 := b.crimux.CPUTime()
-	d, c, err := stats.Alternate(n, rpcBlock, one)
+	s, err := stats.AlternatePaths(n, rpcBlock, threePaths, one)
 	if err != nil {
 		return err
 	}
 	perCall := (b.crimux.CPUTime() - cpu0) / time.Duration(n)
-	b.samplesOf(rpc, d, c)
-	b.res.Set(p50Name, stats.Micros(c.Quantile(0.5)-d.Quantile(0.5)), c.Summary(0.5, 0.99), d.Summary(0.5, 0.99))
-	b.res.Set(p99Name, stats.Micros(c.Quantile(0.99)-d.Quantile(0.99)), c.Summary(0.5, 0.99), d.Summary(0.5, 0.99))
-	for _, name := range []string{p50Name, p99Name} {
+	d, c, r := s[stats.Direct], s[stats.ViaCrimux], s[stats.RawProxy]
+	b.samplesOfPaths(f.rpc, s)
+	b.latencyChart("rpc", f.rpc+", one running container", s)
+	b.res.Set(f.p50, stats.Micros(c.Quantile(0.5)-d.Quantile(0.5)), c.Summary(0.5, 0.99), d.Summary(0.5, 0.99))
+	b.res.Set(f.p99, stats.Micros(c.Quantile(0.99)-d.Quantile(0.99)), c.Summary(0.5, 0.99), d.Summary(0.5, 0.99))
+	names := []string{f.p50, f.p99}
+	if f.p50OverRaw != "" {
+		raw := "raw forwarder: " + r.Summary(0.5, 0.99)
+		b.res.Set(f.p50OverRaw, stats.Micros(c.Quantile(0.5)-r.Quantile(0.5)), c.Summary(0.5, 0.99), raw)
+		b.res.Set(f.p99OverRaw, stats.Micros(c.Quantile(0.99)-r.Quantile(0.99)), c.Summary(0.5, 0.99), raw)
+		names = append(names, f.p50OverRaw, f.p99OverRaw)
+	}
+	for _, name := range names {
 		b.res.Note(name, "crimux used %.0f µs of CPU per call", stats.Micros(perCall))
 	}
-	b.logf("%s: crimux %s; direct %s; crimux CPU %.0f µs/call", rpc, c.Summary(0.5, 0.99), d.Summary(0.5, 0.99), stats.Micros(perCall))
+	b.logf("%s: crimux %s; raw forwarder %s; direct %s; crimux CPU %.0f µs/call",
+		f.rpc, c.Summary(0.5, 0.99), r.Summary(0.5, 0.99), d.Summary(0.5, 0.99), stats.Micros(perCall))
 	return nil
 }
 
 func (b *bench) endpointOf(p stats.Path) *criclient.Endpoint {
-	if p == stats.Direct {
+	switch p {
+	case stats.Direct:
 		return b.ctd
+	case stats.RawProxy:
+		return b.raw
 	}
 	return b.cri
 }
 
 func (b *bench) phaseRPC(ctx context.Context) error {
-	err := b.rpcOverhead(ctx, "Version", "rpc_version_p50_overhead_us", "rpc_version_p99_overhead_us",
+	err := b.rpcOverhead(ctx, rpcFigures{rpc: "Version", p50: "rpc_version_p50_overhead_us", p99: "rpc_version_p99_overhead_us"},
 		func(ctx context.Context, e *criclient.Endpoint) error {
 			_, err := e.RT.Version(ctx, &runtimeapi.VersionRequest{})
 			return err
@@ -68,7 +94,9 @@ func (b *bench) phaseRPC(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = b.rpcOverhead(ctx, "ContainerStatus", "rpc_containerstatus_p50_overhead_us", "rpc_containerstatus_p99_overhead_us",
+	err = b.rpcOverhead(ctx, rpcFigures{rpc: "ContainerStatus",
+		p50: "rpc_containerstatus_p50_overhead_us", p99: "rpc_containerstatus_p99_overhead_us",
+		p50OverRaw: "rpc_containerstatus_p50_over_rawproxy_us", p99OverRaw: "rpc_containerstatus_p99_over_rawproxy_us"},
 		func(ctx context.Context, e *criclient.Endpoint) error {
 			resp, err := e.RT.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: ids.container})
 			if err == nil && resp.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
@@ -203,16 +231,17 @@ func (b *bench) phaseLists(ctx context.Context) error {
 			return fmt.Errorf("only %d of %d pods run: %w", len(b.pods), b.opts.listPods, err)
 		}
 	}
-	var sizes [2]int
+	var sizes [3]int
 	lists := []struct {
-		rpc, name string
-		call      func(context.Context, *criclient.Endpoint) (int, error)
+		rpc, name, overRaw string
+		call               func(context.Context, *criclient.Endpoint) (int, error)
 	}{
-		{"ListContainers", "list_containers_200_ratio", func(ctx context.Context, e *criclient.Endpoint) (int, error) {
-			r, err := e.RT.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
-			return len(r.GetContainers()), err
-		}},
-		{"ListPodSandbox", "list_sandboxes_200_ratio", func(ctx context.Context, e *criclient.Endpoint) (int, error) {
+		{"ListContainers", "list_containers_200_ratio", "list_containers_200_over_rawproxy_ratio",
+			func(ctx context.Context, e *criclient.Endpoint) (int, error) {
+				r, err := e.RT.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+				return len(r.GetContainers()), err
+			}},
+		{"ListPodSandbox", "list_sandboxes_200_ratio", "", func(ctx context.Context, e *criclient.Endpoint) (int, error) {
 			r, err := e.RT.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 			return len(r.GetItems()), err
 		}},
@@ -224,24 +253,48 @@ func (b *bench) phaseLists(ctx context.Context) error {
 			sizes[p] = n
 			return t, err
 		}
-		if _, _, err := stats.Alternate(10, 5, one); err != nil {
+		if _, err := stats.AlternatePaths(10, 5, threePaths, one); err != nil {
 			return fmt.Errorf("%s: %w", l.rpc, err)
 		}
 		cpu0 := b.crimux.CPUTime()
-		d, c, err := stats.Alternate(b.opts.listCalls, 5, one)
+		s, err := stats.AlternatePaths(b.opts.listCalls, 5, threePaths, one)
 		if err != nil {
 			return fmt.Errorf("%s: %w", l.rpc, err)
 		}
 		perCall := (b.crimux.CPUTime() - cpu0) / time.Duration(max(1, b.opts.listCalls))
-		if sizes[stats.Direct] < len(b.pods) || sizes[stats.ViaCrimux] < len(b.pods) {
-			return fmt.Errorf("%s: the lists held %d (crimux) and %d (direct) items, fewer than the %d bench pods: pods vanished while measuring",
-				l.rpc, sizes[stats.ViaCrimux], sizes[stats.Direct], len(b.pods))
+		if min(sizes[stats.Direct], sizes[stats.ViaCrimux], sizes[stats.RawProxy]) < len(b.pods) {
+			return fmt.Errorf("%s: the lists held %d (crimux), %d (direct) and %d (raw forwarder) items, fewer than the %d bench pods: pods vanished while measuring",
+				l.rpc, sizes[stats.ViaCrimux], sizes[stats.Direct], sizes[stats.RawProxy], len(b.pods))
 		}
-		b.samplesOf(l.rpc, d, c)
+		d, c, r := s[stats.Direct], s[stats.ViaCrimux], s[stats.RawProxy]
+		b.samplesOfPaths(l.rpc, s)
+		b.latencyChart("lists", fmt.Sprintf("%s, %d items", l.rpc, sizes[stats.Direct]), s)
 		b.res.Set(l.name, stats.Ratio(c.Median(), d.Median()), c.Summary(0.5, 0.99), d.Summary(0.5, 0.99))
-		b.res.Note(l.name, "%d bench pods; the lists held %d items through crimux, %d direct (other users' pods included); crimux used %.0f µs of CPU per call",
-			len(b.pods), sizes[stats.ViaCrimux], sizes[stats.Direct], stats.Micros(perCall))
-		b.logf("%s (%d items): crimux %s; direct %s", l.rpc, sizes[stats.Direct], c.Summary(0.5, 0.99), d.Summary(0.5, 0.99))
+		names := []string{l.name}
+		if l.overRaw != "" {
+			b.res.Set(l.overRaw, stats.Ratio(c.Median(), r.Median()), c.Summary(0.5, 0.99), "raw forwarder: "+r.Summary(0.5, 0.99))
+			names = append(names, l.overRaw)
+		}
+		for _, name := range names {
+			b.res.Note(name, "%d bench pods; the lists held %d items through crimux, %d direct (other users' pods included); crimux used %.0f µs of CPU per call",
+				len(b.pods), sizes[stats.ViaCrimux], sizes[stats.Direct], stats.Micros(perCall))
+		}
+		b.logf("%s (%d items): crimux %s; raw forwarder %s; direct %s", l.rpc, sizes[stats.Direct],
+			c.Summary(0.5, 0.99), r.Summary(0.5, 0.99), d.Summary(0.5, 0.99))
 	}
 	return nil
+}
+
+// latencyChart adds the latency distributions of one measurement to the
+// phase's picture.
+func (b *bench) latencyChart(phase, title string, s map[stats.Path]stats.Samples) {
+	c := report.Chart{Title: title, XLabel: "latency (µs, log scale)", YLabel: "fraction of calls", LogX: true}
+	for _, p := range threePaths {
+		var us []float64
+		for _, t := range s[p] {
+			us = append(us, stats.Micros(t))
+		}
+		c.Series = append(c.Series, report.CDF(p.String(), us))
+	}
+	b.res.AddChart(phase, c)
 }

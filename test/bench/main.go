@@ -19,7 +19,8 @@
 // cleanup), containers.go, vms.go, recovery.go (the figures), cri.go and
 // vmpods.go (pods through CRI). Its subpackages own the rest: daemon (the
 // crimux process, the bench's qemu wrapper), criclient (the CRI
-// connections), libvirtdirect (libvirt directly: the VMs' baseline),
+// connections), rawproxy (the raw-bytes forwarder: the hop alone, the
+// third path of the rpc and lists phases), libvirtdirect (libvirt directly: the VMs' baseline),
 // cgroups (the VM pods' cgroups), runs (a run's name, the sweep of dead
 // runs' leftovers), stats (quantiles, alternation), machine (machine
 // facts, versions) and report (the figures' names and goals, results,
@@ -110,9 +111,11 @@ type phase struct {
 
 var phases = []phase{
 	{"rpc", (*bench).phaseRPC, []string{"rpc_version_p50_overhead_us", "rpc_version_p99_overhead_us",
-		"rpc_containerstatus_p50_overhead_us", "rpc_containerstatus_p99_overhead_us"}, true},
+		"rpc_containerstatus_p50_overhead_us", "rpc_containerstatus_p99_overhead_us",
+		"rpc_containerstatus_p50_over_rawproxy_us", "rpc_containerstatus_p99_over_rawproxy_us"}, true},
 	{"lifecycle", (*bench).phaseLifecycle, []string{"pod_lifecycle_ratio"}, true},
-	{"lists", (*bench).phaseLists, []string{"list_containers_200_ratio", "list_sandboxes_200_ratio"}, true},
+	{"lists", (*bench).phaseLists, []string{"list_containers_200_ratio", "list_sandboxes_200_ratio",
+		"list_containers_200_over_rawproxy_ratio"}, true},
 	{"coldimage", (*bench).phaseColdImage, []string{"vm_cold_create_ms", "vm_cold_create_tar_ms", "vm_cold_create_over_tar_ratio",
 		"vm_cold_create_1g_ms", "vm_cold_create_1g_tar_ms", "vm_cold_create_1g_over_tar_ratio"}, true},
 	{"vmstart", (*bench).phaseVMStart, []string{"vm_start_overhead_ms", "vm_first_console_line_ms"}, false},

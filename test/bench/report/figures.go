@@ -26,7 +26,10 @@ var Catalogue = []Figure{
 	{"rpc_version_p99_overhead_us", "us", 200, "Version, crimux p99 minus direct p99"},
 	{"rpc_containerstatus_p50_overhead_us", "us", 50, "ContainerStatus of a running container, p50 difference"},
 	{"rpc_containerstatus_p99_overhead_us", "us", 200, "ContainerStatus of a running container, p99 difference"},
+	{"rpc_containerstatus_p50_over_rawproxy_us", "us", 20, "ContainerStatus, crimux p50 minus the raw forwarder's p50 (test/bench/rawproxy: the hop alone)"},
+	{"rpc_containerstatus_p99_over_rawproxy_us", "us", 100, "ContainerStatus, crimux p99 minus the raw forwarder's p99"},
 	{"list_containers_200_ratio", "ratio", 1.15, "ListContainers with 200 pods running, median crimux/direct"},
+	{"list_containers_200_over_rawproxy_ratio", "ratio", 1.05, "ListContainers with 200 pods running, median crimux/raw forwarder"},
 	{"list_sandboxes_200_ratio", "ratio", 1.15, "ListPodSandbox with 200 pods running, median crimux/direct"},
 	{"pod_lifecycle_ratio", "ratio", 1.03, "runp→create→start→stop→rm→rmp of a busybox pod, median crimux/direct"},
 	{"vm_start_overhead_ms", "ms", 100, "RunPodSandbox+CreateContainer+StartContainer minus overlay+define+start through libvirt, median of pairs"},
@@ -62,6 +65,8 @@ type Result struct {
 type Results struct {
 	mu     sync.Mutex
 	byName map[string]*Result
+	// pictures are the charts drawn beside the table (pictures.go).
+	pictures []picture
 }
 
 // NewResults has every figure of the catalogue, NaN.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -48,7 +49,11 @@ func WriteDoc(path string, res *Results, h machine.Facts, c Counts) error {
 	if !ok1 || !ok2 {
 		return fmt.Errorf("no bench markers in %s (%q … %q)", path, beginMarker, endMarker)
 	}
-	doc := before + beginMarker + "\n" + section(res, h, c) + endMarker + after
+	pictures, err := res.writePictures(filepath.Join(filepath.Dir(path), PicturesDir))
+	if err != nil {
+		return err
+	}
+	doc := before + beginMarker + "\n" + section(res, h, c) + picturesSection(pictures) + endMarker + after
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(doc), 0o644); err != nil {
 		return err
@@ -98,6 +103,19 @@ func section(res *Results, h machine.Facts, c Counts) string {
 			f.Name, FormatValue(res.Get(f.Name).Value), f.Unit, score, FormatValue(f.Goal))
 	}
 	s.WriteString("\nEvery sample of the run: `/run/crimux-testbed/bench/samples.txt` (Go benchmark format: `benchstat -col /path samples.txt`).\n")
+	return s.String()
+}
+
+// picturesSection links the run's pictures (written beside the file).
+func picturesSection(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	var s strings.Builder
+	s.WriteString("\nThe run's distributions, per phase:\n")
+	for _, n := range names {
+		fmt.Fprintf(&s, "\n![%s](%s/%s.svg)\n", n, PicturesDir, n)
+	}
 	return s.String()
 }
 

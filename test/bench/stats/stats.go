@@ -95,15 +95,21 @@ func MedianRatio(a, b Samples) float64 {
 // Path is one side of a comparison.
 type Path int
 
-// The two sides: containerd's socket or libvirt directly, and crimux.
+// The sides: containerd's socket or libvirt directly, crimux, and the
+// raw forwarder in front of containerd (test/bench/rawproxy: the cost of
+// the hop alone).
 const (
 	Direct Path = iota
 	ViaCrimux
+	RawProxy
 )
 
 func (p Path) String() string {
-	if p == Direct {
+	switch p {
+	case Direct:
 		return "direct"
+	case RawProxy:
+		return "rawproxy"
 	}
 	return "crimux"
 }
