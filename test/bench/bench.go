@@ -34,7 +34,9 @@ type bench struct {
 	cri     *criclient.Endpoint // crimux
 	ctd     *criclient.Endpoint // containerd, directly
 	raw     *criclient.Endpoint // containerd through the raw forwarder
-	rawFwd  *rawproxy.Proxy
+	rawFwd  interface {         // *rawproxy.Process, or *rawproxy.Proxy with -rawproxy-in-process
+		Addr() string
+	}
 	direct  *libvirtdirect.Client
 	res     *report.Results
 	host    machine.Facts
@@ -155,16 +157,34 @@ func setUp(ctx context.Context, o options) (*bench, error) {
 	return b, nil
 }
 
-// startRawProxy starts the raw forwarder in front of containerd, in this
-// process, on a socket of the run's own.
+// startRawProxy starts the raw forwarder in front of containerd, in a
+// process of its own (the bench run as -serve-rawproxy) unless
+// -rawproxy-in-process, on a socket of the run's own.
 func (b *bench) startRawProxy() error {
-	var err error
 	socket := filepath.Join("/run/crimux-testbed", "bench-"+b.runID+"-rawproxy.sock")
-	if b.rawFwd, err = rawproxy.Start(socket, b.opts.containerd); err != nil {
+	var err error
+	if b.opts.rawProxyInProcess {
+		b.rawFwd, err = rawproxy.Start(socket, b.opts.containerd)
+	} else {
+		var self string
+		if self, err = os.Executable(); err == nil {
+			b.rawFwd, err = rawproxy.StartProcess(self, socket, b.opts.containerd)
+		}
+	}
+	if err != nil {
 		return err
 	}
 	b.raw, err = criclient.Dial("rawproxy", b.rawFwd.Addr())
 	return err
+}
+
+// rawProxyCPU is the CPU time the raw forwarder's process has used (0 in
+// the bench's process).
+func (b *bench) rawProxyCPU() time.Duration {
+	if p, ok := b.rawFwd.(*rawproxy.Process); ok {
+		return daemon.ProcessCPUTime(p.Pid())
+	}
+	return 0
 }
 
 // checkBed fails unless containerd, libvirtd and the registry's images
@@ -270,8 +290,11 @@ func (b *bench) cleanup() {
 			e.Close()
 		}
 	}
-	if b.rawFwd != nil {
-		b.rawFwd.Close()
+	switch p := b.rawFwd.(type) {
+	case *rawproxy.Process:
+		p.Stop()
+	case *rawproxy.Proxy:
+		p.Close()
 	}
 	if b.socket != "" {
 		_ = os.Remove(b.socket)

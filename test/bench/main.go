@@ -40,6 +40,7 @@ import (
 
 	"github.com/crimux/crimux/test/bench/criclient"
 	"github.com/crimux/crimux/test/bench/daemon"
+	"github.com/crimux/crimux/test/bench/rawproxy"
 	"github.com/crimux/crimux/test/bench/report"
 	"github.com/crimux/crimux/test/bench/runs"
 )
@@ -55,6 +56,10 @@ type options struct {
 	workers                                                             int
 	burstDirectBefore                                                   time.Duration
 	sweepOnly                                                           bool
+	// The raw forwarder (test/bench/rawproxy): the bench's own process
+	// serves it with serveRawProxy set.
+	serveRawProxy     string
+	rawProxyInProcess bool
 }
 
 // counts are the counts the report states.
@@ -95,6 +100,9 @@ func parseFlags() options {
 	flag.IntVar(&o.recoveryRounds, "recovery-rounds", 3, "SIGKILL+restart rounds")
 	flag.IntVar(&o.workers, "workers", 6, "parallel CRI calls when making or removing many pods")
 	flag.BoolVar(&o.sweepOnly, "sweep", false, "only remove what earlier runs left behind (every run does this first), then exit")
+	flag.StringVar(&o.serveRawProxy, rawproxy.ServeFlag, "", "internal: only serve the raw forwarder on this socket, in front of -containerd (the bench runs itself so)")
+	flag.BoolVar(&o.rawProxyInProcess, "rawproxy-in-process", false,
+		"run the raw forwarder in the bench's process instead of a process of its own (faster than any separate daemon can be: for comparison)")
 	flag.Parse()
 	return o
 }
@@ -149,6 +157,13 @@ func run(o options) int {
 	}
 	if o.sweepOnly {
 		return sweepOnly(ctx, o)
+	}
+	if o.serveRawProxy != "" {
+		if err := rawproxy.Serve(ctx, o.serveRawProxy, o.containerd); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		return 0
 	}
 	b, err := setUp(ctx, o)
 	if err != nil {

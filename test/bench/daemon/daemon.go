@@ -161,8 +161,12 @@ func (d *Daemon) tail(lines int) string {
 
 // CPUTime is the CPU time (user + system) crimux has used so far, at the
 // kernel's clock-tick resolution.
-func (d *Daemon) CPUTime() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.pid()))
+func (d *Daemon) CPUTime() time.Duration { return ProcessCPUTime(d.pid()) }
+
+// ProcessCPUTime is the user and system CPU time pid has used (0 if it
+// cannot be read).
+func ProcessCPUTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
