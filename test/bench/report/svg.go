@@ -73,7 +73,7 @@ const (
 	svgWidth      = 760.0
 	chartHeight   = 300.0
 	marginLeft    = 70.0
-	marginRight   = 20.0
+	marginRight   = 35.0
 	marginTop     = 30.0
 	marginBottom  = 45.0
 	legendRowStep = 16.0
@@ -209,18 +209,20 @@ func dataRange(c Chart) (xs, ys [2]float64) {
 func newAxis(lo, hi, from, to float64, log bool) axis {
 	a := axis{from: from, to: to, log: log}
 	if log {
-		lo10, hi10 := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
-		if hi10 == lo10 {
-			hi10++
+		// Bounds at 1, 2 or 5 times a power of ten around the data;
+		// ticks there too when the range spans few decades, else at
+		// the decades alone.
+		a.lo, a.hi = niceLogBound(lo, false), niceLogBound(hi, true)
+		if a.hi <= a.lo {
+			a.hi = a.lo * 10
 		}
-		a.lo, a.hi = math.Pow(10, lo10), math.Pow(10, hi10)
 		mults := []float64{1}
-		if hi10-lo10 <= 3 {
+		if math.Log10(a.hi/a.lo) <= 3.5 {
 			mults = []float64{1, 2, 5}
 		}
-		for e := lo10; e <= hi10; e++ {
+		for e := math.Floor(math.Log10(a.lo)); e <= math.Ceil(math.Log10(a.hi)); e++ {
 			for _, m := range mults {
-				if t := m * math.Pow(10, e); t <= a.hi*1.0001 {
+				if t := m * math.Pow(10, e); t >= a.lo*0.9999 && t <= a.hi*1.0001 {
 					a.ticks = append(a.ticks, t)
 				}
 			}
@@ -247,6 +249,25 @@ func newAxis(lo, hi, from, to float64, log bool) axis {
 		a.tickLabels = append(a.tickLabels, strconv.FormatFloat(t, 'f', decimals, 64))
 	}
 	return a
+}
+
+// niceLogBound is the 1, 2 or 5 times a power of ten at or below v (at or
+// above with up).
+func niceLogBound(v float64, up bool) float64 {
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	if up {
+		for _, m := range []float64{1, 2, 5, 10} {
+			if m*p >= v*0.9999 {
+				return m * p
+			}
+		}
+	}
+	for _, m := range []float64{5, 2, 1} {
+		if m*p <= v*1.0001 {
+			return m * p
+		}
+	}
+	return p
 }
 
 // niceStep is the 1, 2 or 5 times a power of ten at or above raw.

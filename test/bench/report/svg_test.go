@@ -126,8 +126,16 @@ func TestCDF(t *testing.T) {
 
 func TestAxisTicks(t *testing.T) {
 	a := newAxis(130, 4200, 0, 100, true)
-	if a.lo != 100 || a.hi != 10000 || strings.Join(a.tickLabels, " ") != "100 200 500 1000 2000 5000 10000" {
+	if a.lo != 100 || a.hi != 5000 || strings.Join(a.tickLabels, " ") != "100 200 500 1000 2000 5000" {
 		t.Errorf("log axis 130..4200: %g..%g, ticks %v", a.lo, a.hi, a.tickLabels)
+	}
+	a = newAxis(62, 11000, 0, 100, true)
+	if a.lo != 50 || a.hi != 20000 || strings.Join(a.tickLabels, " ") != "50 100 200 500 1000 2000 5000 10000 20000" {
+		t.Errorf("log axis 62..11000: %g..%g, ticks %v", a.lo, a.hi, a.tickLabels)
+	}
+	a = newAxis(3, 90000, 0, 100, true) // more than 3.5 decades: decades only
+	if a.lo != 2 || a.hi != 100000 || strings.Join(a.tickLabels, " ") != "10 100 1000 10000 100000" {
+		t.Errorf("log axis 3..90000: %g..%g, ticks %v", a.lo, a.hi, a.tickLabels)
 	}
 	a = newAxis(0, 0.93, 0, 100, false)
 	if a.lo != 0 || a.hi != 1 || strings.Join(a.tickLabels, " ") != "0.0 0.2 0.4 0.6 0.8 1.0" {
