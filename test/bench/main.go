@@ -20,11 +20,12 @@
 // vmpods.go (pods through CRI). Its subpackages own the rest: daemon (the
 // crimux process, the bench's qemu wrapper), criclient (the CRI
 // connections), rawproxy (the raw-bytes forwarder: the hop alone, the
-// third path of the rpc and lists phases), libvirtdirect (libvirt directly: the VMs' baseline),
+// third path of the rpc and lists phases, in a process of its own),
+// libvirtdirect (libvirt directly: the VMs' baseline),
 // cgroups (the VM pods' cgroups), runs (a run's name, the sweep of dead
 // runs' leftovers), stats (quantiles, alternation), machine (machine
 // facts, versions) and report (the figures' names and goals, results,
-// BENCH lines, the Markdown).
+// BENCH lines, the Markdown and its SVG pictures).
 package main
 
 import (
