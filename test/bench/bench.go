@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -47,7 +48,11 @@ type bench struct {
 	seq      int
 	vms      []*vmPod // every VM pod made through crimux and not yet removed
 	burstVMs []*vmPod
+	burst    burstResult       // every burst VM's times, both paths
 	pods     []containerPodIDs // container pods kept running
+	// the scale figures' pods (scale.go)
+	stoppedVMs []*vmPod
+	pausePods  []string
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -279,6 +284,9 @@ func (b *bench) cleanup() {
 		b.keepLog()
 	}
 	warn("cgroups", cgroups.RemoveRun(b.runID))
+	if out, err := exec.Command("ip", "link", "del", daemon.Bridge).CombinedOutput(); err != nil && !strings.Contains(string(out), "Cannot find") {
+		warn("the VM pods' bridge", fmt.Errorf("%v: %s", err, out))
+	}
 	if b.direct != nil {
 		b.direct.Close()
 	}

@@ -55,7 +55,7 @@ type options struct {
 	guestRounds                                                         int
 	snapshotRounds, burst, burstMiB, recoveryContainers, recoveryRounds int
 	workers                                                             int
-	burstDirectBefore                                                   time.Duration
+	scalePods, scaleStoppedVMs                                          int
 	sweepOnly                                                           bool
 	// The raw forwarder (test/bench/rawproxy): the bench's own process
 	// serves it with serveRawProxy set.
@@ -93,12 +93,12 @@ func parseFlags() options {
 	flag.IntVar(&o.vmMiB, "vm-mib", 128, "memory of the VMs that boot (start, console, snapshots)")
 	flag.IntVar(&o.snapshotRounds, "snapshot-rounds", 5, "snapshot create+restore rounds per path")
 	flag.IntVar(&o.burst, "burst", 50, "VM pods created at once")
-	flag.IntVar(&o.burstMiB, "burst-mib", 64, "memory of each burst VM")
-	flag.DurationVar(&o.burstDirectBefore, "burst-direct-before", 0,
-		"also run the burst directly through libvirt, for comparison, if the run is younger than this when the burst starts; "+
-			"off by default: it adds 2-3 minutes here, and its guests are not in a cgroup of their own, so it is no like-for-like baseline")
+	flag.IntVar(&o.burstMiB, "burst-mib", 128, "memory of each burst VM (the test kernel needs 128 MiB to boot)")
 	flag.IntVar(&o.recoveryContainers, "recovery-containers", 50, "container pods kept running for the recovery and RSS figures")
 	flag.IntVar(&o.recoveryRounds, "recovery-rounds", 3, "SIGKILL+restart rounds")
+	flag.IntVar(&o.scalePods, "scale-pods", 1000, "pods crimux keeps for the scale figures (recovery, RSS, ListContainers): "+
+		"the container pods, the burst VMs, stopped VM pods and pause-only pods up to this (0: none)")
+	flag.IntVar(&o.scaleStoppedVMs, "scale-stopped-vms", 250, "of the scale pods, VM pods defined but not started")
 	flag.IntVar(&o.workers, "workers", 6, "parallel CRI calls when making or removing many pods")
 	flag.BoolVar(&o.sweepOnly, "sweep", false, "only remove what earlier runs left behind (every run does this first), then exit")
 	flag.StringVar(&o.serveRawProxy, rawproxy.ServeFlag, "", "internal: only serve the raw forwarder on this socket, in front of -containerd (the bench runs itself so)")
@@ -130,8 +130,10 @@ var phases = []phase{
 	{"vmstart", (*bench).phaseVMStart, []string{"vm_start_overhead_ms", "vm_first_console_line_ms"}, false},
 	{"snapshots", (*bench).phaseSnapshots, []string{"snapshot_create_ratio", "snapshot_restore_ratio"}, true},
 	{"guest", (*bench).phaseGuest, []string{"vm_guest_ready_s", "vm_guest_ready_direct_s", "vm_guest_ready_ratio"}, false},
-	{"burst", (*bench).phaseBurst, []string{"vm_burst_50_p50_s", "vm_burst_50_p95_s"}, false},
-	{"recovery", (*bench).phaseRecovery, []string{"recovery_100_ms", "rss_100pods_mib"}, true},
+	{"burst", (*bench).phaseBurst, []string{"vm_burst_50_p50_s", "vm_burst_50_p95_s", "vm_burst_50_marker_p50_s",
+		"vm_burst_50_p50_over_direct_ratio", "vm_burst_50_p95_over_direct_ratio", "vm_burst_50_marker_p50_over_direct_ratio"}, false},
+	{"recovery", (*bench).phaseRecovery, []string{"recovery_100_ms", "rss_100pods_mib",
+		"recovery_1000_ms", "rss_1000pods_mib", "list_containers_1000_ratio"}, true},
 }
 
 func phaseNames() []string {

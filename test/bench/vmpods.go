@@ -74,6 +74,21 @@ func (b *bench) startVM(ctx context.Context, name string, mib int) (*vmPod, erro
 // startVMWith is startVM of any container config; edit (may be nil)
 // changes the pod's config.
 func (b *bench) startVMWith(ctx context.Context, name string, ctrCfg *runtimeapi.ContainerConfig, edit func(*runtimeapi.PodSandboxConfig)) (*vmPod, error) {
+	v, err := b.createVM(ctx, name, ctrCfg, edit)
+	if err != nil {
+		return v, err
+	}
+	ctx, cancel := criclient.CallCtx(ctx)
+	defer cancel()
+	if _, err := b.cri.RT.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: v.container}); err != nil {
+		return v, fmt.Errorf("start VM %s: %w", name, err)
+	}
+	return v, nil
+}
+
+// createVM is RunPodSandbox + CreateContainer of a VM pod: its domain is
+// defined, not started.
+func (b *bench) createVM(ctx context.Context, name string, ctrCfg *runtimeapi.ContainerConfig, edit func(*runtimeapi.PodSandboxConfig)) (*vmPod, error) {
 	v, err := b.newVMPod(name)
 	if err != nil {
 		return nil, err
@@ -97,9 +112,6 @@ func (b *bench) startVMWith(ctx context.Context, name string, ctrCfg *runtimeapi
 		return v, fmt.Errorf("create VM %s: %w", name, err)
 	}
 	v.container = ctr.ContainerId
-	if _, err := b.cri.RT.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: v.container}); err != nil {
-		return v, fmt.Errorf("start VM %s: %w", name, err)
-	}
 	return v, nil
 }
 

@@ -4,20 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
-	"github.com/crimux/crimux/test/bench/criclient"
-	"github.com/crimux/crimux/test/bench/libvirtdirect"
 	"github.com/crimux/crimux/test/bench/stats"
 )
 
 // The VM figures: start overhead and first console line (one set of
-// rounds serves both), snapshots, and the burst of 50.
+// rounds serves both) and snapshots; the burst is burst.go's.
 
 const bootTimeout = 90 * time.Second
 
@@ -196,92 +193,3 @@ func (b *bench) phaseSnapshots(ctx context.Context) error {
 
 // errVMAPIMissing: this crimux does not serve crimux.vm.v1.VMService.
 var errVMAPIMissing = errors.New("crimux does not serve the VM API (crimux.vm.v1.VMService is Unimplemented)")
-
-// phaseBurst creates burst VM pods at once through crimux and times each
-// until CRI reports its container RUNNING; the VMs stay for the recovery
-// figure. With -burst-direct-before, the same burst directly through
-// libvirt runs first (and is removed), for comparison.
-func (b *bench) phaseBurst(ctx context.Context) error {
-	n := b.opts.burst
-	var direct stats.Samples
-	if age := time.Since(b.started); b.opts.burstDirectBefore > 0 && age < b.opts.burstDirectBefore {
-		var err error
-		if direct, err = b.directBurst(ctx, n); err != nil {
-			return err
-		}
-	}
-	took := make([]time.Duration, n)
-	t0 := time.Now()
-	err := criclient.Parallel(n, n, func(i int) error {
-		v, err := b.startVM(ctx, fmt.Sprintf("burst-%d", i), b.opts.burstMiB)
-		if err == nil {
-			err = b.waitRunning(ctx, v)
-		}
-		if err == nil {
-			took[i] = time.Since(t0)
-			b.mu.Lock()
-			b.burstVMs = append(b.burstVMs, v)
-			b.mu.Unlock()
-		}
-		return err
-	})
-	var ok stats.Samples
-	for _, t := range took {
-		if t > 0 {
-			ok = append(ok, t)
-		}
-	}
-	b.samplesOf("VMBurst", direct, ok)
-	if len(b.burstVMs) > 0 {
-		directSummary := ""
-		if len(direct) > 0 {
-			directSummary = direct.Summary(0.5, 0.95, 1)
-		}
-		b.res.Set("vm_burst_50_p50_s", ok.Quantile(0.5).Seconds(), ok.Summary(0.5, 0.95, 1), directSummary)
-		b.res.Set("vm_burst_50_p95_s", ok.Quantile(0.95).Seconds(), ok.Summary(0.5, 0.95, 1), directSummary)
-	}
-	if len(b.burstVMs) < n {
-		for _, name := range []string{"vm_burst_50_p50_s", "vm_burst_50_p95_s"} {
-			b.res.Note(name, "%d of %d VMs did not reach RUNNING: %v", n-len(b.burstVMs), n, err)
-		}
-	}
-	for _, name := range []string{"vm_burst_50_p50_s", "vm_burst_50_p95_s"} {
-		b.res.Note(name, "%d VMs of %d MiB at once", n, b.opts.burstMiB)
-		if len(direct) > 0 {
-			b.res.Note(name, "direct: the same burst of domains through one libvirt connection, until DomainCreate returned")
-		} else {
-			b.res.Note(name, "no direct burst (-burst-direct-before)")
-		}
-		if b.opts.burstMiB < 128 {
-			b.res.Note(name, "%d MiB is too little for the test kernel to boot; running is the CRI state, which does not wait for the guest", b.opts.burstMiB)
-		}
-	}
-	b.logf("burst of %d VMs: crimux %s", n, ok.Summary(0.5, 0.95, 1))
-	return nil
-}
-
-// directBurst starts n domains at once directly through libvirt (one
-// connection, as crimux has), times each until DomainCreate returns, then
-// removes them all.
-func (b *bench) directBurst(ctx context.Context, n int) (stats.Samples, error) {
-	took := make(stats.Samples, n)
-	t0 := time.Now()
-	var mu sync.Mutex
-	var vms []*libvirtdirect.VM
-	err := criclient.Parallel(n, n, func(i int) error {
-		v, _, err := b.direct.Start(b.opts.burstMiB)
-		mu.Lock()
-		vms = append(vms, v)
-		mu.Unlock()
-		if err == nil {
-			took[i] = time.Since(t0)
-		}
-		return err
-	})
-	b.logf("burst of %d VMs: direct %s", n, took.Summary(0.5, 0.95, 1))
-	rmErr := criclient.Parallel(len(vms), b.opts.workers, func(i int) error { return b.direct.Remove(vms[i]) })
-	if err != nil {
-		return nil, fmt.Errorf("direct burst: %w", err)
-	}
-	return took, rmErr
-}

@@ -44,15 +44,45 @@ func New(bin, dir, socket, containerd, wrapper string) (*Daemon, error) {
 	if err := os.WriteFile(confPath, conf.Bytes(), 0o644); err != nil {
 		return nil, err
 	}
+	cniDir, err := writeCNIConf(dir)
+	if err != nil {
+		return nil, err
+	}
 	return &Daemon{
 		bin: bin, socket: socket, LogPath: filepath.Join(dir, "crimux.log"),
 		args: []string{
 			"--config", confPath, "--listen", socket, "--state-dir", filepath.Join(dir, "state"),
 			"--containerd-endpoint", containerd, "--vm-accel", "tcg",
-			// VM pods join the bed's pod network, as containers do.
-			"--cni-conf-dir", "/etc/crimux-testbed/cni/net.d",
+			"--cni-conf-dir", cniDir,
 		},
 	}, nil
+}
+
+// Bridge is the bench's VM pod network's bridge (see writeCNIConf).
+const Bridge = "crimuxbench0"
+
+// writeCNIConf writes the VM pods' network: the bed's (bridge, host-local,
+// portmap) with a /16 of its own, since the bed's /24 holds fewer
+// addresses than the scale figures' VM pods and the container pods need
+// together. Its addresses are kept in the run's dir.
+func writeCNIConf(dir string) (string, error) {
+	confDir := filepath.Join(dir, "cni", "net.d")
+	if err := os.MkdirAll(confDir, 0o755); err != nil {
+		return "", err
+	}
+	conf := fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": "crimux-bench",
+  "plugins": [
+    {
+      "type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false, "hairpinMode": true,
+      "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.89.0.0/16"}]], "routes": [{"dst": "0.0.0.0/0"}], "dataDir": %q}
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+`, Bridge, filepath.Join(dir, "cni", "networks"))
+	return confDir, os.WriteFile(filepath.Join(confDir, "10-crimux-bench.conflist"), []byte(conf), 0o644)
 }
 
 // InstanceOf is the identity crimux stamps on its domains: the one

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/crimux/crimux/test/bench/criclient"
+	"github.com/crimux/crimux/test/bench/libvirtdirect"
+	"github.com/crimux/crimux/test/bench/stats"
+)
+
+// The burst: n VMs started at once through libvirt directly, removed,
+// then the same n through crimux (kept for the recovery figures), each
+// timed until it runs and until its guest prints the boot marker.
+
+// burstMarkerTimeout bounds the wait for the last guest's marker: 50
+// guests booting under TCG on 2 cores take minutes.
+const burstMarkerTimeout = 5 * time.Minute
+
+// BurstVM is one VM of a burst, timed from the burst's start: until it
+// ran (CONTAINER_RUNNING through crimux, DomainCreate returned directly)
+// and until the boot marker was in its console log; 0 where it never did.
+type BurstVM struct {
+	Running, Marker time.Duration
+}
+
+// burstResult keeps every VM's times on both paths, in start order: the
+// time-to-running curves can be drawn from them.
+type burstResult struct {
+	Crimux, Direct []BurstVM
+}
+
+// burstFigures are the burst's figures: each path's quantile and the
+// ratio of crimux's to the direct path's.
+var burstFigures = []struct {
+	name, ratio string
+	q           float64
+	marker      bool
+}{
+	{"vm_burst_50_p50_s", "vm_burst_50_p50_over_direct_ratio", 0.5, false},
+	{"vm_burst_50_p95_s", "vm_burst_50_p95_over_direct_ratio", 0.95, false},
+	{"vm_burst_50_marker_p50_s", "vm_burst_50_marker_p50_over_direct_ratio", 0.5, true},
+}
+
+// phaseBurst runs the direct burst first (and removes it: its guests would
+// load the host under crimux's), then crimux's.
+func (b *bench) phaseBurst(ctx context.Context) error {
+	n := b.opts.burst
+	t0 := time.Now()
+	direct, err := b.directBurst(ctx, n)
+	if err != nil {
+		return err
+	}
+	b.logf("burst: direct took %s (removal included)", time.Since(t0).Round(100*time.Millisecond))
+	t1 := time.Now()
+	crimux, err := b.crimuxBurst(ctx, n)
+	b.logf("burst: crimux took %s", time.Since(t1).Round(100*time.Millisecond))
+	b.mu.Lock()
+	b.burst = burstResult{Crimux: crimux, Direct: direct}
+	b.mu.Unlock()
+	b.recordBurst(n, crimux, direct, err)
+	return nil
+}
+
+// crimuxBurst starts n VM pods at once through crimux and times each until
+// ContainerStatus says running, then until the marker is in its CRI log.
+func (b *bench) crimuxBurst(ctx context.Context, n int) ([]BurstVM, error) {
+	out := make([]BurstVM, n)
+	t0 := time.Now()
+	err := criclient.Parallel(n, n, func(i int) error {
+		v, err := b.startVM(ctx, fmt.Sprintf("burst-%d", i), b.opts.burstMiB)
+		if err == nil {
+			err = b.waitRunning(ctx, v)
+		}
+		if err != nil {
+			return err
+		}
+		out[i].Running = time.Since(t0)
+		b.mu.Lock()
+		b.burstVMs = append(b.burstVMs, v)
+		b.mu.Unlock()
+		if err := waitMarker(ctx, v.logPath, burstMarkerTimeout-time.Since(t0)); err != nil {
+			return fmt.Errorf("VM %s: boot marker in the CRI log: %w", v.name, err)
+		}
+		out[i].Marker = time.Since(t0)
+		return nil
+	})
+	return out, err
+}
+
+// directBurst starts n domains at once directly through libvirt (one
+// connection, as crimux has), times each until DomainCreate returns and
+// until the marker is in libvirt's console log, then removes them all.
+func (b *bench) directBurst(ctx context.Context, n int) ([]BurstVM, error) {
+	out := make([]BurstVM, n)
+	t0 := time.Now()
+	var mu sync.Mutex
+	var vms []*libvirtdirect.VM
+	err := criclient.Parallel(n, n, func(i int) error {
+		v, _, err := b.direct.Start(b.opts.burstMiB)
+		mu.Lock()
+		vms = append(vms, v)
+		mu.Unlock()
+		if err != nil {
+			return err
+		}
+		out[i].Running = time.Since(t0)
+		if err := waitMarker(ctx, v.ConsoleLog(), burstMarkerTimeout-time.Since(t0)); err != nil {
+			return fmt.Errorf("direct VM %s: boot marker: %w", v.Name, err)
+		}
+		out[i].Marker = time.Since(t0)
+		return nil
+	})
+	if err != nil {
+		b.logf("direct burst: %v", err)
+	}
+	rmErr := criclient.Parallel(len(vms), b.opts.workers, func(i int) error { return b.direct.Remove(vms[i]) })
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return out, rmErr
+}
+
+// burstSamples are the running (or marker) times of the VMs that got there.
+func burstSamples(vms []BurstVM, marker bool) stats.Samples {
+	var s stats.Samples
+	for _, v := range vms {
+		t := v.Running
+		if marker {
+			t = v.Marker
+		}
+		if t > 0 {
+			s = append(s, t)
+		}
+	}
+	return s
+}
+
+// burstQuantile is the quantile q over all n VMs, those that never got
+// there counted as slowest; NaN when q falls among them.
+func burstQuantile(s stats.Samples, n int, q float64) float64 {
+	all := append(stats.Samples(nil), s...)
+	for len(all) < n {
+		all = append(all, time.Duration(math.MaxInt64))
+	}
+	v := all.Quantile(q)
+	if v == time.Duration(math.MaxInt64) || len(all) == 0 {
+		return math.NaN()
+	}
+	return v.Seconds()
+}
+
+func (b *bench) recordBurst(n int, crimux, direct []BurstVM, err error) {
+	for _, marker := range []bool{false, true} {
+		c, d := burstSamples(crimux, marker), burstSamples(direct, marker)
+		what := "VMBurst"
+		if marker {
+			what = "VMBurstMarker"
+		}
+		b.samplesOf(what, d, c)
+		b.logf("burst of %d VMs, %s: crimux %s; direct %s", n, what, c.Summary(0.5, 0.95, 1), d.Summary(0.5, 0.95, 1))
+	}
+	for _, f := range burstFigures {
+		c, d := burstSamples(crimux, f.marker), burstSamples(direct, f.marker)
+		cq, dq := burstQuantile(c, n, f.q), burstQuantile(d, n, f.q)
+		b.res.Set(f.name, cq, c.Summary(0.5, 0.95, 1), d.Summary(0.5, 0.95, 1))
+		b.res.Set(f.ratio, cq/dq, fmt.Sprintf("%.2f s", cq), fmt.Sprintf("%.2f s", dq))
+		for _, name := range []string{f.name, f.ratio} {
+			b.res.Note(name, "%d VMs of %d MiB at once on each path, direct first (removed before crimux's start)", n, b.opts.burstMiB)
+			if len(c) < n || len(d) < n {
+				b.res.Note(name, "%d (crimux) and %d (direct) of %d reached it, the others count as slowest: %v", len(c), len(d), n, err)
+			}
+		}
+	}
+}
