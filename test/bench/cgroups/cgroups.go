@@ -4,6 +4,7 @@
 package cgroups
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -75,4 +76,39 @@ func RemoveRun(runID string) error {
 		return fmt.Errorf("%d cgroups not removed, e.g. %s: processes still in them (the next run's sweep retries)", len(left), left[0])
 	}
 	return nil
+}
+
+// WeighRoot gives the bench's root cgroup the CPU weight of as many
+// processes (tasks) at the top of the hierarchy. The direct path's qemus run
+// there, in libvirtd's cgroup, each weighed as one task against every
+// other; crimux's run in their pods' cgroups below Root, which by default
+// weighs as one task for all of them: with 50 VMs, crimux's guests got a
+// fraction of the CPU the direct path's got. (kubelet weighs its pods'
+// root by the node's allocatable CPU instead: a policy, not crimux's
+// cost.) cgroup v1's cpu.shares, v2's cpu.weight; hierarchies without a
+// CPU controller are left alone.
+func WeighRoot(tasks int) error {
+	tasks = max(tasks, 1)
+	var errs []error
+	for _, h := range Hierarchies() {
+		file, value := "cpu.shares", min(1024*tasks, 262144)
+		if _, err := os.Stat(filepath.Join(h, "cpu.shares")); err != nil {
+			if _, err := os.Stat(filepath.Join(h, "cgroup.controllers")); err != nil {
+				continue
+			}
+			file, value = "cpu.weight", min(100*tasks, 10000)
+		}
+		root := filepath.Join(h, Root)
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(root, file)); err != nil {
+			continue // v2 without the cpu controller enabled here
+		}
+		if err := os.WriteFile(filepath.Join(root, file), []byte(fmt.Sprint(value)), 0o644); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
