@@ -16,8 +16,9 @@
 // qemu, running as libvirt-qemu, can reach the VMs' files) and removes
 // everything it made: pods, domains, cgroups, state and log directories.
 // This package runs the phases: main.go (flags, phases), bench.go (set-up,
-// cleanup), containers.go, vms.go, recovery.go (the figures), cri.go and
-// vmpods.go (pods through CRI). Its subpackages own the rest: daemon (the
+// cleanup), containers.go, vms.go, burst.go, recovery.go (the figures),
+// scale.go (the pods of the 1,000-pod figures), cri.go and vmpods.go (pods
+// through CRI). Its subpackages own the rest: daemon (the
 // crimux process, the bench's qemu wrapper), criclient (the CRI
 // connections), rawproxy (the raw-bytes forwarder: the hop alone, the
 // third path of the rpc and lists phases, in a process of its own),
