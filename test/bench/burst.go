@@ -10,6 +10,7 @@ import (
 	"github.com/crimux/crimux/test/bench/cgroups"
 	"github.com/crimux/crimux/test/bench/criclient"
 	"github.com/crimux/crimux/test/bench/libvirtdirect"
+	"github.com/crimux/crimux/test/bench/report"
 	"github.com/crimux/crimux/test/bench/stats"
 )
 
@@ -102,7 +103,37 @@ func (b *bench) phaseBurst(ctx context.Context) error {
 	b.burst = burstResult{Crimux: crimux, Direct: direct}
 	b.mu.Unlock()
 	b.recordBurst(n, crimux, direct, err)
+	b.burstChart(n, crimux, direct)
 	return nil
+}
+
+// burstChart draws how many of the n VMs ran, and had printed the boot
+// marker, at each moment after the burst began, on both paths.
+func (b *bench) burstChart(n int, crimux, direct []BurstVM) {
+	for _, marker := range []bool{false, true} {
+		what := "time-to-running (crimux: CONTAINER_RUNNING; direct: DomainCreate returned)"
+		if marker {
+			what = "time to the boot marker in the console log"
+		}
+		c := report.Chart{Title: fmt.Sprintf("burst of %d VMs: %s", n, what), XLabel: "seconds since the burst began", YLabel: "VMs"}
+		for _, path := range []struct {
+			name string
+			vms  []BurstVM
+		}{{"crimux", crimux}, {"libvirt direct", direct}} {
+			var secs []float64
+			for _, v := range path.vms {
+				t := v.Running
+				if marker {
+					t = v.Marker
+				}
+				if t > 0 { // 0: never reached
+					secs = append(secs, t.Seconds())
+				}
+			}
+			c.Series = append(c.Series, report.Cumulative(path.name, secs))
+		}
+		b.res.AddChart("burst", c)
+	}
 }
 
 // crimuxBurst starts n VM pods at once through crimux and times each until
