@@ -128,7 +128,8 @@ e2e-vm-net: build bed
 # by make install and run by its unit), driven with crictl over SSH: a
 # container pod and a VM pod in kubelet's systemd pod slices, limits, stats,
 # update, and crimux killed, reloaded, stopped and frozen under systemd;
-# then critest in the node, directly and through crimux (test/node/critest.sh).
+# then critest in the node through crimux, and directly when a spec fails
+# there (test/node/critest.sh).
 # The node disk is cached by its inputs (test/node/build.sh). Prints last:
 # node: cgroup v2, systemd driver: N passed, M failed, K skipped
 e2e-node: build

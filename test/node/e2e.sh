@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make e2e-node: boots the test node once (test/node/up.sh; the disk built
 # or taken from the cache), runs TestNode (test/e2e/node_test.go) against
-# it, then critest in it, directly against the node's containerd and
-# through crimux (test/node/critest.sh, CRITEST_FOCUS), always stops it,
+# it, then critest in it through crimux (and directly against the node's
+# containerd when a spec fails there: test/node/critest.sh, CRITEST_FOCUS),
+# always stops it,
 # and prints last
 #   node: cgroup v2, systemd driver: N passed, M failed
 # (the steps of TestNode). Exits non-zero if any step failed, none ran, or
