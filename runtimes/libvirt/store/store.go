@@ -11,6 +11,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -123,7 +124,12 @@ type Container struct {
 }
 
 // Store is the VM runtime's bbolt store.
-type Store struct{ db *bolt.DB }
+type Store struct {
+	db *bolt.DB
+	// the records lists decoded (decoded.go)
+	sandboxes  decoded[Sandbox]
+	containers decoded[Container]
+}
 
 // Open opens (or creates) the store in dir.
 func Open(dir string) (*Store, error) {
@@ -170,19 +176,38 @@ func get[T any](s *Store, bucket []byte, id string) (*T, error) {
 	return rec, err
 }
 
-func list[T any](s *Store, bucket []byte) ([]*T, error) {
+// list decodes every record of bucket, those decoded before from the
+// same bytes taken from cache (decoded.go), and hands out copies.
+func list[T any](s *Store, bucket []byte, cache *decoded[T], decode func([]byte) (*T, error), copyOf func(*T) *T) ([]*T, error) {
 	var out []*T
+	seen := map[string]decodedEntry[T]{}
 	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucket).ForEach(func(_, v []byte) error {
-			rec := new(T)
-			if err := json.Unmarshal(v, rec); err != nil {
-				return err
+		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+			id := string(k)
+			e, ok := cache.lookup(id, v)
+			if !ok {
+				rec, err := decode(v)
+				if err != nil {
+					return err
+				}
+				// v is bbolt's, valid only in this transaction.
+				e = decodedEntry[T]{raw: bytes.Clone(v), rec: rec}
 			}
-			out = append(out, rec)
+			seen[id] = e
+			out = append(out, copyOf(e.rec))
 			return nil
 		})
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	cache.replace(seen)
+	return out, nil
+}
+
+func decodeJSON[T any](raw []byte) (*T, error) {
+	rec := new(T)
+	return rec, json.Unmarshal(raw, rec)
 }
 
 func del(s *Store, bucket []byte, id string) error {
@@ -234,14 +259,7 @@ func (s *Store) LiveSandboxes() ([]*Sandbox, error) {
 
 // Sandboxes returns every pod record, those being created or removed included.
 func (s *Store) Sandboxes() ([]*Sandbox, error) {
-	rs, err := list[Sandbox](s, bucketSandboxes)
-	for _, r := range rs {
-		r.Config = &runtimeapi.PodSandboxConfig{}
-		if err := unmarshalPB(r.ConfigPB, r.Config); err != nil {
-			return nil, err
-		}
-	}
-	return rs, err
+	return list(s, bucketSandboxes, &s.sandboxes, decodeSandbox, copySandbox)
 }
 
 // DeleteSandbox deletes a pod record.
@@ -298,14 +316,7 @@ func (s *Store) ContainersOf(sandboxID string) ([]*Container, error) {
 
 // Containers returns every record, those being removed included.
 func (s *Store) Containers() ([]*Container, error) {
-	rs, err := list[Container](s, bucketContainers)
-	for _, r := range rs {
-		r.Config = &runtimeapi.ContainerConfig{}
-		if err := unmarshalPB(r.ConfigPB, r.Config); err != nil {
-			return nil, err
-		}
-	}
-	return rs, err
+	return list(s, bucketContainers, &s.containers, decodeContainer, copyContainer)
 }
 
 // DeleteContainer deletes a VM record.
