@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -230,12 +231,26 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 // outermost first: drain tracking for reloads, metrics (outside the error
 // translation, so they see the codes clients see), then cri's request IDs,
 // logging and error translation.
+//
+// Calls run on a few long-lived stream workers instead of a new goroutine
+// each: a proxied call (handler, interceptors, the client call to
+// containerd) needs a larger stack than a new goroutine starts with, and
+// growing it by copying, two or three times per call, was ~10 % of
+// crimux's CPU per ContainerStatus (docs/benchmarks.md). A worker keeps
+// its grown stack; when all are busy gRPC starts a goroutine as before.
 func (d *daemon) grpcServer() *grpc.Server {
 	return grpc.NewServer(
 		grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize),
+		grpc.NumStreamWorkers(streamWorkers()),
 		grpc.ChainUnaryInterceptor(d.calls.unary, d.metrics.UnaryServerInterceptor(), cri.UnaryInterceptor(d.log, nil)),
 		grpc.ChainStreamInterceptor(d.metrics.StreamServerInterceptor(), cri.StreamInterceptor(d.log, nil)),
 	)
+}
+
+// streamWorkers is one worker per CPU (gRPC's suggestion), at least four
+// so that a slow call does not leave the others to new goroutines.
+func streamWorkers() uint32 {
+	return uint32(max(4, runtime.NumCPU()))
 }
 
 // serveMetrics starts the metrics endpoint if one is configured. A port
