@@ -6,11 +6,19 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// ContainerStatus asks the container's runtime.
+// ContainerStatus asks the container's runtime; the primary's answer is
+// passed through undecoded (pass_raw.go).
 func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
 	rt, err := s.route(ctx, "container_id", req.GetContainerId())
 	if err != nil {
 		return nil, err
+	}
+	raw := &runtimeapi.ContainerStatusResponse{}
+	if handled, err := passRaw(ctx, rt, runtimeapi.RuntimeService_ContainerStatus_FullMethodName, req, raw); handled {
+		if err != nil {
+			return nil, err
+		}
+		return raw, nil
 	}
 	resp, err := rt.Backend.Runtime().ContainerStatus(ctx, req)
 	return resp, runtimeErr(rt, err)

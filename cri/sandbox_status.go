@@ -6,11 +6,19 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// PodSandboxStatus asks the pod's runtime.
+// PodSandboxStatus asks the pod's runtime; the primary's answer is passed
+// through undecoded (pass_raw.go).
 func (s *Server) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
 	rt, err := s.route(ctx, "pod_sandbox_id", req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
+	}
+	raw := &runtimeapi.PodSandboxStatusResponse{}
+	if handled, err := passRaw(ctx, rt, runtimeapi.RuntimeService_PodSandboxStatus_FullMethodName, req, raw); handled {
+		if err != nil {
+			return nil, err
+		}
+		return raw, nil
 	}
 	resp, err := rt.Backend.Runtime().PodSandboxStatus(ctx, req)
 	return resp, runtimeErr(rt, err)
