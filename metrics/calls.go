@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
@@ -55,11 +56,31 @@ type routedStream struct {
 func (s *routedStream) Context() context.Context { return s.ctx }
 
 func (m *Metrics) observe(method, runtime string, d time.Duration, err error) {
-	api, rpc := splitMethod(method)
-	m.rpcDuration.WithLabelValues(api, rpc, runtime).Observe(d.Seconds())
+	m.duration(method, runtime).Observe(d.Seconds())
 	if err != nil {
+		api, rpc := splitMethod(method)
 		m.rpcErrors.WithLabelValues(api, rpc, runtime, status.Code(err).String()).Inc()
 	}
+}
+
+// durationKey is one histogram of rpcDuration: the call's full method and
+// its runtime (a bounded set: the served methods times the runtimes).
+type durationKey struct{ method, runtime string }
+
+// duration is the histogram of method's calls routed to runtime. Looking
+// it up by label values splits the method, checks and hashes the labels
+// on every call (~3 % of crimux's CPU per proxied ContainerStatus,
+// docs/benchmarks.md): the histograms are kept once found. rpcDuration's
+// label sets are never deleted, so a kept one stays the one exported.
+func (m *Metrics) duration(method, runtime string) prometheus.Observer {
+	key := durationKey{method, runtime}
+	if o, ok := m.durations.Load(key); ok {
+		return o.(prometheus.Observer)
+	}
+	api, rpc := splitMethod(method)
+	o := m.rpcDuration.WithLabelValues(api, rpc, runtime)
+	m.durations.Store(key, o)
+	return o
 }
 
 // splitMethod turns "/runtime.v1.RuntimeService/RunPodSandbox" into

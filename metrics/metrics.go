@@ -53,6 +53,7 @@ type Options struct {
 type Metrics struct {
 	reg          *prometheus.Registry
 	rpcDuration  *prometheus.HistogramVec
+	durations    sync.Map // durationKey -> prometheus.Observer: rpcDuration's histograms in use
 	rpcErrors    *prometheus.CounterVec
 	runtimeReady *prometheus.GaugeVec
 	reloads      *prometheus.CounterVec

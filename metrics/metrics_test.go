@@ -155,3 +155,20 @@ func TestCounters(t *testing.T) {
 		t.Errorf("a Metrics exports another's reconnects:\n%s", text)
 	}
 }
+
+// Repeated calls land in the histogram of their method and runtime, kept
+// after the first call (Metrics.duration), and in no other.
+func TestRepeatedCallsShareTheirHistogram(t *testing.T) {
+	m := New(Options{Version: "v9"})
+	unary := m.UnaryServerInterceptor()
+	call := func(runtime string) {
+		_, _ = unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/runtime.v1.RuntimeService/ContainerStatus"},
+			func(ctx context.Context, _ any) (any, error) { route.Record(ctx, runtime); return nil, nil })
+	}
+	for _, rt := range []string{"containerd", "vm", "containerd", "containerd"} {
+		call(rt)
+	}
+	wantLines(t, scrape(t, m),
+		`crimux_rpc_duration_seconds_count{api="cri",rpc="ContainerStatus",runtime="containerd"} 3`,
+		`crimux_rpc_duration_seconds_count{api="cri",rpc="ContainerStatus",runtime="vm"} 1`)
+}
