@@ -143,6 +143,20 @@ func TestCallerDeadlineWins(t *testing.T) {
 	}
 }
 
+// A caller's later deadline gives way to the backend's own.
+func TestBackendDeadlineWinsOverALaterOne(t *testing.T) {
+	f, _, b := serve(t, nil)
+	c, cancel := context.WithTimeout(context.Background(), 10*callTimeout)
+	defer cancel()
+	if _, err := b.Runtime().Version(c, &runtimeapi.VersionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	call, _ := f.LastCall("Version")
+	if got, ok := call.Timeout(); !ok || got > callTimeout || got < callTimeout-2*time.Second {
+		t.Errorf("deadline %v away (set: %v), want about the backend's %v", got, ok, callTimeout)
+	}
+}
+
 // containerd restarting: calls fail Unavailable while it is gone and work
 // again, on the same Backend, soon after it is back.
 func TestReconnect(t *testing.T) {

@@ -30,14 +30,22 @@ func callTimeout(method string, req any, base time.Duration) time.Duration {
 }
 
 // deadlines gives each unary call its deadline; a caller's earlier
-// deadline wins.
+// deadline wins. A call whose caller's deadline is already the earlier
+// (kubelet's, normally) gets no context of its own: a timer per call is
+// work for nothing on the path of every proxied call.
 func deadlines(base time.Duration) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if d := callTimeout(method, req, base); d > 0 {
+		if d := callTimeout(method, req, base); d > 0 && !deadlineWithin(ctx, d) {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, d)
 			defer cancel()
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
+}
+
+// deadlineWithin tells whether ctx ends within d from now.
+func deadlineWithin(ctx context.Context, d time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) <= d
 }
