@@ -13,6 +13,7 @@ import (
 	"github.com/crimux/crimux/config"
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/internal/idcodec"
+	"github.com/crimux/crimux/internal/inproc"
 	"github.com/crimux/crimux/registry"
 	"github.com/crimux/crimux/runtimes/libvirt/gc"
 	"github.com/crimux/crimux/runtimes/libvirt/vmimage"
@@ -35,9 +36,10 @@ type Factory struct {
 // Key: one VM runtime per crimux.
 func (f Factory) Key(config.Runtime) string { return "libvirt" }
 
-// New starts the runtime and serves it over an in-memory gRPC connection,
+// New starts the runtime and serves it as a gRPC service in this process,
 // so the CRI server calls it exactly as it calls containerd (IDs rewritten
-// by codec, errors as gRPC statuses).
+// by codec, errors as gRPC statuses): unary calls directly
+// (internal/inproc), streams over an in-memory connection.
 func (f Factory) New(ctx context.Context, rc config.Runtime, codec *idcodec.Codec) (registry.Backend, error) {
 	images, cgroups, closeImages, err := f.hostParts()
 	if err != nil {
@@ -51,15 +53,7 @@ func (f Factory) New(ctx context.Context, rc config.Runtime, codec *idcodec.Code
 	rt.closers = append(rt.closers, closeImages)
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			// An image cache entry a call prepared stays held until the
-			// call returns, with its record written, even if its client
-			// gave up before (vmimage.WithHoldScope).
-			ctx, endHolds := vmimage.WithHoldScope(ctx)
-			defer endHolds()
-			resp, err := h(ctx, req)
-			return resp, errdefs.ToGRPC(err)
-		}),
+		grpc.ChainUnaryInterceptor(serverInterceptor),
 		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 			return errdefs.ToGRPC(h(srv, ss))
 		}),
@@ -70,9 +64,10 @@ func (f Factory) New(ctx context.Context, rc config.Runtime, codec *idcodec.Code
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 	}
+	var codecUnary grpc.UnaryClientInterceptor
 	if codec != nil {
-		opts = append(opts, grpc.WithChainUnaryInterceptor(codec.UnaryClientInterceptor()),
-			grpc.WithChainStreamInterceptor(codec.StreamClientInterceptor()))
+		codecUnary = codec.UnaryClientInterceptor()
+		opts = append(opts, grpc.WithChainStreamInterceptor(codec.StreamClientInterceptor()))
 	}
 	conn, err := grpc.NewClient("passthrough:///crimux-vm", opts...)
 	if err != nil {
@@ -80,7 +75,22 @@ func (f Factory) New(ctx context.Context, rc config.Runtime, codec *idcodec.Code
 		rt.Close()
 		return nil, err
 	}
-	return &backend{Operator: operator{rt.ops, rt.gc}, rt: rt, srv: srv, conn: conn, client: runtimeapi.NewRuntimeServiceClient(conn)}, nil
+	// Unary calls are function calls (internal/inproc), through the
+	// same interceptors; only streams use the in-memory connection.
+	direct := inproc.New(&runtimeapi.RuntimeService_ServiceDesc, rt.cri, serverInterceptor, codecUnary, conn)
+	return &backend{Operator: operator{rt.ops, rt.gc}, rt: rt, srv: srv, conn: conn, client: runtimeapi.NewRuntimeServiceClient(direct)}, nil
+}
+
+// serverInterceptor is what the VM runtime's server does around each
+// unary call, over the in-memory connection or called directly.
+func serverInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	// An image cache entry a call prepared stays held until the call
+	// returns, with its record written, even if its client gave up
+	// before (vmimage.WithHoldScope).
+	ctx, endHolds := vmimage.WithHoldScope(ctx)
+	defer endHolds()
+	resp, err := h(ctx, req)
+	return resp, errdefs.ToGRPC(err)
 }
 
 func (f Factory) hostParts() (ImageReader, Cgroups, func() error, error) {
