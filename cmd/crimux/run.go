@@ -242,6 +242,8 @@ func (d *daemon) grpcServer() *grpc.Server {
 	return grpc.NewServer(
 		grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize),
 		grpc.NumStreamWorkers(streamWorkers()),
+		// Answers passed through as bytes are sent without a copy.
+		grpc.ForceServerCodecV2(cri.ServerCodec{}),
 		grpc.ChainUnaryInterceptor(d.calls.unary, d.metrics.UnaryServerInterceptor(), cri.UnaryInterceptor(d.log, nil)),
 		grpc.ChainStreamInterceptor(d.metrics.StreamServerInterceptor(), cri.StreamInterceptor(d.log, nil)),
 	)
