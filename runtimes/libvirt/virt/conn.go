@@ -93,8 +93,7 @@ func (c *Conn) Run(ctx context.Context) {
 	delay := reconnectMin
 	connected := false
 	for ctx.Err() == nil {
-		l := golibvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(c.socket), dialers.WithLocalTimeout(2*time.Second)))
-		err := l.ConnectToURI(golibvirt.QEMUSystem)
+		l, err := c.dial()
 		if err != nil {
 			c.setDown(err)
 			select {
@@ -111,7 +110,7 @@ func (c *Conn) Run(ctx context.Context) {
 			c.onReconnect(c.uri)
 		}
 		connected = true
-		rl := remote{l}
+		rl := remote{l: l, more: c}
 		c.mu.Lock()
 		c.l, c.lastErr = rl, nil
 		c.mu.Unlock()
@@ -131,6 +130,15 @@ func (c *Conn) Run(ctx context.Context) {
 			c.setDown(errors.New("libvirtd connection lost"))
 		}
 	}
+}
+
+// dial opens a connection to libvirtd.
+func (c *Conn) dial() (*golibvirt.Libvirt, error) {
+	l := golibvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(c.socket), dialers.WithLocalTimeout(2*time.Second)))
+	if err := l.ConnectToURI(golibvirt.QEMUSystem); err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 func (c *Conn) setDown(err error) {

@@ -208,7 +208,7 @@ func TestRemote(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Disconnect()
-	r := remote{l}
+	r := remote{l: l}
 	d, err := r.Lookup("test")
 	if err != nil || d.Name != "test" || d.UUID == (UUID{}) {
 		t.Fatalf("Lookup = %+v, %v", d, err)
@@ -232,4 +232,70 @@ func TestRemote(t *testing.T) {
 		t.Fatal("Disconnected closed on a live connection")
 	default:
 	}
+}
+
+// TestRemoteLongCallsOwnConnection: the calls that can last seconds
+// (starts, destroys, saves, snapshots, the guest agent, the health
+// check's Version) go on a connection of their own, closed after the
+// call, so they cannot hold the shared connection's five request slots;
+// when none can be opened they use the shared one.
+func TestRemoteLongCallsOwnConnection(t *testing.T) {
+	shared := golibvirt.NewWithDialer(libvirttest.New())
+	if err := shared.Connect(); err != nil {
+		t.Fatal(err)
+	}
+	defer shared.Disconnect()
+	mocks := &mockDialer{}
+	r := remote{l: shared, more: mocks}
+	d, err := r.Lookup("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mocks.dialed) != 0 {
+		t.Fatalf("Lookup dialed %d connections; short calls use the shared one", len(mocks.dialed))
+	}
+	// The long calls the mock libvirtd answers; the others go through
+	// the same remote.long.
+	long := map[string]func() error{
+		"StartPaused": func() error { return r.StartPaused(d) },
+		"Reboot":      func() error { return r.Reboot(d) },
+	}
+	for name, call := range long {
+		n := len(mocks.dialed)
+		if err := call(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if len(mocks.dialed) != n+1 {
+			t.Errorf("%s dialed %d connections, want 1 of its own", name, len(mocks.dialed)-n)
+			continue
+		}
+		if mocks.dialed[n].IsConnected() {
+			t.Errorf("%s left its own connection open", name)
+		}
+	}
+	mocks.fail = true
+	for name, call := range long {
+		if err := call(); err != nil {
+			t.Errorf("%s with no connection of its own: %v (want the shared one used)", name, err)
+		}
+	}
+}
+
+// mockDialer opens connections to go-libvirt's mock libvirtd and keeps
+// them, or fails.
+type mockDialer struct {
+	fail   bool
+	dialed []*golibvirt.Libvirt
+}
+
+func (m *mockDialer) dial() (*golibvirt.Libvirt, error) {
+	if m.fail {
+		return nil, io.ErrClosedPipe
+	}
+	l := golibvirt.NewWithDialer(libvirttest.New())
+	if err := l.Connect(); err != nil {
+		return nil, err
+	}
+	m.dialed = append(m.dialed, l)
+	return l, nil
 }

@@ -11,8 +11,40 @@ import (
 	"github.com/crimux/crimux/internal/errdefs"
 )
 
-// remote is Libvirt over go-libvirt: one connection to libvirtd.
-type remote struct{ l *golibvirt.Libvirt }
+// remote is Libvirt over go-libvirt: one shared connection to libvirtd,
+// and a dialer to open one of its own for a call that may last seconds
+// (nil: every call on the shared one). It stays comparable: tests and
+// callers compare connections.
+//
+// libvirtd serves at most max_client_requests (5 by default) calls of one
+// connection at once and reads nothing more from it meanwhile. A burst of
+// DomainCreates, each seconds long while other guests load the host, held
+// all five slots of the shared connection: the next starts, every lookup,
+// define and stop, and the health check's Version queued behind them, so
+// libvirtd started crimux's qemus five at a time and the VM runtime
+// reported itself not ready. Long calls therefore go on a connection of
+// their own (opening one is a few hundred µs beside calls of seconds).
+type remote struct {
+	l    *golibvirt.Libvirt
+	more dialer
+}
+
+// dialer opens a new connection to libvirtd (*Conn).
+type dialer interface {
+	dial() (*golibvirt.Libvirt, error)
+}
+
+// long runs call on a connection of its own, or on the shared one when
+// none can be opened (the call then fails or succeeds as it would have).
+func (r remote) long(call func(l *golibvirt.Libvirt) error) error {
+	if r.more != nil {
+		if l, err := r.more.dial(); err == nil {
+			defer func() { _ = l.Disconnect() }()
+			return classify(call(l))
+		}
+	}
+	return classify(call(r.l))
+}
 
 // undefineFlags drop everything libvirt keeps for a domain.
 const undefineFlags = golibvirt.DomainUndefineManagedSave | golibvirt.DomainUndefineSnapshotsMetadata | golibvirt.DomainUndefineNvram
@@ -25,9 +57,15 @@ func snap(s Snapshot) golibvirt.DomainSnapshot {
 	return golibvirt.DomainSnapshot{Name: s.Name, Dom: dom(s.Domain)}
 }
 
-func (r remote) Version() (uint64, error) {
-	v, err := r.l.ConnectGetVersion()
-	return v, classify(err)
+// Version is the health check: on a connection of its own, so that it
+// tells whether libvirtd answers, not whether the shared connection's
+// slots are all taken by long calls.
+func (r remote) Version() (v uint64, err error) {
+	err = r.long(func(l *golibvirt.Libvirt) (err error) {
+		v, err = l.ConnectGetVersion()
+		return err
+	})
+	return v, err
 }
 
 func (r remote) Lookup(name string) (Domain, error) {
@@ -87,31 +125,43 @@ func (r remote) SetMetadata(d Domain, xml, prefix, ns string) error {
 		golibvirt.OptString{prefix}, golibvirt.OptString{ns}, flags))
 }
 
-func (r remote) Start(d Domain) error { return classify(r.l.DomainCreate(dom(d))) }
+func (r remote) Start(d Domain) error {
+	return r.long(func(l *golibvirt.Libvirt) error { return l.DomainCreate(dom(d)) })
+}
 
 func (r remote) StartPaused(d Domain) error {
-	_, err := r.l.DomainCreateWithFlags(dom(d), uint32(golibvirt.DomainStartPaused))
-	return classify(err)
+	return r.long(func(l *golibvirt.Libvirt) error {
+		_, err := l.DomainCreateWithFlags(dom(d), uint32(golibvirt.DomainStartPaused))
+		return err
+	})
 }
 
 func (r remote) Shutdown(d Domain) error { return classify(r.l.DomainShutdown(dom(d))) }
-func (r remote) Destroy(d Domain) error  { return classify(r.l.DomainDestroy(dom(d))) }
-func (r remote) Suspend(d Domain) error  { return classify(r.l.DomainSuspend(dom(d))) }
-func (r remote) Resume(d Domain) error   { return classify(r.l.DomainResume(dom(d))) }
-func (r remote) Reset(d Domain) error    { return classify(r.l.DomainReset(dom(d), 0)) }
+
+// Destroy waits for qemu to die (up to libvirt's SIGKILL grace).
+func (r remote) Destroy(d Domain) error {
+	return r.long(func(l *golibvirt.Libvirt) error { return l.DomainDestroy(dom(d)) })
+}
+func (r remote) Suspend(d Domain) error { return classify(r.l.DomainSuspend(dom(d))) }
+func (r remote) Resume(d Domain) error  { return classify(r.l.DomainResume(dom(d))) }
+func (r remote) Reset(d Domain) error   { return classify(r.l.DomainReset(dom(d), 0)) }
 
 // Reboot: with both flags libvirt tries the agent (guest-shutdown
 // mode=reboot; the call returns once qemu reports the guest's reset, or
 // after libvirt's 60 s agent shutdown timeout) and falls back to the
 // power button when no agent is connected or it fails.
 func (r remote) Reboot(d Domain) error {
-	return classify(r.l.DomainReboot(dom(d), golibvirt.DomainRebootGuestAgent|golibvirt.DomainRebootAcpiPowerBtn))
+	return r.long(func(l *golibvirt.Libvirt) error {
+		return l.DomainReboot(dom(d), golibvirt.DomainRebootGuestAgent|golibvirt.DomainRebootAcpiPowerBtn)
+	})
 }
 
 // ManagedSave saves the domain as running: whether it comes back running
 // or paused is chosen when it is started.
 func (r remote) ManagedSave(d Domain) error {
-	return classify(r.l.DomainManagedSave(dom(d), uint32(golibvirt.DomainSaveRunning)))
+	return r.long(func(l *golibvirt.Libvirt) error {
+		return l.DomainManagedSave(dom(d), uint32(golibvirt.DomainSaveRunning))
+	})
 }
 
 func (r remote) SetVCPUs(d Domain, n uint, live bool) error {
@@ -151,8 +201,12 @@ func (r remote) requestMemory(d Domain, requestedMiB uint64, xmlFlags golibvirt.
 }
 
 func (r remote) CreateSnapshot(d Domain, xml string) (Snapshot, error) {
-	s, err := r.l.DomainSnapshotCreateXML(dom(d), xml, uint32(golibvirt.DomainSnapshotCreateAtomic))
-	return Snapshot{Name: s.Name, Domain: d}, classify(err)
+	var s golibvirt.DomainSnapshot
+	err := r.long(func(l *golibvirt.Libvirt) (err error) {
+		s, err = l.DomainSnapshotCreateXML(dom(d), xml, uint32(golibvirt.DomainSnapshotCreateAtomic))
+		return err
+	})
+	return Snapshot{Name: s.Name, Domain: d}, err
 }
 
 func (r remote) RedefineSnapshot(d Domain, xml string, current bool) (Snapshot, error) {
@@ -192,7 +246,7 @@ func (r remote) IsCurrentSnapshot(s Snapshot) (bool, error) {
 }
 
 func (r remote) RevertToSnapshot(s Snapshot) error {
-	return classify(r.l.DomainRevertToSnapshot(snap(s), 0))
+	return r.long(func(l *golibvirt.Libvirt) error { return l.DomainRevertToSnapshot(snap(s), 0) })
 }
 
 func (r remote) DeleteSnapshot(s Snapshot) error {
@@ -201,10 +255,16 @@ func (r remote) DeleteSnapshot(s Snapshot) error {
 
 func (r remote) Disconnected() <-chan struct{} { return r.l.Disconnected() }
 
+// AgentCommand waits up to timeout for the guest's answer in libvirtd:
+// a long call.
 func (r remote) AgentCommand(d Domain, cmd string, timeout time.Duration) (string, error) {
-	out, err := r.l.QEMUDomainAgentCommand(dom(d), cmd, int32(max(timeout/time.Second, 1)), 0)
+	var out []string
+	err := r.long(func(l *golibvirt.Libvirt) (err error) {
+		out, err = l.QEMUDomainAgentCommand(dom(d), cmd, int32(max(timeout/time.Second, 1)), 0)
+		return err
+	})
 	if err != nil {
-		return "", classify(err)
+		return "", err
 	}
 	if len(out) == 0 {
 		return "", fmt.Errorf("the guest agent of %s gave no answer: %w", d.Name, errdefs.ErrUnavailable)
