@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -386,4 +388,43 @@ func TestOffsetFile(t *testing.T) {
 		t.Fatalf("offset of a garbled file: %v, want none", n)
 	}
 	writeOffset(filepath.Join(dir, "no", "dir", offsetFileName), position{offset: 1}) // unwritable: ignored
+}
+
+// TestQuietConsoleWritesNothing: a poll that finds nothing new leaves the
+// offset file alone (it was replaced, a new inode, on every poll of every
+// VM: 20 file creations and renames a second per VM), and the next line
+// moves it again.
+func TestQuietConsoleWritesNothing(t *testing.T) {
+	v := newVM(t)
+	if err := os.WriteFile(v.src, []byte("one\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cp := copierOf(t, v)
+	cp.copy(false)
+	inode := func() uint64 {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(v.dir, offsetFileName), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	first := inode()
+	for range 3 {
+		cp.copy(false)
+	}
+	if got := inode(); got != first {
+		t.Fatalf("quiet polls replaced the offset file (inode %d -> %d)", first, got)
+	}
+	f, err := os.OpenFile(v.src, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("two\n")
+	f.Close()
+	cp.copy(false)
+	if got := offsetOf(t, v); got != 8 {
+		t.Fatalf("offset after a new line = %d, want 8", got)
+	}
+	wantEntries(t, readCRI(t, v.dst), entry{"F", "one"}, entry{"F", "two"})
 }
