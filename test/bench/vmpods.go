@@ -165,9 +165,14 @@ func (b *bench) waitRunning(ctx context.Context, v *vmPod) error {
 
 // waitMarker waits until file holds the guest's boot marker.
 func waitMarker(ctx context.Context, file string, timeout time.Duration) error {
+	return waitMarkerEvery(ctx, file, timeout, 5*time.Millisecond)
+}
+
+// waitMarkerEvery reads file at once and then every interval.
+func waitMarkerEvery(ctx context.Context, file string, timeout, interval time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return waitUntil(ctx, 5*time.Millisecond, func() error {
+	return waitUntil(ctx, interval, func() error {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return err
