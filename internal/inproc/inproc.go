@@ -88,7 +88,7 @@ func (c *Conn) invoke(ctx context.Context, method string, args, reply any, _ *gr
 	select {
 	case r := <-done:
 		if r.err != nil {
-			return status.Convert(r.err).Err()
+			return asStatus(r.err)
 		}
 		if m, ok := r.answer.(proto.Message); ok {
 			proto.Reset(out)
@@ -98,6 +98,16 @@ func (c *Conn) invoke(ctx context.Context, method string, args, reply any, _ *gr
 	case <-ctx.Done():
 		return status.FromContextError(ctx.Err()).Err()
 	}
+}
+
+// asStatus is the status grpc-go's server sends for a handler's error:
+// its own status, the code of a context error (a handler that ends with
+// its deadline returns ctx.Err()), Unknown for the rest.
+func asStatus(err error) error {
+	if st, ok := status.FromError(err); ok {
+		return st.Err()
+	}
+	return status.FromContextError(err).Err()
 }
 
 // serverContext is what a gRPC server would give the handler: the

@@ -109,6 +109,10 @@ func TestConn(t *testing.T) {
 		}{
 			{status.Error(codes.NotFound, "no c1"), codes.NotFound},
 			{errors.New("plain"), codes.Unknown},
+			// grpc-go's server maps a handler's context errors to their
+			// codes: a handler that ends with its deadline returns them.
+			{context.DeadlineExceeded, codes.DeadlineExceeded},
+			{context.Canceled, codes.Canceled},
 		} {
 			rs, _ := newConn(&service{err: tc.err}, nil, nil)
 			_, err := rs.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: "c1"})
