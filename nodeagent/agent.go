@@ -10,8 +10,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -49,7 +50,7 @@ type Options struct {
 // a record's removal) ever race.
 type Agent struct {
 	node  string
-	pods  corev1client.PodsGetter
+	pods  podWatcher
 	rec   *reconciler
 	queue workqueue.TypedRateLimitingInterface[queueItem]
 	log   *slog.Logger
@@ -62,22 +63,27 @@ type queueItem struct {
 	deletedUID types.UID
 }
 
-// New returns an agent talking to the API server of rc with the typed
-// core/v1 client (the whole clientset would add every API group to
-// crimux).
+// podWatcher lists and watches pods across namespaces.
+type podWatcher interface {
+	listPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
+	watchPods(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// New returns an agent talking to the API server of rc with a core/v1
+// client of its own (coreClient says why not client-go's typed one).
 func New(rc *rest.Config, opts Options) (*Agent, error) {
 	rc = rest.CopyConfig(rc)
 	if rc.UserAgent == "" {
 		rc.UserAgent = "crimux-node-agent/" + opts.Node
 	}
-	client, err := corev1client.NewForConfig(rc)
+	client, err := newCoreClient(rc)
 	if err != nil {
 		return nil, fmt.Errorf("node agent: %w", err)
 	}
 	return newAgent(client, podWriter{client: client, node: opts.Node, now: time.Now}, opts)
 }
 
-func newAgent(pods corev1client.PodsGetter, kube kubeWriter, opts Options) (*Agent, error) {
+func newAgent(pods podWatcher, kube kubeWriter, opts Options) (*Agent, error) {
 	if opts.Node == "" || opts.VMs == nil || opts.Log == nil {
 		return nil, errors.New("node agent: node, VM service and logger are required")
 	}

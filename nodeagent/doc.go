@@ -86,5 +86,6 @@
 // (list-watch and event handlers), reconcile.go (one pass over a pod),
 // power.go and requests.go (the two kinds of request), records.go (the
 // per-pod records), sent.go (patches the informer has not shown yet),
-// kube.go (the Kubernetes writes), vms.go (the VM API subset used).
+// kube.go (the Kubernetes writes), coreclient.go (its core/v1 client,
+// not client-go's typed one), vms.go (the VM API subset used).
 package nodeagent

@@ -34,11 +34,11 @@ func (a *Agent) listWatch() *cache.ListWatch {
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.FieldSelector = selector
-			return a.pods.Pods(metav1.NamespaceAll).List(ctx, opts)
+			return a.pods.listPods(ctx, opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.FieldSelector = selector
-			return a.pods.Pods(metav1.NamespaceAll).Watch(ctx, opts)
+			return a.pods.watchPods(ctx, opts)
 		},
 	}
 }

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // Who the agent's events say reported them.
@@ -28,9 +27,9 @@ type kubeWriter interface {
 	recordEvent(ctx context.Context, pod *corev1.Pod, eventType, reason, message string) error
 }
 
-// podWriter writes through the typed core/v1 client.
+// podWriter writes through the agent's core/v1 client.
 type podWriter struct {
-	client corev1client.CoreV1Interface
+	client *coreClient
 	node   string
 	now    func() time.Time
 }
@@ -43,7 +42,7 @@ func (w podWriter) patchAnnotations(ctx context.Context, pod *corev1.Pod, change
 	if err != nil {
 		return "", err
 	}
-	patched, err := w.client.Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	patched, err := w.client.mergePatchPod(ctx, pod.Namespace, pod.Name, patch)
 	if err != nil {
 		return "", fmt.Errorf("patch annotations of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
@@ -78,7 +77,7 @@ func (w podWriter) recordEvent(ctx context.Context, pod *corev1.Pod, eventType, 
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 		ReportingController: eventController, ReportingInstance: w.node,
 	}
-	if _, err := w.client.Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+	if err := w.client.createEvent(ctx, ev); err != nil {
 		return fmt.Errorf("record event %s on pod %s/%s: %w", reason, pod.Namespace, pod.Name, err)
 	}
 	return nil
