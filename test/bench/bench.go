@@ -256,6 +256,9 @@ func (b *bench) cleanup() {
 		}
 	}
 	if b.crimux != nil && b.cri != nil {
+		// The running guests paused first: they would load the cores the
+		// removals need.
+		warn("pausing the guests", b.setGuestsPaused(ctx, true))
 		b.mu.Lock()
 		vms := append([]*vmPod(nil), b.vms...)
 		b.mu.Unlock()

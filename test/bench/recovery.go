@@ -30,10 +30,17 @@ func (b *bench) phaseRecovery(ctx context.Context) error {
 		return nil
 	}
 	t0 := time.Now()
-	if err := b.scaleUp(ctx); err != nil {
+	if err := b.setGuestsPaused(ctx, true); err != nil {
+		b.logf("scale: the guests not paused (the pods are made beside them): %v", err)
+	}
+	err := b.scaleUp(ctx)
+	if err := b.setGuestsPaused(ctx, false); err != nil {
+		return fmt.Errorf("resuming the guests: %w", err)
+	}
+	if err != nil {
 		return fmt.Errorf("adding pods up to %d: %w", b.opts.scalePods, err)
 	}
-	b.logf("scale: %d pods made in %s", b.opts.scalePods-len(want.pods), time.Since(t0).Round(100*time.Millisecond))
+	b.logf("scale: %d pods made in %s (the burst's guests paused meanwhile)", b.opts.scalePods-len(want.pods), time.Since(t0).Round(100*time.Millisecond))
 	want = b.recoveryWant()
 	if err := b.listContainersRatio(ctx, "list_containers_1000_ratio"); err != nil {
 		return err

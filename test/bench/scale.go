@@ -7,6 +7,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 	"github.com/crimux/crimux/test/bench/criclient"
 	"github.com/crimux/crimux/test/bench/stats"
 )
@@ -107,4 +108,26 @@ func (b *bench) listContainersRatio(ctx context.Context, name string) error {
 	b.logf("ListContainers at scale (%d through crimux, %d direct): crimux %s; direct %s", sizes[stats.ViaCrimux], sizes[stats.Direct],
 		c.Summary(0.5, 0.99), d.Summary(0.5, 0.99))
 	return nil
+}
+
+// setGuestsPaused pauses (or resumes) the burst's guests through the VM
+// API. 50 idle busybox guests under TCG keep both cores busy with their
+// timers: the bench pauses them while it makes the scale pods, which took
+// 2.5 min beside them, and resumes them before anything is measured.
+func (b *bench) setGuestsPaused(ctx context.Context, paused bool) error {
+	state := vmv1.PowerState_POWER_STATE_RUNNING
+	if paused {
+		state = vmv1.PowerState_POWER_STATE_PAUSED
+	}
+	vmapi := vmv1.NewVMServiceClient(b.cri.Conn)
+	vms := b.burstVMs
+	return criclient.Parallel(len(vms), b.opts.workers, func(i int) error {
+		ctx, cancel := criclient.CallCtx(ctx)
+		defer cancel()
+		_, err := vmapi.SetPowerState(ctx, &vmv1.SetPowerStateRequest{Vm: &vmv1.VMRef{Ref: &vmv1.VMRef_Id{Id: vms[i].container}}, State: state})
+		if err != nil {
+			return fmt.Errorf("power state of %s: %w", vms[i].name, err)
+		}
+		return nil
+	})
 }
