@@ -159,7 +159,7 @@ func setUp(ctx context.Context, o options) (*bench, error) {
 	if b.direct, err = libvirtdirect.New(ctx, o.containerd, vmImage, filepath.Join(dir, "direct"), b.runID); err != nil {
 		return b, err
 	}
-	return b, nil
+	return b, b.direct.PlaceIn(cgroups.Direct)
 }
 
 // startRawProxy starts the raw forwarder in front of containerd, in a

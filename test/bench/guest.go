@@ -10,6 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/converter/cloudinit"
+	"github.com/crimux/crimux/test/bench/cgroups"
 	"github.com/crimux/crimux/test/bench/criclient"
 	"github.com/crimux/crimux/test/bench/libvirtdirect"
 	"github.com/crimux/crimux/test/bench/stats"
@@ -88,6 +89,9 @@ func (b *bench) phaseGuest(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = d.RemoveAll(); d.Close() }()
+	if err := d.PlaceIn(cgroups.Direct); err != nil {
+		return err
+	}
 	// Warm-up, untimed: crimux extracts the image's disk on its first
 	// create (the direct path's New did above).
 	v, err := b.startVMWith(ctx, "guest-warmup", b.guestContainerConfig(), nil)

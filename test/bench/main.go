@@ -96,7 +96,7 @@ func parseFlags() options {
 	flag.IntVar(&o.snapshotRounds, "snapshot-rounds", 3, "snapshot create+restore rounds per path (5 before issue 18)")
 	flag.IntVar(&o.burst, "burst", 50, "VM pods created at once")
 	flag.IntVar(&o.burstMiB, "burst-mib", 128, "memory of each burst VM (the test kernel needs 128 MiB to boot)")
-	flag.IntVar(&o.burstRootWeight, "burst-root-weight", 0, "CPU weight of crimux's pods' root cgroup during the burst, in tasks (1024 cpu.shares each); 0: the host's CPUs, as kubelet weighs its pods' root by the node's allocatable CPU; the burst's VM count weighs the guests as the direct path's qemus are weighed at the top of the hierarchy")
+	flag.IntVar(&o.burstRootWeight, "burst-root-weight", 0, "CPU weight of the bench's root cgroup during the burst, in tasks (1024 cpu.shares each), where both paths' guests run (crimux's in their pods' cgroups, the direct path's placed beside them); 0: the host's CPUs, as kubelet weighs its pods' root by the node's allocatable CPU")
 	flag.IntVar(&o.recoveryContainers, "recovery-containers", 50, "container pods kept running for the recovery and RSS figures")
 	flag.IntVar(&o.recoveryRounds, "recovery-rounds", 3, "SIGKILL+restart rounds")
 	flag.IntVar(&o.scalePods, "scale-pods", 1000, "pods crimux keeps for the scale figures (recovery, RSS, ListContainers): "+

@@ -8,11 +8,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
-// Root is the parent of every VM pod's cgroup parent.
+// Root is the parent of every VM pod's cgroup parent, and of Direct.
 const Root = "/crimux-bench"
+
+// Direct is where the direct path's qemus run, beside the VM pods'
+// cgroup parents: both paths' guests weigh alike against the host's
+// daemons. One for every run: the direct path's emulator names it
+// (libvirtdirect.PlacingEmulator).
+const Direct = Root + "/direct"
 
 // Hierarchies are the mounted cgroup hierarchies (v1 ones and the
 // unified one, wherever it is).
@@ -70,7 +77,8 @@ func RemoveRun(runID string) error {
 				}
 			}
 		}
-		_ = os.Remove(root) // fails while another run's cgroups are there
+		_ = os.Remove(filepath.Join(h, Direct)) // fails while a run's direct VMs are there
+		_ = os.Remove(root)                     // fails while another run's cgroups are there
 	}
 	if len(left) > 0 {
 		return fmt.Errorf("%d cgroups not removed, e.g. %s: processes still in them (the next run's sweep retries)", len(left), left[0])
@@ -78,37 +86,75 @@ func RemoveRun(runID string) error {
 	return nil
 }
 
+// cpuHierarchy is a mounted hierarchy with a CPU controller, and its
+// weight file: cgroup v1's cpu.shares (1024 a task) or v2's cpu.weight
+// (100 a task).
+type cpuHierarchy struct {
+	dir, weightFile string
+	perTask, most   int
+}
+
+// cpuHierarchies are the mounted hierarchies with a CPU controller.
+func cpuHierarchies() []cpuHierarchy {
+	var out []cpuHierarchy
+	for _, h := range Hierarchies() {
+		if _, err := os.Stat(filepath.Join(h, "cpu.shares")); err == nil {
+			out = append(out, cpuHierarchy{h, "cpu.shares", 1024, 262144})
+		} else if c, err := os.ReadFile(filepath.Join(h, "cgroup.controllers")); err == nil && slices.Contains(strings.Fields(string(c)), "cpu") {
+			out = append(out, cpuHierarchy{h, "cpu.weight", 100, 10000})
+		}
+	}
+	return out
+}
+
 // WeighRoot gives the bench's root cgroup the CPU weight of as many
-// processes (tasks) at the top of the hierarchy. The direct path's qemus run
-// there, in libvirtd's cgroup, each weighed as one task against every
-// other; crimux's run in their pods' cgroups below Root, which by default
-// weighs as one task for all of them: with 50 VMs, crimux's guests got a
-// fraction of the CPU the direct path's got. (kubelet weighs its pods'
-// root by the node's allocatable CPU instead: a policy, not crimux's
-// cost.) cgroup v1's cpu.shares, v2's cpu.weight; hierarchies without a
-// CPU controller are left alone.
+// processes (tasks) at the top of the hierarchy. crimux's VMs run in their
+// pods' cgroups below Root, and so do the direct path's (Place): by
+// default Root weighs as one task for all of them against every daemon of
+// the host. kubelet weighs its pods' root by the node's allocatable CPU,
+// which the burst copies (a policy, not crimux's cost). Hierarchies with
+// no CPU controller enabled there are left alone.
 func WeighRoot(tasks int) error {
 	tasks = max(tasks, 1)
 	var errs []error
-	for _, h := range Hierarchies() {
-		file, value := "cpu.shares", min(1024*tasks, 262144)
-		if _, err := os.Stat(filepath.Join(h, "cpu.shares")); err != nil {
-			if _, err := os.Stat(filepath.Join(h, "cgroup.controllers")); err != nil {
-				continue
-			}
-			file, value = "cpu.weight", min(100*tasks, 10000)
-		}
-		root := filepath.Join(h, Root)
+	for _, h := range cpuHierarchies() {
+		root := filepath.Join(h.dir, Root)
 		if err := os.MkdirAll(root, 0o755); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(root, file)); err != nil {
+		if _, err := os.Stat(filepath.Join(root, h.weightFile)); err != nil {
 			continue // v2 without the cpu controller enabled here
 		}
-		if err := os.WriteFile(filepath.Join(root, file), []byte(fmt.Sprint(value)), 0o644); err != nil {
+		value := min(h.perTask*tasks, h.most)
+		if err := os.WriteFile(filepath.Join(root, h.weightFile), []byte(fmt.Sprint(value)), 0o644); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Delegate makes the cgroup parent (relative to each hierarchy's root) in
+// every hierarchy with a CPU controller, lets uid:gid move its own
+// processes there (cgroup v1: write access to cgroup.procs is enough for
+// a process moving itself), and returns those cgroup.procs files. v2
+// would also need the common ancestor's cgroup.procs: there, placement
+// by uid fails loudly instead.
+func Delegate(parent string, uid, gid int) ([]string, error) {
+	var procs []string
+	var errs []error
+	for _, h := range cpuHierarchies() {
+		dir := filepath.Join(h.dir, parent)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		p := filepath.Join(dir, "cgroup.procs")
+		if err := os.Chown(p, uid, gid); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		procs = append(procs, p)
+	}
+	return procs, errors.Join(errs...)
 }

@@ -1,8 +1,8 @@
 // Package libvirtdirect owns the bench's direct VM path, the baseline
 // crimux is measured against: libvirt through go-libvirt, with the domain
 // XML crimux's converter builds for the same image and size. Its emulator
-// is qemu itself, not crimux's wrapper (no cgroup placement: that is part
-// of what crimux costs), and its overlay disk is made with qemu-img exactly
+// is qemu itself, not crimux's wrapper (whose round trip to crimux's
+// placement is part of what crimux costs), and its overlay disk is made with qemu-img exactly
 // as crimux makes one. It also owns the bench's other direct dealings with
 // libvirt: destroying domains by name or by crimux's identity stamp, and
 // snapshots of its own VMs.
@@ -26,6 +26,7 @@ import (
 
 	"github.com/crimux/crimux/converter/cloudinit"
 	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/test/bench/cgroups"
 	"github.com/crimux/crimux/test/bench/stats"
 )
 
@@ -42,13 +43,14 @@ const (
 
 // Client makes VMs directly through libvirt.
 type Client struct {
-	l      *golibvirt.Libvirt
-	layout imageLayout
-	cidata cloudinit.Files // of every VM Start makes
-	dir    string
-	prefix string
-	uid    int
-	gid    int
+	l        *golibvirt.Libvirt
+	layout   imageLayout
+	cidata   cloudinit.Files // of every VM Start makes
+	dir      string
+	prefix   string
+	uid      int
+	gid      int
+	emulator string // QEMUBinary, or the placing script (PlaceIn)
 
 	mu   sync.Mutex
 	seq  int
@@ -79,16 +81,34 @@ func New(ctx context.Context, containerdEndpoint, image, dir, runID string) (*Cl
 	if err != nil {
 		return nil, err
 	}
-	l := golibvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(Socket), dialers.WithLocalTimeout(5*time.Second)))
+	l := dial()
 	if err := l.ConnectToURI(golibvirt.QEMUSystem); err != nil {
 		return nil, fmt.Errorf("connect to libvirtd: %w", err)
 	}
-	d := &Client{l: l, layout: layout, cidata: cidata, dir: filepath.Join(dir, "vms"), prefix: DomainPrefix + runID + "-", live: map[string]*VM{}}
+	d := &Client{l: l, layout: layout, cidata: cidata, dir: filepath.Join(dir, "vms"), prefix: DomainPrefix + runID + "-", live: map[string]*VM{}, emulator: QEMUBinary}
 	if u, err := user.Lookup(qemuUser); err == nil {
 		d.uid, _ = strconv.Atoi(u.Uid)
 		d.gid, _ = strconv.Atoi(u.Gid)
 	}
 	return d, os.MkdirAll(d.dir, 0o711)
+}
+
+// PlaceIn has every VM started from now on run in the cgroup parent
+// (relative to each hierarchy's root) from its first instruction, as
+// crimux's VMs run in their pods' cgroups: its emulator becomes
+// PlacingEmulator, which moves itself there, then runs qemu. Both paths'
+// qemus then share the CPU alike with the daemons of the host, and the
+// comparison is of what crimux does, not of where the guests sit.
+func (d *Client) PlaceIn(parent string) error {
+	procs, err := cgroups.Delegate(parent, d.uid, d.gid)
+	if err != nil {
+		return err
+	}
+	if err := writePlacingEmulator(procs); err != nil {
+		return err
+	}
+	d.emulator = PlacingEmulator
+	return nil
 }
 
 // Shape is the size of a direct VM and its cloud-init data (nil: no
@@ -102,7 +122,7 @@ type Shape struct {
 // TCG, without crimux's identity stamp.
 func (d *Client) spec(name, dir string, sh Shape) vm.Spec {
 	s := vm.Spec{
-		Name: name, VCPUs: uint(max(sh.VCPUs, 1)), MemoryMiB: uint64(sh.MiB), Accel: vm.AccelTCG, Emulator: QEMUBinary,
+		Name: name, VCPUs: uint(max(sh.VCPUs, 1)), MemoryMiB: uint64(sh.MiB), Accel: vm.AccelTCG, Emulator: d.emulator,
 		Console: vm.Console{Socket: filepath.Join(dir, "console.sock"), Log: filepath.Join(dir, "console.log")},
 	}
 	if d.layout.Kernel != "" {
@@ -161,13 +181,34 @@ func (d *Client) StartShape(sh Shape) (*VM, time.Duration, error) {
 		if v.dom, err = d.l.DomainDefineXML(xml); err != nil {
 			return fmt.Errorf("define %s: %w", v.Name, err)
 		}
-		if err := d.l.DomainCreate(v.dom); err != nil {
-			return fmt.Errorf("start %s: %w", v.Name, err)
-		}
-		return nil
+		return d.create(v)
 	})
 	return v, took, err
 }
+
+// create starts v's domain on a libvirtd connection of its own, as crimux
+// starts its VMs (runtimes/libvirt/virt): libvirtd serves at most
+// max_client_requests (5) calls of one connection at once, and a burst on
+// one connection would start its qemus five at a time.
+func (d *Client) create(v *VM) error {
+	l := dial()
+	if err := l.ConnectToURI(golibvirt.QEMUSystem); err != nil {
+		return fmt.Errorf("start %s: connect to libvirtd: %w", v.Name, err)
+	}
+	defer func() { _ = l.Disconnect() }()
+	if err := l.DomainCreate(v.dom); err != nil {
+		return fmt.Errorf("start %s: %w", v.Name, err)
+	}
+	return nil
+}
+
+// dial is a new, unconnected, client of libvirtd.
+func dial() *golibvirt.Libvirt {
+	return golibvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(Socket), dialers.WithLocalTimeout(5*time.Second)))
+}
+
+// Suspend pauses the VM's guest.
+func (d *Client) Suspend(v *VM) error { return d.l.DomainSuspend(v.dom) }
 
 // Remove destroys and undefines the VM and deletes its files.
 func (d *Client) Remove(v *VM) error {
