@@ -166,7 +166,7 @@ func TestVMAndContainerReachEachOther(t *testing.T) {
 	c.crictl("start", client)
 	cIP := podIP(t, c, cpodID)
 
-	args := fmt.Sprintf(`"crimux.io/kernel-args": "console=ttyS0 quiet panic=-1 crimux.probe=%s:80"`, cIP)
+	args := fmt.Sprintf(`"crimux.io/kernel-args": "console=ttyS0 quiet panic=-1 no_timer_check crimux.probe=%s:80"`, cIP)
 	vpodID, vID, _ := startVMNetPod(t, c, "net-vm", parent, 0, args)
 	vIP := podIP(t, c, vpodID)
 

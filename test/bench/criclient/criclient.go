@@ -55,14 +55,12 @@ func RemovePod(ctx context.Context, e *Endpoint, podID string) error {
 	return nil
 }
 
-// Pull pulls an image through e unless it is there.
+// Pull pulls an image through e, even when e has it: the tag is resolved
+// again, so that an image the bed rebuilt (new kernel arguments, say)
+// replaces the one containerd kept; blobs it has are not fetched again.
 func Pull(ctx context.Context, e *Endpoint, image string) error {
 	ctx, cancel := CallCtx(ctx)
 	defer cancel()
-	st, err := e.Img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: image}})
-	if err == nil && st.GetImage() != nil {
-		return nil
-	}
 	if _, err := e.Img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: image}}); err != nil {
 		return fmt.Errorf("pull %s through %s: %w", image, e.Name, err)
 	}
