@@ -15,9 +15,10 @@ import (
 // Root is the parent of every VM pod's cgroup parent, and of Direct.
 const Root = "/crimux-bench"
 
-// Direct is where the direct path's qemus run, beside the VM pods'
-// cgroup parents: both paths' guests weigh alike against the host's
-// daemons. One for every run: the direct path's emulator names it
+// Direct is where the direct path's qemus run, each in a cgroup of its
+// own as each VM pod has one, beside the VM pods' cgroup parents: both
+// paths' guests weigh alike against the host's daemons and each other.
+// One for every run: the direct path's emulator names it
 // (libvirtdirect.PlacingEmulator).
 const Direct = Root + "/direct"
 
@@ -77,8 +78,8 @@ func RemoveRun(runID string) error {
 				}
 			}
 		}
-		_ = os.Remove(filepath.Join(h, Direct)) // fails while a run's direct VMs are there
-		_ = os.Remove(root)                     // fails while another run's cgroups are there
+		RemoveTree(filepath.Join(h, Direct)) // leaves those of direct VMs still running
+		_ = os.Remove(root)                  // fails while another run's cgroups are there
 	}
 	if len(left) > 0 {
 		return fmt.Errorf("%d cgroups not removed, e.g. %s: processes still in them (the next run's sweep retries)", len(left), left[0])
@@ -135,13 +136,14 @@ func WeighRoot(tasks int) error {
 }
 
 // Delegate makes the cgroup parent (relative to each hierarchy's root) in
-// every hierarchy with a CPU controller, lets uid:gid move its own
-// processes there (cgroup v1: write access to cgroup.procs is enough for
-// a process moving itself), and returns those cgroup.procs files. v2
-// would also need the common ancestor's cgroup.procs: there, placement
-// by uid fails loudly instead.
+// every hierarchy with a CPU controller, owned by uid:gid so that its
+// processes can make cgroups of their own below it and move themselves
+// there (cgroup v1: write access to the new cgroup's cgroup.procs is
+// enough for a process moving itself), and returns those directories. v2
+// would also need the common ancestor's cgroup.procs: there, placement by
+// uid fails loudly instead.
 func Delegate(parent string, uid, gid int) ([]string, error) {
-	var procs []string
+	var dirs []string
 	var errs []error
 	for _, h := range cpuHierarchies() {
 		dir := filepath.Join(h.dir, parent)
@@ -149,12 +151,11 @@ func Delegate(parent string, uid, gid int) ([]string, error) {
 			errs = append(errs, err)
 			continue
 		}
-		p := filepath.Join(dir, "cgroup.procs")
-		if err := os.Chown(p, uid, gid); err != nil {
+		if err := os.Chown(dir, uid, gid); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		procs = append(procs, p)
+		dirs = append(dirs, dir)
 	}
-	return procs, errors.Join(errs...)
+	return dirs, errors.Join(errs...)
 }

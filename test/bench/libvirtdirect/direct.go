@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,18 +94,18 @@ func New(ctx context.Context, containerdEndpoint, image, dir, runID string) (*Cl
 	return d, os.MkdirAll(d.dir, 0o711)
 }
 
-// PlaceIn has every VM started from now on run in the cgroup parent
-// (relative to each hierarchy's root) from its first instruction, as
-// crimux's VMs run in their pods' cgroups: its emulator becomes
+// PlaceIn has every VM started from now on run in a cgroup of its own
+// below parent (relative to each hierarchy's root) from its first
+// instruction, as crimux's VMs run in their pods' cgroups: its emulator becomes
 // PlacingEmulator, which moves itself there, then runs qemu. Both paths'
 // qemus then share the CPU alike with the daemons of the host, and the
 // comparison is of what crimux does, not of where the guests sit.
 func (d *Client) PlaceIn(parent string) error {
-	procs, err := cgroups.Delegate(parent, d.uid, d.gid)
+	dirs, err := cgroups.Delegate(parent, d.uid, d.gid)
 	if err != nil {
 		return err
 	}
-	if err := writePlacingEmulator(procs); err != nil {
+	if err := writePlacingEmulator(dirs); err != nil {
 		return err
 	}
 	d.emulator = PlacingEmulator
@@ -123,6 +124,7 @@ type Shape struct {
 func (d *Client) spec(name, dir string, sh Shape) vm.Spec {
 	s := vm.Spec{
 		Name: name, VCPUs: uint(max(sh.VCPUs, 1)), MemoryMiB: uint64(sh.MiB), Accel: vm.AccelTCG, Emulator: d.emulator,
+		MaxVCPUs: maxVCPUs(sh.VCPUs), MaxMemoryMiB: maxMemoryMiB(sh.MiB),
 		Console: vm.Console{Socket: filepath.Join(dir, "console.sock"), Log: filepath.Join(dir, "console.log")},
 	}
 	if d.layout.Kernel != "" {
@@ -135,6 +137,20 @@ func (d *Client) spec(name, dir string, sh Shape) vm.Spec {
 		s.CIData = filepath.Join(dir, "cidata.iso")
 	}
 	return s
+}
+
+// maxVCPUs and maxMemoryMiB are the room to grow crimux gives a VM on its
+// default config (runtimes/libvirt/criservice resizeRoom): vCPUs up to the
+// host's CPUs, plugged later; RAM to twice the VM's from 256 MiB, none
+// below. The domain's layout follows (hotpluggable vCPUs; a NUMA cell and
+// a virtio-mem device), and so does the guest's boot.
+func maxVCPUs(vcpus int) uint { return uint(min(max(runtime.NumCPU(), vcpus, 1), vm.MaxVCPUs)) }
+
+func maxMemoryMiB(mib int) uint64 {
+	if mib < 256 {
+		return uint64(mib)
+	}
+	return 2 * uint64(mib)
 }
 
 // Start makes the VM's directory (outside the timing: crimux's is made

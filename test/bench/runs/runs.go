@@ -60,7 +60,7 @@ func Sweep(ctx context.Context, ctd *criclient.Endpoint, logf func(string, ...an
 				cgroups.RemoveTree(filepath.Join(h, cgroups.Root, e.Name()))
 			}
 		}
-		_ = os.Remove(filepath.Join(h, cgroups.Direct))
+		cgroups.RemoveTree(filepath.Join(h, cgroups.Direct))
 		_ = os.Remove(filepath.Join(h, cgroups.Root))
 	}
 	socks, _ := filepath.Glob("/run/crimux-testbed/bench-*.sock")
