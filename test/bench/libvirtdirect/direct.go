@@ -1,9 +1,10 @@
 // Package libvirtdirect owns the bench's direct VM path, the baseline
 // crimux is measured against: libvirt through go-libvirt, with the domain
 // XML crimux's converter builds for the same image and size. Its emulator
-// is qemu itself, not crimux's wrapper (whose round trip to crimux's
-// placement is part of what crimux costs), and its overlay disk is made with qemu-img exactly
-// as crimux makes one. It also owns the bench's other direct dealings with
+// is qemu itself, or a script placing it as crimux's pods are placed
+// (PlaceIn), never crimux's wrapper (whose round trip to crimux's
+// placement is part of what crimux costs), and its overlay disk is made
+// with qemu-img exactly as crimux makes one. It also owns the bench's other direct dealings with
 // libvirt: destroying domains by name or by crimux's identity stamp, and
 // snapshots of its own VMs.
 package libvirtdirect
@@ -96,8 +97,8 @@ func New(ctx context.Context, containerdEndpoint, image, dir, runID string) (*Cl
 
 // PlaceIn has every VM started from now on run in a cgroup of its own
 // below parent (relative to each hierarchy's root) from its first
-// instruction, as crimux's VMs run in their pods' cgroups: its emulator becomes
-// PlacingEmulator, which moves itself there, then runs qemu. Both paths'
+// instruction, as crimux's VMs run in their pods' cgroups: its emulator
+// becomes PlacingEmulator, which moves itself there, then runs qemu. Both paths'
 // qemus then share the CPU alike with the daemons of the host, and the
 // comparison is of what crimux does, not of where the guests sit.
 func (d *Client) PlaceIn(parent string) error {
