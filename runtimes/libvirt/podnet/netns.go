@@ -43,19 +43,14 @@ func createNetNS(path string) error {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("stale netns file %s: %w", path, err)
 	}
-	errc := make(chan error, 1)
-	go func() {
-		// This thread enters the new namespace and never leaves it: the
-		// goroutine ends with the thread locked, so the runtime discards
-		// the thread instead of reusing it.
-		runtime.LockOSThread()
+	return onThreadIn(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("unshare network namespace: %w", err)
-			return
+			return fmt.Errorf("unshare network namespace: %w", err)
 		}
-		errc <- bindNetNS(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), path)
-	}()
-	return <-errc
+		return nil
+	}, func() error {
+		return bindNetNS(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), path)
+	})
 }
 
 // bindNetNS mounts the namespace at src (a /proc ns file or another
@@ -96,33 +91,47 @@ func removeNetNS(path string) error {
 	return nil
 }
 
-// inNetNS runs fn on a thread inside the namespace at path, then returns
-// the thread to the namespace it came from. If that return fails the
-// thread stays locked and is discarded with its goroutine.
+// inNetNS runs fn on a thread inside the namespace at path.
 func inNetNS(path string, fn func() error) error {
 	target, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("open netns %s: %w", path, err)
 	}
 	defer target.Close()
+	return onThreadIn(func() error {
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("enter netns %s: %w", path, err)
+		}
+		return nil
+	}, fn)
+}
+
+// onThreadIn runs fn on a locked thread that enter has moved into another
+// network namespace, then returns the thread to the namespace it came
+// from. No thread may stay behind: it would hold the namespace alive
+// after its removal, and the Go runtime parks the main thread rather than
+// ending it, which would put the whole process in a pod's namespace. If
+// the way back fails the thread stays locked and is discarded with its
+// goroutine. A failed enter leaves the thread where it was.
+func onThreadIn(enter, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		origin, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
 		if err != nil {
 			runtime.UnlockOSThread()
-			errc <- err
+			errc <- fmt.Errorf("open own netns: %w", err)
 			return
 		}
 		defer origin.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		if err := enter(); err != nil {
 			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("enter netns %s: %w", path, err)
+			errc <- err
 			return
 		}
 		ferr := fn()
 		if err := unix.Setns(int(origin.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("leave netns %s: %w", path, err))
+			errc <- errors.Join(ferr, fmt.Errorf("return to own netns: %w", err))
 			return // thread stays locked: discarded
 		}
 		runtime.UnlockOSThread()
