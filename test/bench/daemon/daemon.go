@@ -34,11 +34,14 @@ type Daemon struct {
 
 // New prepares crimux with its config, state dir and socket; the
 // config points the VM runtime at the bench's own qemu wrapper and
-// placement socket when wrapper is set (see InstallWrapper).
-func New(bin, dir, socket, containerd, wrapper string) (*Daemon, error) {
+// placement socket when wrapper is set (see InstallWrapper), and gives
+// VM pods the network vmNetwork names ("cni", crimux's default, or
+// "none").
+func New(bin, dir, socket, containerd, wrapper, vmNetwork string) (*Daemon, error) {
 	var conf bytes.Buffer
+	fmt.Fprintf(&conf, "[libvirt]\nnetwork = %q\n", vmNetwork)
 	if wrapper != "" {
-		fmt.Fprintf(&conf, "[libvirt]\nemulator = %q\nplacement_socket = %q\n", wrapper, PlacementSocket)
+		fmt.Fprintf(&conf, "emulator = %q\nplacement_socket = %q\n", wrapper, PlacementSocket)
 	}
 	confPath := filepath.Join(dir, "crimux.toml")
 	if err := os.WriteFile(confPath, conf.Bytes(), 0o644); err != nil {
