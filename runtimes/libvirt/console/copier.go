@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,13 +19,13 @@ import (
 const readChunk = 64 << 10
 
 // A copier follows one VM's console.log into its CRI log. It keeps
-// console.log open between polls, so what virtlogd wrote before it
+// console.log open between passes, so what virtlogd wrote before it
 // rotated the file (renamed it console.log.0) is read from the old file
 // before the new one is followed from its start. What reaches the CRI log
 // is exact: a line longer than maxLineBytes goes out in pieces tagged P
 // (the line goes on) and its last piece F; nothing is counted as copied
 // that was not written, and a CRI log that cannot be opened or written is
-// tried again at the next poll.
+// tried again at the next pass.
 type copier struct {
 	src, dst, offsetFile string
 	done, stopped        chan struct{}
@@ -43,6 +44,15 @@ type copier struct {
 	saved position
 	// buf is the read buffer, made at the first read.
 	buf []byte
+	// passes counts the copy passes over console.log (tests read it).
+	passes atomic.Int64
+
+	// wake is signalled when console.log changed (by notify, under watch
+	// descriptor wd); recheck is how long run waits unwoken.
+	wake    chan struct{}
+	recheck time.Duration
+	notify  *notifier
+	wd      int32
 }
 
 // position is a place in one console.log: its inode (0: unknown, from an
@@ -56,11 +66,12 @@ func (cp *copier) run() {
 	defer close(cp.stopped)
 	cp.resume = readOffset(cp.offsetFile)
 	if err := cp.openDst(); err != nil {
-		cp.log.Warn("open CRI log; trying again at each poll", "path", cp.dst, "err", err)
+		cp.log.Warn("open CRI log; trying again at each pass", "path", cp.dst, "err", err)
 	}
 	defer cp.closeFiles()
-	tick := time.NewTicker(consolePoll)
-	defer tick.Stop()
+	// The first pass at once: what the console wrote while crimux was down.
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
 		select {
 		case <-cp.done:
@@ -72,10 +83,27 @@ func (cp *copier) run() {
 				cp.out = nil
 			}
 			errc <- cp.openDst()
-		case <-tick.C:
-			cp.copy(false)
+			continue
+		case <-cp.wake:
+		case <-timer.C:
+		}
+		cp.copy(false)
+		timer.Reset(cp.next())
+		select { // at most a pass per copyGap, however often woken
+		case <-cp.done:
+		case <-time.After(copyGap):
 		}
 	}
+}
+
+// next is how long the copier may wait unwoken: until a pending partial
+// line is due, at most recheck.
+func (cp *copier) next() time.Duration {
+	if len(cp.pending) == 0 {
+		return cp.recheck
+	}
+	due := partialAfter - time.Since(cp.since) + time.Millisecond
+	return max(min(due, cp.recheck), 0)
 }
 
 func (cp *copier) closeFiles() {
@@ -96,9 +124,10 @@ func (cp *copier) openDst() error {
 	return nil
 }
 
-// copy writes what console.log gained since the last poll; final writes
+// copy writes what console.log gained since the last pass; final writes
 // a pending partial line too (the copier stops).
 func (cp *copier) copy(final bool) {
+	cp.passes.Add(1)
 	if cp.out == nil && cp.openDst() != nil {
 		return // nothing is read that cannot be written
 	}
@@ -184,7 +213,7 @@ func (cp *copier) rotated() bool {
 
 // flush writes the complete lines pending (and, with partial, the rest as
 // a partial line) and drops them from pending only once written; false
-// when the CRI log could not be written (it is reopened at the next poll).
+// when the CRI log could not be written (it is reopened at the next pass).
 func (cp *copier) flush(partial bool) bool {
 	var out bytes.Buffer
 	rest := cutLines(&out, cp.pending, partial)
@@ -192,7 +221,7 @@ func (cp *copier) flush(partial bool) bool {
 		return true
 	}
 	if _, err := cp.out.Write(out.Bytes()); err != nil {
-		cp.log.Warn("write CRI log; trying again at the next poll", "path", cp.dst, "err", err)
+		cp.log.Warn("write CRI log; trying again at the next pass", "path", cp.dst, "err", err)
 		cp.out.Close()
 		cp.out = nil
 		return false
@@ -229,8 +258,8 @@ func cutLines(out *bytes.Buffer, p []byte, partial bool) []byte {
 
 // saveOffset records how far console.log was written to the CRI log: a
 // partial line pending is read again by the next copier. An unchanged
-// position is not written again: a quiet console costs a poll three
-// system calls, not a file created and renamed 20 times a second per VM.
+// position is not written again: a pass that finds nothing new costs
+// three system calls, not a file created and renamed.
 func (cp *copier) saveOffset() {
 	if cp.in == nil {
 		return
