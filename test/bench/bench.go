@@ -13,6 +13,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crimux/crimux/config"
 	"github.com/crimux/crimux/test/bench/cgroups"
 	"github.com/crimux/crimux/test/bench/criclient"
 	"github.com/crimux/crimux/test/bench/daemon"
@@ -49,6 +50,7 @@ type bench struct {
 	vms      []*vmPod // every VM pod made through crimux and not yet removed
 	burstVMs []*vmPod
 	burst    burstResult       // every burst VM's times, both paths
+	burstCPU map[string]string // where each burst path's CPU went (cpuuse.go)
 	pods     []containerPodIDs // container pods kept running
 	// the scale figures' pods (scale.go)
 	stoppedVMs []*vmPod
@@ -158,6 +160,9 @@ func setUp(ctx context.Context, o options) (*bench, error) {
 	}
 	if b.direct, err = libvirtdirect.New(ctx, o.containerd, vmImage, filepath.Join(dir, "direct"), b.runID); err != nil {
 		return b, err
+	}
+	if o.vmNetwork == config.NetworkCNI {
+		b.direct.AddNIC() // crimux's VM pods have one
 	}
 	return b, b.direct.PlaceIn(cgroups.Direct)
 }

@@ -164,7 +164,7 @@ func (b *bench) burstChart(n int, crimux, direct []BurstVM) {
 // ContainerStatus says running, then until the marker is in its CRI log.
 func (b *bench) crimuxBurst(ctx context.Context, n int) ([]BurstVM, error) {
 	out := make([]BurstVM, n)
-	t0 := time.Now()
+	t0, cpu0 := time.Now(), b.readCPUUse()
 	markers := newMarkerWait(ctx, n, t0)
 	defer markers.cancel()
 	err := criclient.Parallel(n, n, func(i int) error {
@@ -187,6 +187,7 @@ func (b *bench) crimuxBurst(ctx context.Context, n int) ([]BurstVM, error) {
 		}
 		return nil
 	})
+	b.noteBurstCPU("crimux", t0, cpu0)
 	// Running again, as kept for the recovery figures.
 	if rerr := b.setGuestsPaused(context.WithoutCancel(ctx), false); err == nil {
 		err = rerr
@@ -199,7 +200,7 @@ func (b *bench) crimuxBurst(ctx context.Context, n int) ([]BurstVM, error) {
 // until the marker is in libvirt's console log, then removes them all.
 func (b *bench) directBurst(ctx context.Context, n int) ([]BurstVM, error) {
 	out := make([]BurstVM, n)
-	t0 := time.Now()
+	t0, cpu0 := time.Now(), b.readCPUUse()
 	markers := newMarkerWait(ctx, n, t0)
 	defer markers.cancel()
 	var mu sync.Mutex
@@ -221,6 +222,7 @@ func (b *bench) directBurst(ctx context.Context, n int) ([]BurstVM, error) {
 		}
 		return nil
 	})
+	b.noteBurstCPU("direct", t0, cpu0)
 	if err != nil {
 		b.logf("direct burst: %v", err)
 	}
@@ -229,6 +231,21 @@ func (b *bench) directBurst(ctx context.Context, n int) ([]BurstVM, error) {
 		return nil, ctx.Err()
 	}
 	return out, rmErr
+}
+
+// noteBurstCPU records where the CPU went on path from t0 (when cpu0 was
+// read) until its guests were waited for: the guests' marker differs
+// between the paths by how much CPU reached them.
+func (b *bench) noteBurstCPU(path string, t0 time.Time, cpu0 cpuUse) {
+	use := b.readCPUUse()
+	desc := use.since(cpu0).describe(use.at.Sub(t0), runtime.NumCPU())
+	b.logf("burst: CPU on the %s path %s", path, desc)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.burstCPU == nil {
+		b.burstCPU = map[string]string{}
+	}
+	b.burstCPU[path] = desc
 }
 
 // burstSamples are the running (or marker) times of the VMs that got there.
@@ -277,6 +294,11 @@ func (b *bench) recordBurst(n int, crimux, direct []BurstVM, err error) {
 		b.res.Set(f.ratio, cq/dq, fmt.Sprintf("%.2f s", cq), fmt.Sprintf("%.2f s", dq))
 		for _, name := range []string{f.name, f.ratio} {
 			b.res.Note(name, "%d VMs of %d MiB at once on each path, direct first (removed before crimux's start); the marker wait stops once half the guests printed it", n, b.opts.burstMiB)
+			if f.marker && f.name != name {
+				b.mu.Lock()
+				b.res.Note(name, "CPU from each burst's start until its guests were waited for: crimux %s; direct %s", b.burstCPU["crimux"], b.burstCPU["direct"])
+				b.mu.Unlock()
+			}
 			if len(c) < n || len(d) < n {
 				b.res.Note(name, "%d (crimux) and %d (direct) of %d reached it, the others count as slowest: %v", len(c), len(d), n, err)
 			}

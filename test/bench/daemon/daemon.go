@@ -199,18 +199,34 @@ func (d *Daemon) CPUTime() time.Duration { return ProcessCPUTime(d.pid()) }
 // ProcessCPUTime is the user and system CPU time pid has used (0 if it
 // cannot be read).
 func ProcessCPUTime(pid int) time.Duration {
+	own, _ := processTimes(pid)
+	return own
+}
+
+// ChildrenCPUTime is the CPU time crimux's children that it waited for
+// have used (the CNI plugins, qemu-img): cutime + cstime.
+func (d *Daemon) ChildrenCPUTime() time.Duration {
+	_, children := processTimes(d.pid())
+	return children
+}
+
+// processTimes reads pid's own CPU time and its waited-for children's
+// from /proc/PID/stat (0 if it cannot be read).
+func processTimes(pid int) (own, children time.Duration) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	// The fields after the command (which may hold spaces) start after ')'.
 	s := string(b)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 13 {
-		return 0
+	if len(fields) < 15 {
+		return 0, 0
 	}
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	const ticksPerSecond = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticksPerSecond
+	ticks := func(i int) time.Duration {
+		n, _ := strconv.ParseInt(fields[i], 10, 64)
+		const ticksPerSecond = 100 // USER_HZ on Linux
+		return time.Duration(n) * time.Second / ticksPerSecond
+	}
+	return ticks(11) + ticks(12), ticks(13) + ticks(14)
 }
