@@ -84,7 +84,7 @@ func parseFlags() options {
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "Markdown file whose bench section is rewritten (\"\": none)")
 	flag.StringVar(&o.samples, "samples", "/run/crimux-testbed/bench/samples.txt", "every sample, in the Go benchmark format (\"\": none)")
 	flag.StringVar(&o.logDir, "log-dir", "/run/crimux-testbed/bench", "where crimux's log of the run is kept")
-	flag.StringVar(&o.vmNetwork, "vm-network", "cni", "VM pods' network in crimux's config: \"cni\" (a pod IP, a NIC on a tap, crimux's DHCP responder) or \"none\" (no NIC: what the pod network costs the VM figures)")
+	flag.StringVar(&o.vmNetwork, "vm-network", "cni", "VM pods' network in crimux's config: \"cni\" (a pod IP, a NIC on a tap, crimux's DHCP responder; the direct path's VMs get a NIC too) or \"none\" (no NIC on either path: what the pod network costs the VM figures)")
 	flag.StringVar(&o.phases, "phases", "all", "comma-separated phases to run: "+strings.Join(phaseNames(), ","))
 	flag.IntVar(&o.rpcCalls, "rpc-calls", 2000, "calls per path for the small RPC figures")
 	flag.IntVar(&o.listPods, "list-pods", 200, "pods running for the list figures")
