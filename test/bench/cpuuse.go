@@ -14,9 +14,9 @@ import (
 // cpuUse is where the host's CPU time went, read at one moment: the
 // host's busy time, the guests' (every qemu process, by PID: the direct
 // path's qemus are in cgroups of the CPU controller only, crimux's in
-// every hierarchy), and each daemon's. Two readings around a burst tell whether a
-// path's guests booted later because they needed more CPU or because
-// something else took it from them.
+// every hierarchy), and each daemon's. Two readings around a burst tell
+// whether a path's guests booted later because they needed more CPU or
+// because something else took it from them.
 type cpuUse struct {
 	at                  time.Time
 	host, steal, guests time.Duration
@@ -99,9 +99,7 @@ func hostBusy() (busy, steal time.Duration) {
 		if i >= len(fields) {
 			return 0
 		}
-		n, _ := strconv.ParseInt(fields[i], 10, 64)
-		const ticksPerSecond = 100 // USER_HZ
-		return time.Duration(n) * time.Second / ticksPerSecond
+		return daemon.Ticks(fields[i])
 	}
 	return ticks(0) + ticks(1) + ticks(2) + ticks(5) + ticks(6), ticks(7)
 }

@@ -223,10 +223,14 @@ func processTimes(pid int) (own, children time.Duration) {
 	if len(fields) < 15 {
 		return 0, 0
 	}
-	ticks := func(i int) time.Duration {
-		n, _ := strconv.ParseInt(fields[i], 10, 64)
-		const ticksPerSecond = 100 // USER_HZ on Linux
-		return time.Duration(n) * time.Second / ticksPerSecond
-	}
+	ticks := func(i int) time.Duration { return Ticks(fields[i]) }
 	return ticks(11) + ticks(12), ticks(13) + ticks(14)
+}
+
+// Ticks is a CPU time /proc gives in clock ticks (USER_HZ, 100 on
+// Linux) as a duration; 0 if field is not a number.
+func Ticks(field string) time.Duration {
+	n, _ := strconv.ParseInt(field, 10, 64)
+	const ticksPerSecond = 100
+	return time.Duration(n) * time.Second / ticksPerSecond
 }
