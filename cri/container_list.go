@@ -19,18 +19,22 @@ func (s *Server) ListContainers(ctx context.Context, req *runtimeapi.ListContain
 		err := rawList[*runtimeapi.Container]{
 			method:     runtimeapi.RuntimeService_ListContainers_FullMethodName,
 			req:        &runtimeapi.ListContainersRequest{Filter: f},
-			cache:      s.rawContainers,
+			cache:      s.containers,
 			unfiltered: containerFilterEmpty(f),
-			cached: func(raw []byte) ([]*runtimeapi.Container, error) {
+			decode: func(raw []byte) ([]*runtimeapi.Container, error) {
 				var old runtimeapi.ListContainersResponse
 				err := proto.Unmarshal(raw, &old)
-				return keep(old.GetContainers(), func(c *runtimeapi.Container) bool { return matchContainer(f, c) }), err
+				return old.GetContainers(), err
 			},
+			match: func(c *runtimeapi.Container) bool { return matchContainer(f, c) },
 			encode: func(items []*runtimeapi.Container) ([]byte, error) {
 				return proto.Marshal(&runtimeapi.ListContainersResponse{Containers: items})
 			},
 			others: func(ctx context.Context, others []*registry.Runtime) ([]*runtimeapi.Container, error) {
 				return s.listContainersOf(ctx, others, f)
+			},
+			encoded: func(ctx context.Context, el registry.EncodedLister) ([]byte, error) {
+				return el.EncodedContainers(ctx, f)
 			},
 		}.run(ctx, s, p, resp.ProtoReflect())
 		if err != nil {

@@ -49,14 +49,19 @@ const listTimeout = 10 * time.Second
 // containers. When a backend cannot be reached its last known items are
 // served instead of none: a pod missing from a list is a pod kubelet
 // recreates, which is the restart storm crimux exists to prevent.
+//
+// A list passed through (list_raw.go) keeps its answer encoded: it is
+// decoded only if it is ever served.
 type listCache[T any] struct {
 	mu    sync.Mutex
 	items map[string]cached[T]
 }
 
 type cached[T any] struct {
-	items []T
-	at    time.Time
+	items  []T
+	raw    []byte                    // the items encoded, if decode is set
+	decode func([]byte) ([]T, error) // decodes raw
+	at     time.Time
 }
 
 func newListCache[T any]() *listCache[T] {
@@ -69,11 +74,22 @@ func (c *listCache[T]) put(backend string, items []T) {
 	c.mu.Unlock()
 }
 
+// putRaw keeps backend's list as the bytes of its answer.
+func (c *listCache[T]) putRaw(backend string, raw []byte, decode func([]byte) ([]T, error)) {
+	c.mu.Lock()
+	c.items[backend] = cached[T]{raw: raw, decode: decode, at: time.Now()}
+	c.mu.Unlock()
+}
+
 func (c *listCache[T]) get(backend string) ([]T, time.Time, bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	e, ok := c.items[backend]
-	return e.items, e.at, ok
+	c.mu.Unlock()
+	if !ok || e.decode == nil {
+		return e.items, e.at, ok
+	}
+	items, err := e.decode(e.raw)
+	return items, e.at, err == nil
 }
 
 // listFromAll fans list out over backends. A backend that fails with
@@ -97,18 +113,18 @@ func listFromAll[T any](ctx context.Context, s *Server, backends []*registry.Run
 			}
 			return items, nil
 		}
-		old, at, ok := cache.get(rt.Name)
-		if !ok || !(isUnavailable(err) || (errdefs.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil)) {
-			return nil, err
-		}
-		s.logger(ctx).Warn("runtime unavailable: serving its last known items",
-			"runtime", rt.Name, "since", at.Format(time.RFC3339), "err", err)
-		var out []T
-		for _, it := range old {
-			if match(it) {
-				out = append(out, it)
-			}
-		}
-		return out, nil
+		return lastKnown(ctx, s, rt, cache, match, err)
 	})
+}
+
+// lastKnown is rt's last known items that match, when err says rt could
+// not be reached (or not in time) and its items are known; err otherwise.
+func lastKnown[T any](ctx context.Context, s *Server, rt *registry.Runtime, cache *listCache[T], match func(T) bool, err error) ([]T, error) {
+	old, at, ok := cache.get(rt.Name)
+	if !ok || !(isUnavailable(err) || (errdefs.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil)) {
+		return nil, err
+	}
+	s.logger(ctx).Warn("runtime unavailable: serving its last known items",
+		"runtime", rt.Name, "since", at.Format(time.RFC3339), "err", err)
+	return keep(old, match), nil
 }

@@ -3,17 +3,14 @@ package cri
 import (
 	"context"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	protocodec "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/registry"
 )
 
@@ -29,9 +26,14 @@ import (
 // first, as on the decoded path). Decoding and re-encoding containerd's
 // 200 items was half of crimux's CPU in a list (docs/benchmarks.md).
 //
-// Filters are the primary's to apply, as on the decoded path. When the
-// primary is unavailable its last unfiltered answer is decoded and
-// filtered instead, as listFromAll does with its cache.
+// The other runtimes' items follow. A runtime that keeps its items encoded
+// (registry.EncodedLister: the VM runtime) answers with their bytes, which
+// are appended as they are; the others' items are listed and encoded.
+//
+// Filters are each runtime's to apply, as on the decoded path. When a
+// runtime is unavailable its last unfiltered answer is decoded and
+// filtered instead: the answers are kept encoded in listFromAll's cache,
+// which serves them on either path.
 
 // rawPrimary is the primary runtime of a list when its answers can be
 // passed through; others are the rest of the list's runtimes.
@@ -62,53 +64,34 @@ func splitRaw(backends []*registry.Runtime) (rawPrimary, bool) {
 	return rawPrimary{}, false
 }
 
-// rawCache keeps the primary's last unfiltered answer.
-type rawCache struct {
-	mu  sync.Mutex
-	raw []byte
-	at  time.Time
-	ok  bool
-}
-
-func (c *rawCache) put(raw []byte) {
-	c.mu.Lock()
-	c.raw, c.at, c.ok = raw, time.Now(), true
-	c.mu.Unlock()
-}
-
-func (c *rawCache) get() ([]byte, time.Time, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.raw, c.at, c.ok
-}
-
 // rawList is one list call passed through.
 type rawList[T any] struct {
 	method     string // full gRPC method name
 	req        proto.Message
-	cache      *rawCache
+	cache      *listCache[T]
 	unfiltered bool
-	// cached decodes a cached answer into its items that match the filter.
-	cached func(raw []byte) ([]T, error)
+	// decode decodes an answer into its items; match is the filter.
+	decode func(raw []byte) ([]T, error)
+	match  func(T) bool
 	// encode encodes items as the list's response.
 	encode func([]T) ([]byte, error)
 	// others lists the other runtimes (listFromAll).
 	others func(context.Context, []*registry.Runtime) ([]T, error)
+	// encoded asks a runtime that keeps its items encoded.
+	encoded func(context.Context, registry.EncodedLister) ([]byte, error)
 }
 
 // run asks the primary and the other runtimes concurrently and sets the
 // merged answer as out's unknown fields.
 func (l rawList[T]) run(ctx context.Context, s *Server, p rawPrimary, out protoreflect.Message) error {
-	var (
-		others []T
-		othErr error
-		wg     sync.WaitGroup
-	)
-	if len(p.others) > 0 {
+	tails := make([][]byte, len(p.others))
+	errs := make([]error, len(p.others))
+	var wg sync.WaitGroup
+	for i, rt := range p.others {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			others, othErr = l.others(ctx, p.others)
+			tails[i], errs[i] = l.other(ctx, s, rt)
 		}()
 	}
 	raw, cached, err := l.primary(ctx, s, p.rt, p.conn)
@@ -116,18 +99,35 @@ func (l rawList[T]) run(ctx context.Context, s *Server, p rawPrimary, out protor
 	if err != nil {
 		return runtimeErr(p.rt, err)
 	}
-	if othErr != nil {
-		return othErr
-	}
-	if items := append(cached, others...); len(items) > 0 {
-		tail, err := l.encode(items)
+	for _, err := range errs {
 		if err != nil {
 			return err
 		}
-		raw = append(raw[:len(raw):len(raw)], tail...) // never into the cached answer
 	}
-	out.SetUnknown(raw)
+	if len(cached) > 0 { // raw is nil: the primary did not answer
+		if raw, err = l.encode(cached); err != nil {
+			return err
+		}
+	}
+	out.SetUnknown(joinAfter(raw, tails))
 	return nil
+}
+
+// joinAfter is head followed by tails, in a new slice if there are any
+// tails: never into head, which may be a cached answer.
+func joinAfter(head []byte, tails [][]byte) []byte {
+	n := len(head)
+	for _, t := range tails {
+		n += len(t)
+	}
+	if n == len(head) {
+		return head
+	}
+	out := append(make([]byte, 0, n), head...)
+	for _, t := range tails {
+		out = append(out, t...)
+	}
+	return out
 }
 
 // primary returns the primary's answer, or its cached items when it is
@@ -136,23 +136,40 @@ func (l rawList[T]) primary(ctx context.Context, s *Server, rt *registry.Runtime
 	var answer rawAnswer
 	err := conn.Invoke(ctx, l.method, l.req, &answer, grpc.ForceCodecV2(rawCodec{}))
 	if err == nil {
-		raw := answer.b
 		if l.unfiltered {
-			l.cache.put(raw)
+			l.cache.putRaw(rt.Name, answer.b, l.decode)
 		}
-		return raw, nil, nil
+		return answer.b, nil, nil
 	}
-	old, at, ok := l.cache.get()
-	if !ok || !(isUnavailable(err) || (errdefs.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil)) {
-		return nil, nil, err
+	items, err := lastKnown(ctx, s, rt, l.cache, l.match, err)
+	return nil, items, err
+}
+
+// other returns the items of a runtime other than the primary, encoded:
+// as the runtime keeps them if it does, listed and encoded otherwise.
+func (l rawList[T]) other(ctx context.Context, s *Server, rt *registry.Runtime) ([]byte, error) {
+	el, ok := registry.Ability[registry.EncodedLister](rt)
+	if !ok || l.encoded == nil {
+		items, err := l.others(ctx, []*registry.Runtime{rt})
+		if err != nil || len(items) == 0 {
+			return nil, err
+		}
+		return l.encode(items)
 	}
-	s.logger(ctx).Warn("runtime unavailable: serving its last known items",
-		"runtime", rt.Name, "since", at.Format(time.RFC3339), "err", err)
-	items, derr := l.cached(old)
-	if derr != nil {
-		return nil, nil, err
+	lctx, cancel := context.WithTimeout(ctx, listTimeout) // as listFromAll's
+	defer cancel()
+	b, err := l.encoded(lctx, el)
+	if err == nil {
+		if l.unfiltered {
+			l.cache.putRaw(rt.Name, b, l.decode)
+		}
+		return b, nil
 	}
-	return nil, items, nil
+	items, err := lastKnown(ctx, s, rt, l.cache, l.match, err)
+	if err != nil || len(items) == 0 {
+		return nil, runtimeErr(rt, err)
+	}
+	return l.encode(items)
 }
 
 // keep returns the items that match.

@@ -74,7 +74,7 @@ func TestRawListPassesThePrimaryAnswerThrough(t *testing.T) {
 	err := rawList[*runtimeapi.Container]{
 		method: runtimeapi.RuntimeService_ListContainers_FullMethodName,
 		req:    &runtimeapi.ListContainersRequest{},
-		cache:  &rawCache{}, unfiltered: true,
+		cache:  newListCache[*runtimeapi.Container](), unfiltered: true,
 		encode: func(items []*runtimeapi.Container) ([]byte, error) {
 			return proto.Marshal(&runtimeapi.ListContainersResponse{Containers: items})
 		},
@@ -131,3 +131,63 @@ type plainBackend struct{}
 func (plainBackend) Runtime() runtimeapi.RuntimeServiceClient { return nil }
 func (plainBackend) Images() runtimeapi.ImageServiceClient    { return nil }
 func (plainBackend) Close() error                             { return nil }
+
+// encodedOnly is a runtime that answers lists only encoded, with fixed
+// bytes (registry.EncodedLister); asked for a decoded list it would fail.
+type encodedOnly struct {
+	plainBackend
+	answer []byte
+}
+
+func (b encodedOnly) EncodedSandboxes(context.Context, *runtimeapi.PodSandboxFilter) ([]byte, error) {
+	return b.answer, nil
+}
+
+func (b encodedOnly) EncodedContainers(context.Context, *runtimeapi.ContainerFilter) ([]byte, error) {
+	return b.answer, nil
+}
+
+// A runtime that keeps its items encoded has them appended byte for byte
+// after the primary's answer.
+func TestRawListAppendsEncodedItems(t *testing.T) {
+	answer, vmAnswer := nonCanonical("c1"), append(nonCanonical("vm--c8"), nonCanonical("vm--c9")...)
+	primary := &registry.Runtime{Name: "containerd", Primary: true, Backend: rawBackend{&rawConn{answer: answer}}}
+	vm := &registry.Runtime{Name: "vm", Backend: encodedOnly{answer: vmAnswer}}
+	p, ok := splitRaw([]*registry.Runtime{primary, vm})
+	if !ok {
+		t.Fatal("not raw")
+	}
+	s := &Server{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	resp := &runtimeapi.ListContainersResponse{}
+	cache := newListCache[*runtimeapi.Container]()
+	err := rawList[*runtimeapi.Container]{
+		method: runtimeapi.RuntimeService_ListContainers_FullMethodName,
+		req:    &runtimeapi.ListContainersRequest{},
+		cache:  cache, unfiltered: true,
+		decode: func(raw []byte) ([]*runtimeapi.Container, error) {
+			var r runtimeapi.ListContainersResponse
+			err := proto.Unmarshal(raw, &r)
+			return r.Containers, err
+		},
+		others: func(context.Context, []*registry.Runtime) ([]*runtimeapi.Container, error) {
+			t.Error("the encoded runtime was listed decoded")
+			return nil, nil
+		},
+		encoded: func(ctx context.Context, el registry.EncodedLister) ([]byte, error) {
+			return el.EncodedContainers(ctx, nil)
+		},
+	}.run(context.Background(), s, p, resp.ProtoReflect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire, err := proto.Marshal(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := append(append([]byte{}, answer...), vmAnswer...); !bytes.Equal(wire, want) {
+		t.Errorf("response on the wire:\n%x\nwant the primary's answer, then the VM runtime's as it gave it:\n%x", wire, want)
+	}
+	if items, _, ok := cache.get("vm"); !ok || len(items) != 2 || items[1].Id != "vm--c9" {
+		t.Errorf("the VM runtime's answer kept for when it is down: %v, %v", items, ok)
+	}
+}

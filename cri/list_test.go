@@ -31,8 +31,10 @@ var (
 	running = &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}
 )
 
-func TestListMerge(t *testing.T) {
-	h := newHarness(t)
+func TestListMerge(t *testing.T) { forEachVMBackend(t, testListMerge) }
+
+func testListMerge(t *testing.T, newH func(*testing.T, time.Duration) *harness) {
+	h := newH(t, 5*time.Second)
 	h.seed()
 	sandboxTests := []struct {
 		name   string
@@ -116,7 +118,11 @@ func checkAsked(t *testing.T, h *harness, method, asked string) {
 // A runtime that goes down must not make its pods vanish from lists:
 // its last known items are served, filtered like fresh ones.
 func TestListServesLastKnownItemsWhenRuntimeDown(t *testing.T) {
-	h := newHarness(t)
+	forEachVMBackend(t, testListServesLastKnownItemsWhenRuntimeDown)
+}
+
+func testListServesLastKnownItemsWhenRuntimeDown(t *testing.T, newH func(*testing.T, time.Duration) *harness) {
+	h := newH(t, 5*time.Second)
 	h.seed()
 	// A filtered list first: it must not become the cache.
 	if _, err := h.listSandboxes(t, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"app": "none"}}); err != nil {
@@ -199,7 +205,11 @@ func TestListServesLastKnownItemsWhenRuntimeDown(t *testing.T) {
 // Without a list to fall back on, the call fails (kubelet retries)
 // rather than answer without the runtime's pods.
 func TestListWithoutCacheFailsUnavailable(t *testing.T) {
-	h := newHarness(t)
+	forEachVMBackend(t, testListWithoutCacheFailsUnavailable)
+}
+
+func testListWithoutCacheFailsUnavailable(t *testing.T, newH func(*testing.T, time.Duration) *harness) {
+	h := newH(t, 5*time.Second)
 	h.seed()
 	h.stopVM()
 	_, err := h.listSandboxes(t, nil)
@@ -243,7 +253,11 @@ func recvAll[T any](t *testing.T, s grpc.ServerStreamingClient[T]) []*T {
 // relist with it.)
 func TestListServesLastKnownItemsWhenRuntimeHangs(t *testing.T) {
 	t.Parallel()
-	h := newHarnessWithTimeout(t, time.Second)
+	forEachVMBackend(t, testListServesLastKnownItemsWhenRuntimeHangs)
+}
+
+func testListServesLastKnownItemsWhenRuntimeHangs(t *testing.T, newH func(*testing.T, time.Duration) *harness) {
+	h := newH(t, time.Second)
 	h.seed()
 	if _, err := h.listSandboxes(t, nil); err != nil {
 		t.Fatal(err)

@@ -22,18 +22,22 @@ func (s *Server) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSand
 		err := rawList[*runtimeapi.PodSandbox]{
 			method:     runtimeapi.RuntimeService_ListPodSandbox_FullMethodName,
 			req:        &runtimeapi.ListPodSandboxRequest{Filter: f},
-			cache:      s.rawSandboxes,
+			cache:      s.sandboxes,
 			unfiltered: sandboxFilterEmpty(f),
-			cached: func(raw []byte) ([]*runtimeapi.PodSandbox, error) {
+			decode: func(raw []byte) ([]*runtimeapi.PodSandbox, error) {
 				var old runtimeapi.ListPodSandboxResponse
 				err := proto.Unmarshal(raw, &old)
-				return keep(old.GetItems(), func(sb *runtimeapi.PodSandbox) bool { return matchSandbox(f, sb) }), err
+				return old.GetItems(), err
 			},
+			match: func(sb *runtimeapi.PodSandbox) bool { return matchSandbox(f, sb) },
 			encode: func(items []*runtimeapi.PodSandbox) ([]byte, error) {
 				return proto.Marshal(&runtimeapi.ListPodSandboxResponse{Items: items})
 			},
 			others: func(ctx context.Context, others []*registry.Runtime) ([]*runtimeapi.PodSandbox, error) {
 				return s.listSandboxesOf(ctx, others, f)
+			},
+			encoded: func(ctx context.Context, el registry.EncodedLister) ([]byte, error) {
+				return el.EncodedSandboxes(ctx, f)
 			},
 		}.run(ctx, s, p, resp.ProtoReflect())
 		if err != nil {

@@ -28,18 +28,15 @@ type Server struct {
 	reg        atomic.Pointer[registry.Registry]
 	sandboxes  *listCache[*runtimeapi.PodSandbox]
 	containers *listCache[*runtimeapi.Container]
-	// The primary's last unfiltered list answers, passed through raw.
-	rawSandboxes, rawContainers *rawCache
-	log                         *slog.Logger
+	log        *slog.Logger
 }
 
 // New returns a server routing over reg.
 func New(reg *registry.Registry, log *slog.Logger) *Server {
 	s := &Server{
-		sandboxes:    newListCache[*runtimeapi.PodSandbox](),
-		containers:   newListCache[*runtimeapi.Container](),
-		rawSandboxes: &rawCache{}, rawContainers: &rawCache{},
-		log: log,
+		sandboxes:  newListCache[*runtimeapi.PodSandbox](),
+		containers: newListCache[*runtimeapi.Container](),
+		log:        log,
 	}
 	s.reg.Store(reg)
 	return s

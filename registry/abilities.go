@@ -18,6 +18,8 @@ import (
 //   - ImageCollector and ImageFsContributor: keeps files of images outside
 //     any image store (the VM runtime's image cache), which the CRI server
 //     has collected after RemoveImage and counts in ImageFsInfo;
+//   - EncodedLister: keeps its list items encoded, which the CRI server's
+//     lists append to their answer as they are;
 //   - vmtypes.Operator: the VM operations of crimux's VM API (reboot, power
 //     state, snapshots, foreign resources), declared beside the VM types.
 //
@@ -52,6 +54,17 @@ type ImageFsContributor interface {
 	// ImageFsUsage is those files' usage; FsId.Mountpoint is the
 	// directory that holds them, which tells their filesystem.
 	ImageFsUsage(ctx context.Context) (*runtimeapi.FilesystemUsage, error)
+}
+
+// EncodedLister is a backend that keeps its pods' and containers' list
+// items encoded, with the IDs clients see (the VM runtime). Its answers
+// are the bytes of a ListPodSandboxResponse or ListContainersResponse of
+// the items that match f, a client's filter; the CRI server appends them
+// to its own answer (cri/list_raw.go) with no copy, ID rewrite or
+// encoding of its own.
+type EncodedLister interface {
+	EncodedSandboxes(ctx context.Context, f *runtimeapi.PodSandboxFilter) ([]byte, error)
+	EncodedContainers(ctx context.Context, f *runtimeapi.ContainerFilter) ([]byte, error)
 }
 
 // Ability returns rt's backend as T (an ability interface) and whether the

@@ -64,8 +64,12 @@ func (f Factory) New(ctx context.Context, rc config.Runtime, codec *idcodec.Code
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 	}
-	var codecUnary grpc.UnaryClientInterceptor
+	var (
+		codecUnary grpc.UnaryClientInterceptor
+		ids        idcodec.Codec
+	)
 	if codec != nil {
+		ids = *codec
 		codecUnary = codec.UnaryClientInterceptor()
 		opts = append(opts, grpc.WithChainStreamInterceptor(codec.StreamClientInterceptor()))
 	}
@@ -78,7 +82,7 @@ func (f Factory) New(ctx context.Context, rc config.Runtime, codec *idcodec.Code
 	// Unary calls are function calls (internal/inproc), through the
 	// same interceptors; only streams use the in-memory connection.
 	direct := inproc.New(&runtimeapi.RuntimeService_ServiceDesc, rt.cri, serverInterceptor, codecUnary, conn)
-	return &backend{Operator: operator{rt.ops, rt.gc}, rt: rt, srv: srv, conn: conn, client: runtimeapi.NewRuntimeServiceClient(direct)}, nil
+	return &backend{Operator: operator{rt.ops, rt.gc}, rt: rt, srv: srv, conn: conn, ids: ids, client: runtimeapi.NewRuntimeServiceClient(direct)}, nil
 }
 
 // serverInterceptor is what the VM runtime's server does around each
@@ -111,16 +115,20 @@ func (f Factory) hostParts() (ImageReader, Cgroups, func() error, error) {
 	return images, cgroups, closeImages, nil
 }
 
+var _ registry.EncodedLister = (*backend)(nil)
+
 // backend is the VM runtime as the registry holds it: CRI through an
 // in-memory connection, and the abilities beyond CRI the daemon, the CRI
 // server and the VM API ask for (registry.Ability): VM operations
 // (vmtypes.Operator), Recovered, PowerStateCounts, CollectImages and
-// ImageFsUsage (image_files.go).
+// ImageFsUsage (image_files.go), and lists kept encoded (EncodedSandboxes,
+// EncodedContainers).
 type backend struct {
 	vmtypes.Operator
 	rt     *Runtime
 	srv    *grpc.Server
 	conn   *grpc.ClientConn
+	ids    idcodec.Codec // the IDs clients see
 	client runtimeapi.RuntimeServiceClient
 }
 
@@ -133,6 +141,18 @@ func (b *backend) Close() error {
 	b.conn.Close()
 	b.srv.Stop()
 	return b.rt.Close()
+}
+
+// EncodedSandboxes lists the VM pods encoded (registry.EncodedLister).
+func (b *backend) EncodedSandboxes(ctx context.Context, f *runtimeapi.PodSandboxFilter) ([]byte, error) {
+	out, err := b.rt.cri.EncodedSandboxes(ctx, f, b.ids)
+	return out, errdefs.ToGRPC(err)
+}
+
+// EncodedContainers lists the VMs encoded (registry.EncodedLister).
+func (b *backend) EncodedContainers(ctx context.Context, f *runtimeapi.ContainerFilter) ([]byte, error) {
+	out, err := b.rt.cri.EncodedContainers(ctx, f, b.ids)
+	return out, errdefs.ToGRPC(err)
 }
 
 // Recovered is closed once the runtime has caught up after a start (see

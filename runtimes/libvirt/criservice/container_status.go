@@ -29,6 +29,7 @@ func (r *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 }
 
 // ListContainers lists VMs from the store (kept while libvirtd is down).
+// crimux's lists ask EncodedContainers (list_encoded.go).
 func (r *Service) ListContainers(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
 	recs, err := r.Store.LiveContainers()
 	if err != nil {
@@ -36,12 +37,7 @@ func (r *Service) ListContainers(ctx context.Context, req *runtimeapi.ListContai
 	}
 	var out []*runtimeapi.Container
 	for _, c := range recs {
-		item := &runtimeapi.Container{
-			Id: c.ID, PodSandboxId: c.SandboxID, Metadata: c.Config.GetMetadata(), Image: c.Config.GetImage(),
-			ImageRef: c.ImageRef, State: c.State, CreatedAt: c.CreatedAt,
-			Labels: c.Config.GetLabels(), Annotations: c.Config.GetAnnotations(),
-		}
-		if crifilter.Container(req.GetFilter(), item) {
+		if item := containerItem(c); crifilter.Container(req.GetFilter(), item) {
 			out = append(out, item)
 		}
 	}

@@ -27,7 +27,7 @@ var (
 )
 
 // newService is the CRI face of a runtime core on fakes.
-func newService(t *testing.T, opts ...coretest.Options) (*Service, *coretest.Env) {
+func newService(t testing.TB, opts ...coretest.Options) (*Service, *coretest.Env) {
 	t.Helper()
 	e := coretest.New(t, opts...)
 	return New(e.R), e

@@ -41,11 +41,7 @@ func (r *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSan
 	f := req.GetFilter()
 	var out []*runtimeapi.PodSandbox
 	for _, sb := range recs {
-		item := &runtimeapi.PodSandbox{
-			Id: sb.ID, Metadata: sb.Config.GetMetadata(), State: sb.State, CreatedAt: sb.CreatedAt,
-			Labels: sb.Config.GetLabels(), Annotations: sb.Config.GetAnnotations(), RuntimeHandler: sb.Handler,
-		}
-		if crifilter.Sandbox(f, item) {
+		if item := sandboxItem(sb); crifilter.Sandbox(f, item) {
 			out = append(out, item)
 		}
 	}

@@ -26,6 +26,10 @@ type Service struct {
 	// plugWait bounds a resize's wait for the guest's memory plug; 0 is
 	// defaultPlugWait (tests shorten it).
 	plugWait time.Duration
+	// containerItems and sandboxItems keep the VMs' list items encoded
+	// (list_encoded.go).
+	containerItems itemCache[containerKey]
+	sandboxItems   itemCache[sandboxKey]
 }
 
 // New returns the CRI face of the runtime r.
