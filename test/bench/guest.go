@@ -20,7 +20,9 @@ import (
 // guest agent of the Debian guest (crimux/vm-debian: its own disk, GRUB,
 // systemd, cloud-init from a cidata volume) answers guest-ping, through
 // crimux and through libvirt directly with the same disk, the same
-// domain and a cidata volume of the same content.
+// domain and a cidata volume of the same content: crimux's guest has a
+// NIC with the addressing its pod's CNI result gave, the direct path's
+// one with addressing of the same shape (directGuestNet).
 
 const (
 	debianImage       = "127.0.0.1:5117/crimux/vm-debian:latest"
@@ -59,15 +61,25 @@ func (b *bench) crimuxGuestRound(ctx context.Context, d *libvirtdirect.Client, n
 	return time.Since(t0), nil
 }
 
+// directGuestNet is the direct guest's addressing, shaped as the bench's
+// CNI network gives crimux's (daemon.writeCNIConf: an address in
+// 10.89.0.0/16, the bridge's gateway, a default route). Its tap is on
+// no bridge: the guest's boot waits for no answer either way.
+var directGuestNet = cloudinit.Network{
+	MAC: "52:54:00:be:9c:01", IP: "10.89.255.250", PrefixLen: 16, Gateway: "10.89.0.1", MTU: 1500,
+	Routes: []cloudinit.Route{{Dst: "0.0.0.0/0", GW: "10.89.0.1"}},
+}
+
 func (b *bench) directGuestRound(ctx context.Context, d *libvirtdirect.Client, name string) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, guestReadyTimeout)
 	defer cancel()
-	files, err := cloudinit.Build(cloudinit.Input{InstanceID: b.runID + "-" + name, Hostname: name})
+	net := directGuestNet
+	files, err := cloudinit.Build(cloudinit.Input{InstanceID: b.runID + "-" + name, Hostname: name, Network: &net})
 	if err != nil {
 		return 0, err
 	}
 	t0 := time.Now()
-	v, _, err := d.StartShape(libvirtdirect.Shape{MiB: guestMiB, VCPUs: guestVCPUs, CIData: files})
+	v, _, err := d.StartShape(libvirtdirect.Shape{MiB: guestMiB, VCPUs: guestVCPUs, CIData: files, NIC: true, MAC: net.MAC})
 	defer func() { _ = d.Remove(v) }()
 	if err != nil {
 		return 0, err

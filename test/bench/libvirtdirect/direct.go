@@ -115,11 +115,13 @@ func (d *Client) PlaceIn(parent string) error {
 }
 
 // Shape is the size of a direct VM, its cloud-init data (nil: no
-// cidata volume) and whether it has a NIC.
+// cidata volume) and whether it has a NIC, of which MAC (libvirt's
+// choice if empty).
 type Shape struct {
 	MiB, VCPUs int
 	CIData     cloudinit.Files
 	NIC        bool
+	MAC        string
 }
 
 // spec is the VM crimux would make of the image with that shape, under
@@ -200,7 +202,7 @@ func (d *Client) StartShape(sh Shape) (*VM, time.Duration, error) {
 				return fmt.Errorf("overlay: %v: %s", err, out)
 			}
 		}
-		xml, err := d.domainXML(spec, sh.NIC)
+		xml, err := d.domainXML(spec, sh)
 		if err != nil {
 			return err
 		}
