@@ -126,6 +126,7 @@ type Container struct {
 // Store is the VM runtime's bbolt store.
 type Store struct {
 	db *bolt.DB
+	w  *writer // every write goes through it (write.go)
 	// the records lists decoded (decoded.go)
 	sandboxes  decoded[Sandbox]
 	containers decoded[Container]
@@ -149,7 +150,7 @@ func Open(dir string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("init VM store: %w", err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, w: newWriter(db)}, nil
 }
 
 // Close closes the store.
@@ -160,7 +161,7 @@ func put[T any](s *Store, bucket []byte, id string, rec *T) error {
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte(id), b) })
+	return s.w.update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte(id), b) })
 }
 
 func get[T any](s *Store, bucket []byte, id string) (*T, error) {
@@ -211,7 +212,7 @@ func decodeJSON[T any](raw []byte) (*T, error) {
 }
 
 func del(s *Store, bucket []byte, id string) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Delete([]byte(id)) })
+	return s.w.update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Delete([]byte(id)) })
 }
 
 // The typed accessors below decode the configs kept as protobuf bytes.
@@ -366,5 +367,5 @@ func unmarshalPB(b []byte, m proto.Message) error { return proto.Unmarshal(b, m)
 // tests that need a record this version cannot read (damage, a
 // downgrade), which everything else must treat as unknown, not absent.
 func (s *Store) PutRawContainer(id string, b []byte) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketContainers).Put([]byte(id), b) })
+	return s.w.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketContainers).Put([]byte(id), b) })
 }
