@@ -93,7 +93,7 @@ func parseFlags() options {
 	flag.IntVar(&o.vmRounds, "vm-rounds", 6, "VM start rounds per path (10 before issue 18 added the 1 GiB image, the raw forwarder, the direct burst and 1,000 pods: the run stays within 15 minutes)")
 	flag.IntVar(&o.coldRounds, "cold-rounds", 3, "cold-image CreateContainer rounds (crimux restarted with an empty image cache each)")
 	flag.IntVar(&o.coldBigRounds, "cold-big-rounds", 2, "the same with the 1 GiB image (made once, about a minute, kept in the bed's registry); 0: none")
-	flag.IntVar(&o.guestRounds, "guest-rounds", 2, "Debian guest boots per path (about 30 s each under TCG)")
+	flag.IntVar(&o.guestRounds, "guest-rounds", 1, "Debian guest boots per path (30-40 s each under TCG; 2 take the run past 15 minutes on a slow day)")
 	flag.IntVar(&o.vmMiB, "vm-mib", 128, "memory of the VMs that boot (start, console, snapshots)")
 	flag.IntVar(&o.snapshotRounds, "snapshot-rounds", 3, "snapshot create+restore rounds per path (5 before issue 18)")
 	flag.IntVar(&o.burst, "burst", 50, "VM pods created at once")
