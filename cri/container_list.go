@@ -9,14 +9,20 @@ import (
 	"github.com/crimux/crimux/registry"
 )
 
-// ListContainers merges the containers of every runtime.
-// The primary runtime's answer is passed through undecoded (list_raw.go).
+// ListContainers merges the containers of every runtime (in-process
+// callers; the wire is served by listContainersReply, raw_reply.go).
 func (s *Server) ListContainers(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	answer, err := s.listContainersReply(ctx, req)
+	return asMessage(answer, err, &runtimeapi.ListContainersResponse{})
+}
+
+// listContainersReply merges the containers of every runtime. The
+// primary runtime's answer is passed through undecoded (list_raw.go).
+func (s *Server) listContainersReply(ctx context.Context, req *runtimeapi.ListContainersRequest) (any, error) {
 	f := req.GetFilter()
 	backends := s.containerBackends(f)
 	if p, ok := splitRaw(backends); ok {
-		resp := &runtimeapi.ListContainersResponse{}
-		err := rawList[*runtimeapi.Container]{
+		data, err := rawList[*runtimeapi.Container]{
 			method:     runtimeapi.RuntimeService_ListContainers_FullMethodName,
 			req:        &runtimeapi.ListContainersRequest{Filter: f},
 			cache:      s.containers,
@@ -36,11 +42,11 @@ func (s *Server) ListContainers(ctx context.Context, req *runtimeapi.ListContain
 			encoded: func(ctx context.Context, el registry.EncodedLister) ([]byte, error) {
 				return el.EncodedContainers(ctx, f)
 			},
-		}.run(ctx, s, p, resp.ProtoReflect())
+		}.run(ctx, s, p)
 		if err != nil {
 			return nil, err
 		}
-		return resp, nil
+		return &rawReply{data: data}, nil
 	}
 	items, err := s.listContainersOf(ctx, backends, f)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/registry"
@@ -59,7 +60,7 @@ type listCache[T any] struct {
 
 type cached[T any] struct {
 	items  []T
-	raw    []byte                    // the items encoded, if decode is set
+	raw    mem.BufferSlice           // the items encoded, if decode is set (a reference of the cache's own)
 	decode func([]byte) ([]T, error) // decodes raw
 	at     time.Time
 }
@@ -69,26 +70,37 @@ func newListCache[T any]() *listCache[T] {
 }
 
 func (c *listCache[T]) put(backend string, items []T) {
-	c.mu.Lock()
-	c.items[backend] = cached[T]{items: items, at: time.Now()}
-	c.mu.Unlock()
+	c.set(backend, cached[T]{items: items, at: time.Now()})
 }
 
-// putRaw keeps backend's list as the bytes of its answer.
-func (c *listCache[T]) putRaw(backend string, raw []byte, decode func([]byte) ([]T, error)) {
+// putRaw keeps backend's list as the buffers of its answer, with a
+// reference of its own: they are sent on and freed meanwhile.
+func (c *listCache[T]) putRaw(backend string, raw mem.BufferSlice, decode func([]byte) ([]T, error)) {
+	raw.Ref()
+	c.set(backend, cached[T]{raw: raw, decode: decode, at: time.Now()})
+}
+
+// set replaces backend's entry and frees the buffers of the one before.
+func (c *listCache[T]) set(backend string, e cached[T]) {
 	c.mu.Lock()
-	c.items[backend] = cached[T]{raw: raw, decode: decode, at: time.Now()}
+	old := c.items[backend]
+	c.items[backend] = e
 	c.mu.Unlock()
+	old.raw.Free()
 }
 
 func (c *listCache[T]) get(backend string) ([]T, time.Time, bool) {
 	c.mu.Lock()
 	e, ok := c.items[backend]
+	var raw []byte
+	if ok && e.decode != nil {
+		raw = e.raw.Materialize() // a copy, before a newer answer frees them
+	}
 	c.mu.Unlock()
 	if !ok || e.decode == nil {
 		return e.items, e.at, ok
 	}
-	items, err := e.decode(e.raw)
+	items, err := e.decode(raw)
 	return items, e.at, err == nil
 }
 

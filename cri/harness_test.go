@@ -98,6 +98,7 @@ func newHarnessWith(t *testing.T, callTimeout time.Duration, wrapVM func(registr
 		h.observed = append(h.observed, observation{method, status.Code(err)})
 	}
 	g := grpc.NewServer(
+		grpc.ForceServerCodecV2(cri.ServerCodec{}),
 		grpc.ChainUnaryInterceptor(cri.UnaryInterceptor(log, observe)),
 		grpc.ChainStreamInterceptor(cri.StreamInterceptor(log, observe)),
 	)

@@ -9,7 +9,6 @@ import (
 	protocodec "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/crimux/crimux/registry"
 )
@@ -20,11 +19,12 @@ import (
 // nothing to rewrite in its answer, and protobuf lets a repeated field be
 // written in pieces: the encoding of ListContainersResponse{A} followed by
 // that of ListContainersResponse{B} decodes as ListContainersResponse{A+B}.
-// crimux therefore takes the primary's answer as bytes (rawCodec: not even
-// a scan of its fields) and sends it on as the unknown fields of its own
-// response, followed by the encoding of the other runtimes' items (primary
-// first, as on the decoded path). Decoding and re-encoding containerd's
-// 200 items was half of crimux's CPU in a list (docs/benchmarks.md).
+// crimux therefore takes the primary's answer as the buffers it came in
+// (rawCodec: not even a scan of its fields) and sends them on as they are
+// (raw_reply.go), followed by the encoding of the other runtimes' items
+// (primary first, as on the decoded path). Decoding and re-encoding
+// containerd's 200 items was half of crimux's CPU in a list
+// (docs/benchmarks.md).
 //
 // The other runtimes' items follow. A runtime that keeps its items encoded
 // (registry.EncodedLister: the VM runtime) answers with their bytes, which
@@ -81,9 +81,9 @@ type rawList[T any] struct {
 	encoded func(context.Context, registry.EncodedLister) ([]byte, error)
 }
 
-// run asks the primary and the other runtimes concurrently and sets the
-// merged answer as out's unknown fields.
-func (l rawList[T]) run(ctx context.Context, s *Server, p rawPrimary, out protoreflect.Message) error {
+// run asks the primary and the other runtimes concurrently and returns the
+// merged answer's encoding: the caller owns (frees or sends) it.
+func (l rawList[T]) run(ctx context.Context, s *Server, p rawPrimary) (mem.BufferSlice, error) {
 	tails := make([][]byte, len(p.others))
 	errs := make([]error, len(p.others))
 	var wg sync.WaitGroup
@@ -94,52 +94,42 @@ func (l rawList[T]) run(ctx context.Context, s *Server, p rawPrimary, out protor
 			tails[i], errs[i] = l.other(ctx, s, rt)
 		}()
 	}
-	raw, cached, err := l.primary(ctx, s, p.rt, p.conn)
+	head, cached, err := l.primary(ctx, s, p.rt, p.conn)
 	wg.Wait()
 	if err != nil {
-		return runtimeErr(p.rt, err)
+		return nil, runtimeErr(p.rt, err)
 	}
 	for _, err := range errs {
 		if err != nil {
-			return err
+			head.Free()
+			return nil, err
 		}
 	}
-	if len(cached) > 0 { // raw is nil: the primary did not answer
-		if raw, err = l.encode(cached); err != nil {
-			return err
+	if len(cached) > 0 { // head is nil: the primary did not answer
+		b, err := l.encode(cached)
+		if err != nil {
+			return nil, err
+		}
+		head = mem.BufferSlice{mem.SliceBuffer(b)}
+	}
+	for _, t := range tails { // each a new slice: nothing else holds it
+		if len(t) > 0 {
+			head = append(head, mem.SliceBuffer(t))
 		}
 	}
-	out.SetUnknown(joinAfter(raw, tails))
-	return nil
+	return head, nil
 }
 
-// joinAfter is head followed by tails, in a new slice if there are any
-// tails: never into head, which may be a cached answer.
-func joinAfter(head []byte, tails [][]byte) []byte {
-	n := len(head)
-	for _, t := range tails {
-		n += len(t)
-	}
-	if n == len(head) {
-		return head
-	}
-	out := append(make([]byte, 0, n), head...)
-	for _, t := range tails {
-		out = append(out, t...)
-	}
-	return out
-}
-
-// primary returns the primary's answer, or its cached items when it is
-// unavailable and an earlier answer is known.
-func (l rawList[T]) primary(ctx context.Context, s *Server, rt *registry.Runtime, conn grpc.ClientConnInterface) ([]byte, []T, error) {
+// primary returns the primary's answer (the caller owns its buffers), or
+// its cached items when it is unavailable and an earlier answer is known.
+func (l rawList[T]) primary(ctx context.Context, s *Server, rt *registry.Runtime, conn grpc.ClientConnInterface) (mem.BufferSlice, []T, error) {
 	var answer rawAnswer
 	err := conn.Invoke(ctx, l.method, l.req, &answer, grpc.ForceCodecV2(rawCodec{}))
 	if err == nil {
 		if l.unfiltered {
-			l.cache.putRaw(rt.Name, answer.b, l.decode)
+			l.cache.putRaw(rt.Name, answer.data, l.decode)
 		}
-		return answer.b, nil, nil
+		return answer.data, nil, nil
 	}
 	items, err := lastKnown(ctx, s, rt, l.cache, l.match, err)
 	return nil, items, err
@@ -161,7 +151,7 @@ func (l rawList[T]) other(ctx context.Context, s *Server, rt *registry.Runtime) 
 	b, err := l.encoded(lctx, el)
 	if err == nil {
 		if l.unfiltered {
-			l.cache.putRaw(rt.Name, b, l.decode)
+			l.cache.putRaw(rt.Name, mem.BufferSlice{mem.SliceBuffer(b)}, l.decode)
 		}
 		return b, nil
 	}
@@ -183,8 +173,9 @@ func keep[T any](items []T, match func(T) bool) []T {
 	return out
 }
 
-// rawAnswer receives an answer's bytes undecoded (rawCodec).
-type rawAnswer struct{ b []byte }
+// rawAnswer receives an answer's buffers undecoded (rawCodec): its holder
+// owns them (sends them on, or frees them).
+type rawAnswer struct{ data mem.BufferSlice }
 
 // rawCodec encodes requests as protobuf does and keeps answers into a
 // rawAnswer as their bytes; any other message is decoded as protobuf.
@@ -198,7 +189,8 @@ func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
 
 func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if a, ok := v.(*rawAnswer); ok {
-		a.b = data.Materialize()
+		data.Ref() // gRPC frees its own reference once this returns
+		a.data = data
 		return nil
 	}
 	return encoding.GetCodecV2(protocodec.Name).Unmarshal(data, v)

@@ -3,6 +3,7 @@ package cri
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -70,8 +71,7 @@ func TestRawListPassesThePrimaryAnswerThrough(t *testing.T) {
 	}
 	vmItem := &runtimeapi.Container{Id: "vm--c9", State: runtimeapi.ContainerState_CONTAINER_RUNNING}
 	s := &Server{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	resp := &runtimeapi.ListContainersResponse{}
-	err := rawList[*runtimeapi.Container]{
+	data, err := rawList[*runtimeapi.Container]{
 		method: runtimeapi.RuntimeService_ListContainers_FullMethodName,
 		req:    &runtimeapi.ListContainersRequest{},
 		cache:  newListCache[*runtimeapi.Container](), unfiltered: true,
@@ -81,14 +81,14 @@ func TestRawListPassesThePrimaryAnswerThrough(t *testing.T) {
 		others: func(context.Context, []*registry.Runtime) ([]*runtimeapi.Container, error) {
 			return []*runtimeapi.Container{vmItem}, nil
 		},
-	}.run(context.Background(), s, p, resp.ProtoReflect())
+	}.run(context.Background(), s, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wire, err := proto.Marshal(resp)
-	if err != nil {
-		t.Fatal(err)
+	if len(data) == 0 || &data[0].ReadOnlyData()[0] != &answer[0] {
+		t.Error("the primary's answer was copied, not passed on in the buffers it came in")
 	}
+	wire := onTheWire(t, data)
 	vmWire, _ := proto.Marshal(&runtimeapi.ListContainersResponse{Containers: []*runtimeapi.Container{vmItem}})
 	if want := append(append([]byte{}, answer...), vmWire...); !bytes.Equal(wire, want) {
 		t.Errorf("response on the wire:\n%x\nwant the primary's answer unchanged, then the VM runtime's items:\n%x", wire, want)
@@ -158,9 +158,8 @@ func TestRawListAppendsEncodedItems(t *testing.T) {
 		t.Fatal("not raw")
 	}
 	s := &Server{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	resp := &runtimeapi.ListContainersResponse{}
 	cache := newListCache[*runtimeapi.Container]()
-	err := rawList[*runtimeapi.Container]{
+	data, err := rawList[*runtimeapi.Container]{
 		method: runtimeapi.RuntimeService_ListContainers_FullMethodName,
 		req:    &runtimeapi.ListContainersRequest{},
 		cache:  cache, unfiltered: true,
@@ -176,18 +175,66 @@ func TestRawListAppendsEncodedItems(t *testing.T) {
 		encoded: func(ctx context.Context, el registry.EncodedLister) ([]byte, error) {
 			return el.EncodedContainers(ctx, nil)
 		},
-	}.run(context.Background(), s, p, resp.ProtoReflect())
+	}.run(context.Background(), s, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wire, err := proto.Marshal(resp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wire := onTheWire(t, data)
 	if want := append(append([]byte{}, answer...), vmAnswer...); !bytes.Equal(wire, want) {
 		t.Errorf("response on the wire:\n%x\nwant the primary's answer, then the VM runtime's as it gave it:\n%x", wire, want)
 	}
 	if items, _, ok := cache.get("vm"); !ok || len(items) != 2 || items[1].Id != "vm--c9" {
 		t.Errorf("the VM runtime's answer kept for when it is down: %v, %v", items, ok)
+	}
+}
+
+// onTheWire is what crimux's server sends for an answer passed through.
+func onTheWire(t *testing.T, data mem.BufferSlice) []byte {
+	t.Helper()
+	sent, err := ServerCodec{}.Marshal(&rawReply{data: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sent.Free()
+	return sent.Materialize()
+}
+
+// recordingPool is a buffer pool that counts the buffers returned to it.
+type recordingPool struct{ put int }
+
+func (p *recordingPool) Get(n int) *[]byte { b := make([]byte, n); return &b }
+func (p *recordingPool) Put(*[]byte)       { p.put++ }
+
+// The cache keeps an answer's buffers with a reference of its own: gRPC
+// frees the reply's once sent, and the buffers go back to their pool only
+// when a newer answer replaces them.
+func TestListCacheHoldsItsReference(t *testing.T) {
+	var answer []byte // large enough to be pooled (gRPC pools no buffer under 1 KiB)
+	for i := range 500 {
+		answer = append(answer, nonCanonical(fmt.Sprintf("c%d", i))...)
+	}
+	pool := &recordingPool{}
+	data := mem.BufferSlice{mem.NewBuffer(pool.Get(len(answer)), pool)}
+	copy(data[0].ReadOnlyData(), answer)
+	if _, ok := data[0].(mem.SliceBuffer); ok {
+		t.Fatal("the test's buffer is not pooled")
+	}
+	cache := newListCache[*runtimeapi.Container]()
+	decode := func(raw []byte) ([]*runtimeapi.Container, error) {
+		var r runtimeapi.ListContainersResponse
+		err := proto.Unmarshal(raw, &r)
+		return r.Containers, err
+	}
+	cache.putRaw("containerd", data, decode)
+	data.Free() // sent: gRPC's reference
+	if pool.put != 0 {
+		t.Fatal("the cached buffers went back to their pool while cached")
+	}
+	if items, _, ok := cache.get("containerd"); !ok || len(items) != 500 || items[499].Id != "c499" {
+		t.Fatalf("cache serves %d items, %v; want c0-c499", len(items), ok)
+	}
+	cache.putRaw("containerd", mem.BufferSlice{mem.SliceBuffer(nonCanonical("c3"))}, decode)
+	if pool.put != 1 {
+		t.Errorf("buffers returned to the pool after a newer answer: %d, want 1", pool.put)
 	}
 }

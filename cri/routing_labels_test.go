@@ -45,7 +45,7 @@ func labelledServer(t *testing.T) (*metrics.Metrics, *grpc.ClientConn) {
 	t.Cleanup(reg.Close)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m := metrics.New(metrics.Options{})
-	g := grpc.NewServer(grpc.ChainUnaryInterceptor(m.UnaryServerInterceptor(), cri.UnaryInterceptor(log, nil)))
+	g := grpc.NewServer(grpc.ForceServerCodecV2(cri.ServerCodec{}), grpc.ChainUnaryInterceptor(m.UnaryServerInterceptor(), cri.UnaryInterceptor(log, nil)))
 	server := cri.New(reg, log)
 	server.Register(g)
 	vmapi.New(server.Registry, log).Register(g)

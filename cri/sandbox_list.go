@@ -12,14 +12,20 @@ import (
 // streamPage bounds the items sent in one message of a Stream* list call.
 const streamPage = 500
 
-// ListPodSandbox merges the pods of every runtime.
-// The primary runtime's answer is passed through undecoded (list_raw.go).
+// ListPodSandbox merges the pods of every runtime (in-process callers;
+// the wire is served by listSandboxesReply, raw_reply.go).
 func (s *Server) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	answer, err := s.listSandboxesReply(ctx, req)
+	return asMessage(answer, err, &runtimeapi.ListPodSandboxResponse{})
+}
+
+// listSandboxesReply merges the pods of every runtime. The primary
+// runtime's answer is passed through undecoded (list_raw.go).
+func (s *Server) listSandboxesReply(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (any, error) {
 	f := req.GetFilter()
 	backends := s.sandboxBackends(f)
 	if p, ok := splitRaw(backends); ok {
-		resp := &runtimeapi.ListPodSandboxResponse{}
-		err := rawList[*runtimeapi.PodSandbox]{
+		data, err := rawList[*runtimeapi.PodSandbox]{
 			method:     runtimeapi.RuntimeService_ListPodSandbox_FullMethodName,
 			req:        &runtimeapi.ListPodSandboxRequest{Filter: f},
 			cache:      s.sandboxes,
@@ -39,11 +45,11 @@ func (s *Server) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSand
 			encoded: func(ctx context.Context, el registry.EncodedLister) ([]byte, error) {
 				return el.EncodedSandboxes(ctx, f)
 			},
-		}.run(ctx, s, p, resp.ProtoReflect())
+		}.run(ctx, s, p)
 		if err != nil {
 			return nil, err
 		}
-		return resp, nil
+		return &rawReply{data: data}, nil
 	}
 	items, err := s.listSandboxesOf(ctx, backends, f)
 	if err != nil {

@@ -42,9 +42,10 @@ func New(reg *registry.Registry, log *slog.Logger) *Server {
 	return s
 }
 
-// Register adds both CRI services to g.
+// Register adds both CRI services to g, which must use ServerCodec: some
+// answers are passed through as buffers (raw_reply.go).
 func (s *Server) Register(g *grpc.Server) {
-	runtimeapi.RegisterRuntimeServiceServer(g, s)
+	g.RegisterService(runtimeServiceDesc(), s)
 	runtimeapi.RegisterImageServiceServer(g, s)
 }
 
