@@ -55,6 +55,9 @@ type bench struct {
 	// the scale figures' pods (scale.go)
 	stoppedVMs []*vmPod
 	pausePods  []string
+	// probes are the CPU probe's times before each phase (machine.Probe).
+	probes              []time.Duration
+	lastBusy, lastSteal time.Duration // the host's CPU times at the last probe
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -264,17 +267,37 @@ func (b *bench) cleanup() {
 		// The running guests paused first: they would load the cores the
 		// removals need.
 		warn("pausing the guests", b.setGuestsPaused(ctx, true))
-		b.mu.Lock()
-		vms := append([]*vmPod(nil), b.vms...)
-		b.mu.Unlock()
-		warn("VM pods", criclient.Parallel(len(vms), b.opts.workers, func(i int) error { return b.removeVM(ctx, vms[i]) }))
+	}
+	// The VM pods (crimux, libvirtd) and the container pods (containerd)
+	// are removed side by side: neither waits on the other's daemon.
+	var wg sync.WaitGroup
+	if b.crimux != nil && b.cri != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			b.mu.Lock()
+			vms := append([]*vmPod(nil), b.vms...)
+			b.mu.Unlock()
+			warn("VM pods", criclient.Parallel(len(vms), b.opts.workers, func(i int) error { return b.removeVM(ctx, vms[i]) }))
+			b.logf("cleanup: %d VM pods removed in %s", len(vms), time.Since(t0).Round(100*time.Millisecond))
+		}()
 	}
 	if b.ctd != nil {
-		if err := b.removeLabelledPods(ctx); err != nil {
-			warn("container pods (trying again)", err)
-			warn("container pods", b.removeLabelledPods(ctx))
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			n, err := b.removeLabelledPods(ctx)
+			if err != nil {
+				warn("container pods (trying again)", err)
+				_, err = b.removeLabelledPods(ctx)
+				warn("container pods", err)
+			}
+			b.logf("cleanup: %d container pods removed in %s", n, time.Since(t0).Round(100*time.Millisecond))
+		}()
 	}
+	wg.Wait()
 	if b.direct != nil {
 		warn("direct VMs", b.direct.RemoveAll())
 	}
@@ -320,15 +343,15 @@ func (b *bench) cleanup() {
 
 // removeLabelledPods removes every pod of this run containerd still has
 // (the container pods; crimux's IDs for them are containerd's).
-func (b *bench) removeLabelledPods(ctx context.Context) error {
+func (b *bench) removeLabelledPods(ctx context.Context) (int, error) {
 	resp, err := b.ctd.RT.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{
 		Filter: &runtimeapi.PodSandboxFilter{LabelSelector: b.labels()},
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	items := resp.GetItems()
-	return criclient.Parallel(len(items), b.opts.workers, func(i int) error { return criclient.RemovePod(ctx, b.ctd, items[i].GetId()) })
+	return len(items), criclient.Parallel(len(items), b.opts.workers, func(i int) error { return criclient.RemovePod(ctx, b.ctd, items[i].GetId()) })
 }
 
 // keepLog copies crimux's log of the run out of the state dir.

@@ -77,6 +77,10 @@ func (m *markerWait) wait(file string, t0 time.Time) (time.Duration, error) {
 // and until the boot marker was in its console log; 0 where it never did.
 type BurstVM struct {
 	Running, Marker time.Duration
+	// The steps before running, from the burst's start: the pod's
+	// sandbox (crimux's RunPodSandbox; 0 on the direct path) and the
+	// domain's definition (crimux's CreateContainer, libvirt's define).
+	Sandboxed, Defined time.Duration
 }
 
 // burstResult keeps every VM's times on both paths, in start order: the
@@ -176,6 +180,7 @@ func (b *bench) crimuxBurst(ctx context.Context, n int) ([]BurstVM, error) {
 			return err
 		}
 		out[i].Running = time.Since(t0)
+		out[i].Sandboxed, out[i].Defined = v.sandboxed.Sub(t0), v.created.Sub(t0)
 		b.mu.Lock()
 		b.burstVMs = append(b.burstVMs, v)
 		b.mu.Unlock()
@@ -213,7 +218,7 @@ func (b *bench) directBurst(ctx context.Context, n int) ([]BurstVM, error) {
 		if err != nil {
 			return err
 		}
-		out[i].Running = time.Since(t0)
+		out[i].Running, out[i].Defined = time.Since(t0), v.Defined.Sub(t0)
 		if out[i].Marker, err = markers.wait(v.ConsoleLog(), t0); err != nil {
 			return fmt.Errorf("direct VM %s: boot marker: %w", v.Name, err)
 		}
@@ -287,6 +292,10 @@ func (b *bench) recordBurst(n int, crimux, direct []BurstVM, err error) {
 		b.samplesOf(what, d, c)
 		b.logf("burst of %d VMs, %s: crimux %s; direct %s", n, what, c.Summary(0.5, 0.95, 1), d.Summary(0.5, 0.95, 1))
 	}
+	b.logf("burst steps from its start (p50, p100): crimux: sandbox %s, defined %s, running %s; direct: defined %s, running %s",
+		stepOf(crimux, func(v BurstVM) time.Duration { return v.Sandboxed }), stepOf(crimux, func(v BurstVM) time.Duration { return v.Defined }),
+		stepOf(crimux, func(v BurstVM) time.Duration { return v.Running }),
+		stepOf(direct, func(v BurstVM) time.Duration { return v.Defined }), stepOf(direct, func(v BurstVM) time.Duration { return v.Running }))
 	for _, f := range burstFigures {
 		c, d := burstSamples(crimux, f.marker), burstSamples(direct, f.marker)
 		cq, dq := burstQuantile(c, n, f.q), burstQuantile(d, n, f.q)
@@ -304,4 +313,19 @@ func (b *bench) recordBurst(n int, crimux, direct []BurstVM, err error) {
 			}
 		}
 	}
+}
+
+// stepOf is the p50 and p100 of one step's times over the VMs that
+// reached it.
+func stepOf(vms []BurstVM, at func(BurstVM) time.Duration) string {
+	var s stats.Samples
+	for _, v := range vms {
+		if t := at(v); t > 0 {
+			s = append(s, t)
+		}
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%.2f s / %.2f s", s.Quantile(0.5).Seconds(), s.Quantile(1).Seconds())
 }

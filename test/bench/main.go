@@ -185,7 +185,7 @@ func run(o options) int {
 		if ctx.Err() != nil {
 			break
 		}
-		b.logf("phase %s", p.name)
+		b.logf("phase %s (%s)", p.name, b.probeHost())
 		start := time.Now()
 		err := p.run(b, ctx)
 		if err != nil && p.retry && ctx.Err() == nil && !errors.Is(err, errVMAPIMissing) {
@@ -203,6 +203,7 @@ func run(o options) int {
 		b.logf("phase %s took %s", p.name, time.Since(start).Round(100*time.Millisecond))
 	}
 	b.cleanup()
+	b.recordProbes()
 	b.finish()
 	b.res.Print(os.Stdout)
 	return 0

@@ -20,6 +20,8 @@ import (
 type vmPod struct {
 	name, pod, container  string
 	cgroupParent, logPath string
+	// when RunPodSandbox and CreateContainer returned (the burst's steps)
+	sandboxed, created time.Time
 }
 
 // domain is the VM's libvirt domain (crimux-<id>, the container ID without
@@ -103,7 +105,7 @@ func (b *bench) createVM(ctx context.Context, name string, ctrCfg *runtimeapi.Co
 	if err != nil {
 		return v, fmt.Errorf("runp VM %s: %w", name, err)
 	}
-	v.pod = pod.PodSandboxId
+	v.pod, v.sandboxed = pod.PodSandboxId, time.Now()
 	b.trackVM(v)
 	ctr, err := b.cri.RT.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
 		PodSandboxId: v.pod, Config: ctrCfg, SandboxConfig: cfg,
@@ -111,7 +113,7 @@ func (b *bench) createVM(ctx context.Context, name string, ctrCfg *runtimeapi.Co
 	if err != nil {
 		return v, fmt.Errorf("create VM %s: %w", name, err)
 	}
-	v.container = ctr.ContainerId
+	v.container, v.created = ctr.ContainerId, time.Now()
 	return v, nil
 }
 

@@ -63,8 +63,10 @@ type Client struct {
 // VM is one domain of the direct path.
 type VM struct {
 	Name string
-	dir  string
-	dom  golibvirt.Domain
+	// Defined is when its domain was defined (the burst's steps).
+	Defined time.Time
+	dir     string
+	dom     golibvirt.Domain
 }
 
 // ConsoleLog is the file libvirt writes the VM's serial console to.
@@ -209,6 +211,7 @@ func (d *Client) StartShape(sh Shape) (*VM, time.Duration, error) {
 		if v.dom, err = d.l.DomainDefineXML(xml); err != nil {
 			return fmt.Errorf("define %s: %w", v.Name, err)
 		}
+		v.Defined = time.Now()
 		return d.create(v)
 	})
 	return v, took, err

@@ -22,6 +22,7 @@ type Figure struct {
 
 // Catalogue lists every figure in the order they are printed (issue 8).
 var Catalogue = []Figure{
+	{"host_cpu_probe_ms", "ms", 0, "the host's speed, not crimux's: SHA-256 of 16 MiB on one core before each phase (machine.Probe), median; a higher value is a slower host, whose figures are not comparable one to one"},
 	{"rpc_version_p50_overhead_us", "us", 50, "Version, crimux p50 minus direct p50"},
 	{"rpc_version_p99_overhead_us", "us", 200, "Version, crimux p99 minus direct p99"},
 	{"rpc_containerstatus_p50_overhead_us", "us", 50, "ContainerStatus of a running container, p50 difference"},
