@@ -3,34 +3,36 @@ package cri
 import (
 	"context"
 
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/registry"
 )
 
 // ContainerStatus asks the container's runtime (in-process callers; the
-// wire is served by containerStatusReply, raw_reply.go).
+// wire is served by containerStatus's handler, raw_request.go).
 func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
-	answer, err := s.containerStatusReply(ctx, req)
-	return asMessage(answer, err, &runtimeapi.ContainerStatusResponse{})
+	return viaWire(s, ctx, containerStatus, req, &runtimeapi.ContainerStatusResponse{})
 }
 
-// containerStatusReply asks the container's runtime; the primary's answer
-// is passed through undecoded (pass_raw.go).
-func (s *Server) containerStatusReply(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (any, error) {
-	rt, err := s.route(ctx, "container_id", req.GetContainerId())
-	if err != nil {
-		return nil, err
-	}
-	if reply, handled, err := passRaw(ctx, rt, runtimeapi.RuntimeService_ContainerStatus_FullMethodName, req); handled {
-		if err != nil {
-			return nil, err
+// containerStatus asks the container's runtime: the primary with the
+// request and its answer as they are (raw_request.go), another runtime
+// decoded.
+var containerStatus = statusCall{
+	method: runtimeapi.RuntimeService_ContainerStatus_FullMethodName,
+	field:  "container_id",
+	decoded: func(s *Server, ctx context.Context, rt *registry.Runtime, b []byte) (any, error) {
+		var req runtimeapi.ContainerStatusRequest
+		if err := proto.Unmarshal(b, &req); err != nil {
+			return nil, errdefs.Invalid("container_id", "the request does not decode: %v", err)
 		}
-		return reply, nil
-	}
-	resp, err := rt.Backend.Runtime().ContainerStatus(ctx, req)
-	if err != nil {
-		return nil, runtimeErr(rt, err)
-	}
-	return resp, nil
+		resp, err := rt.Backend.Runtime().ContainerStatus(ctx, &req)
+		if err != nil {
+			return nil, runtimeErr(rt, err)
+		}
+		return resp, nil
+	},
 }
 
 // UpdateContainerResources asks the container's runtime.

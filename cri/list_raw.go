@@ -177,13 +177,19 @@ func keep[T any](items []T, match func(T) bool) []T {
 // owns them (sends them on, or frees them).
 type rawAnswer struct{ data mem.BufferSlice }
 
-// rawCodec encodes requests as protobuf does and keeps answers into a
-// rawAnswer as their bytes; any other message is decoded as protobuf.
+// rawCodec sends requests taken as they came as they are and encodes
+// others as protobuf does; it keeps answers into a rawAnswer as their
+// buffers and decodes any other message as protobuf.
 type rawCodec struct{}
 
 func (rawCodec) Name() string { return protocodec.Name }
 
+// Marshal sends a request taken as it came (a *rawRequest) as its
+// buffers, which gRPC frees once sent, and encodes any other.
 func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(*rawRequest); ok {
+		return r.data, nil
+	}
 	return encoding.GetCodecV2(protocodec.Name).Marshal(v)
 }
 

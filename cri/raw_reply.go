@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"google.golang.org/grpc"
@@ -10,7 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// Answers passed through (list_raw.go, pass_raw.go) leave crimux as the
+// Answers passed through (list_raw.go, raw_request.go) leave crimux as the
 // buffers gRPC received them in, as the raw forwarder of the bench sends
 // them (test/bench/rawproxy): no copy into one slice, no message around
 // them. Copying a 200-container list (≈ 100 KiB) into one slice was, with
@@ -34,8 +35,8 @@ type rawReply struct{ data mem.BufferSlice }
 var rawMethods = map[string]grpc.MethodHandler{
 	"ListContainers":   rawHandler(runtimeapi.RuntimeService_ListContainers_FullMethodName, (*Server).listContainersReply),
 	"ListPodSandbox":   rawHandler(runtimeapi.RuntimeService_ListPodSandbox_FullMethodName, (*Server).listSandboxesReply),
-	"ContainerStatus":  rawHandler(runtimeapi.RuntimeService_ContainerStatus_FullMethodName, (*Server).containerStatusReply),
-	"PodSandboxStatus": rawHandler(runtimeapi.RuntimeService_PodSandboxStatus_FullMethodName, (*Server).sandboxStatusReply),
+	"ContainerStatus":  containerStatus.handler(),
+	"PodSandboxStatus": sandboxStatus.handler(),
 }
 
 // runtimeServiceDesc is the generated RuntimeService with rawMethods'
@@ -75,8 +76,7 @@ func rawHandler[Req any, PReq interface {
 }
 
 // asMessage is what a method of the generated interface returns for
-// answer (in-process callers): a *rawReply becomes a message holding its
-// bytes as unknown fields, which decode as the answer.
+// answer (in-process callers): a *rawReply is decoded into empty.
 func asMessage[M proto.Message](answer any, err error, empty M) (M, error) {
 	var none M
 	if err != nil {
@@ -86,7 +86,9 @@ func asMessage[M proto.Message](answer any, err error, empty M) (M, error) {
 	if !ok {
 		return answer.(M), nil
 	}
-	empty.ProtoReflect().SetUnknown(r.data.Materialize())
-	r.data.Free()
+	defer r.data.Free()
+	if err := proto.Unmarshal(r.data.Materialize(), empty); err != nil {
+		return none, fmt.Errorf("cri: the runtime's answer does not decode: %w", err)
+	}
 	return empty, nil
 }

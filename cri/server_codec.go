@@ -10,7 +10,8 @@ import (
 
 // ServerCodec is the codec of crimux's server: protobuf, except that an
 // answer passed through (a *rawReply: raw_reply.go) is sent as the
-// buffers it holds, not copied or encoded. A server registering crimux's
+// buffers it holds, not copied or encoded, and a request taken as it came
+// (a *rawRequest: raw_request.go) is kept as its buffers. A server registering crimux's
 // services (Server.Register) must use it:
 // grpc.ForceServerCodecV2(cri.ServerCodec{}).
 type ServerCodec struct{}
@@ -30,7 +31,14 @@ func (ServerCodec) Marshal(v any) (mem.BufferSlice, error) {
 	return encoding.GetCodecV2(protocodec.Name).Marshal(v)
 }
 
-// Unmarshal decodes protobuf.
+// Unmarshal keeps a request taken as it came (a *rawRequest:
+// raw_request.go) as its buffers, with a reference of its own (gRPC frees
+// its own once this returns), and decodes anything else as protobuf.
 func (ServerCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*rawRequest); ok {
+		data.Ref()
+		r.data = data
+		return nil
+	}
 	return encoding.GetCodecV2(protocodec.Name).Unmarshal(data, v)
 }
