@@ -23,6 +23,12 @@ import (
 // only when what it is made of changed: its record's config (the store
 // replaces a config, never changes one in place, and keeps the decoded
 // one while the record is unchanged), state, times and image.
+//
+// An unfiltered list is, moreover, kept whole with the store's generation
+// it was made at: while no record was written since, the next unfiltered
+// list is the same bytes, and neither the store nor the items are read
+// (kubelet's relist every second, on a node whose VMs changed nothing).
+// The bytes are shared by the lists that return them: read-only.
 
 // EncodedContainers is ListContainers as the bytes of a
 // ListContainersResponse, with the IDs ids shows clients: f is a client's
@@ -30,6 +36,10 @@ import (
 func (r *Service) EncodedContainers(ctx context.Context, f *runtimeapi.ContainerFilter, ids idcodec.Codec) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	gen := r.Store.Generation()
+	if b, ok := r.containerItems.whole(isEmptyContainerFilter(f), gen, ids); ok {
+		return b, nil
 	}
 	recs, err := r.Store.LiveContainers()
 	if err != nil {
@@ -54,7 +64,7 @@ func (r *Service) EncodedContainers(ctx context.Context, f *runtimeapi.Container
 		}
 		out = append(out, b)
 	}
-	return bytes.Join(out, nil), nil
+	return pass.keep(bytes.Join(out, nil), gen, ids), nil
 }
 
 // EncodedSandboxes is ListPodSandbox as the bytes of a
@@ -62,6 +72,10 @@ func (r *Service) EncodedContainers(ctx context.Context, f *runtimeapi.Container
 func (r *Service) EncodedSandboxes(ctx context.Context, f *runtimeapi.PodSandboxFilter, ids idcodec.Codec) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	gen := r.Store.Generation()
+	if b, ok := r.sandboxItems.whole(isEmptySandboxFilter(f), gen, ids); ok {
+		return b, nil
 	}
 	recs, err := r.Store.LiveSandboxes()
 	if err != nil {
@@ -86,7 +100,7 @@ func (r *Service) EncodedSandboxes(ctx context.Context, f *runtimeapi.PodSandbox
 		}
 		out = append(out, b)
 	}
-	return bytes.Join(out, nil), nil
+	return pass.keep(bytes.Join(out, nil), gen, ids), nil
 }
 
 // containerKey is what a VM's list item is made of (containerItem).
@@ -143,10 +157,33 @@ func isEmptySandboxFilter(f *runtimeapi.PodSandboxFilter) bool {
 }
 
 // itemCache keeps list items encoded, by ID, with the key they were
-// encoded from. The zero itemCache is empty.
+// encoded from, and the last unfiltered list whole. The zero itemCache is
+// empty.
 type itemCache[K comparable] struct {
 	mu      sync.Mutex
 	entries map[string]encodedItem[K]
+	last    wholeList
+}
+
+// wholeList is an unfiltered list's answer, with the store's generation
+// and the ID codec it was made with.
+type wholeList struct {
+	b   []byte
+	gen uint64
+	ids idcodec.Codec
+	set bool
+}
+
+// whole is the last unfiltered list's answer if the list asked for is
+// unfiltered and the store has not been written since it was made.
+func (c *itemCache[K]) whole(unfiltered bool, gen uint64, ids idcodec.Codec) ([]byte, bool) {
+	if !unfiltered {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.last
+	return l.b, l.set && l.gen == gen && l.ids == ids
 }
 
 type encodedItem[K comparable] struct {
@@ -190,6 +227,15 @@ func (p *itemPass[K]) get(id string, key K, msg func() proto.Message) ([]byte, e
 		p.seen[id] = e
 	}
 	return e.b, nil
+}
+
+// keep returns a list's answer b, kept whole if the list is unfiltered,
+// made from the store at generation gen.
+func (p *itemPass[K]) keep(b []byte, gen uint64, ids idcodec.Codec) []byte {
+	if p.seen != nil {
+		p.c.last = wholeList{b: b, gen: gen, ids: ids, set: true}
+	}
+	return b
 }
 
 func (p *itemPass[K]) end() {

@@ -161,6 +161,44 @@ func TestEncodedItemFollowsItsRecord(t *testing.T) {
 	}
 }
 
+// While the store is not written, an unfiltered list is the answer of
+// the one before, the same bytes; a write, or other IDs, make it anew.
+func TestUnchangedStoreListsTheSameBytes(t *testing.T) {
+	t.Parallel()
+	r, e := newService(t)
+	putLabelledVMs(t, e)
+	ctx, vm := context.Background(), idcodec.New("vm")
+	first, err := r.EncodedContainers(ctx, nil, vm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := r.EncodedContainers(ctx, &runtimeapi.ContainerFilter{}, vm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first) == 0 || &again[0] != &first[0] {
+		t.Fatal("an unchanged store's list was made again")
+	}
+	if plain := encodedContainers(t, r, nil, idcodec.Codec{}); len(plain) != 3 || plain[0].Id != "c0" {
+		t.Fatalf("with the primary's IDs: %v; want c0 unprefixed", plain)
+	}
+	if err := r.Store.DeleteContainer("c2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := encodedContainers(t, r, nil, vm); len(got) != 2 {
+		t.Fatalf("after a removal: %d VMs, want 2", len(got))
+	}
+	if got := encodedSandboxes(t, r, nil, vm); len(got) != 3 {
+		t.Fatalf("pods: %d, want 3", len(got))
+	}
+	if err := r.Store.DeleteSandbox("sb2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := encodedSandboxes(t, r, nil, vm); len(got) != 2 {
+		t.Fatalf("after a pod's removal: %d pods, want 2", len(got))
+	}
+}
+
 // BenchmarkListContainers300: 300 VMs as kubelet lists them through
 // crimux: the list, copied by the in-process call, its IDs rewritten and
 // encoded (decoded), against the kept encodings (encoded).

@@ -132,6 +132,11 @@ type Store struct {
 	containers decoded[Container]
 }
 
+// Generation changes with every write: a list made when it had a value
+// is the list for as long as it keeps it. Read it before reading the
+// store (see writer.update).
+func (s *Store) Generation() uint64 { return s.w.gen.Load() }
+
 // Open opens (or creates) the store in dir.
 func Open(dir string) (*Store, error) {
 	db, err := bolt.Open(filepath.Join(dir, "vm.db"), 0o600, &bolt.Options{Timeout: 5 * time.Second})

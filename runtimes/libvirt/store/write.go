@@ -22,10 +22,12 @@ import (
 // write only batches when others are already in flight.
 const batchDelay = time.Millisecond
 
-// writer commits writes to db, batching those that run concurrently.
+// writer commits writes to db, batching those that run concurrently, and
+// counts them (generation).
 type writer struct {
 	db       *bolt.DB
 	inFlight atomic.Int32
+	gen      atomic.Uint64
 }
 
 func newWriter(db *bolt.DB) *writer {
@@ -36,9 +38,14 @@ func newWriter(db *bolt.DB) *writer {
 // update runs fn in a writable transaction and commits it. fn may run
 // more than once (a batch whose transaction fails is retried): it must
 // only write, the same bytes each time.
+//
+// The generation moves on once the write is committed (or failed), before
+// update returns: a reader that sees the generation of before may have
+// read the store of before, never the other way round.
 func (w *writer) update(fn func(*bolt.Tx) error) error {
 	n := w.inFlight.Add(1)
 	defer w.inFlight.Add(-1)
+	defer w.gen.Add(1)
 	if n == 1 {
 		return w.db.Update(fn)
 	}

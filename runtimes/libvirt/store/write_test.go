@@ -77,6 +77,11 @@ func TestConcurrentWritesAllLand(t *testing.T) {
 	if got := s.w.inFlight.Load(); got != 0 {
 		t.Fatalf("%d writes still counted in flight", got)
 	}
+	// 6 writes per pod, a removal for every third: each moved the
+	// generation once it had landed.
+	if got, want := s.Generation(), uint64(6*n+(n+2)/3); got != want {
+		t.Fatalf("generation %d after %d writes", got, want)
+	}
 }
 
 // BenchmarkConcurrentPods50: 50 pods made at once, as makePods writes
