@@ -5,9 +5,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/registry"
 )
 
 // ContainerStatus asks the container's runtime (in-process callers; the
@@ -22,17 +19,9 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 var containerStatus = statusCall{
 	method: runtimeapi.RuntimeService_ContainerStatus_FullMethodName,
 	field:  "container_id",
-	decoded: func(s *Server, ctx context.Context, rt *registry.Runtime, b []byte) (any, error) {
-		var req runtimeapi.ContainerStatusRequest
-		if err := proto.Unmarshal(b, &req); err != nil {
-			return nil, errdefs.Invalid("container_id", "the request does not decode: %v", err)
-		}
-		resp, err := rt.Backend.Runtime().ContainerStatus(ctx, &req)
-		if err != nil {
-			return nil, runtimeErr(rt, err)
-		}
-		return resp, nil
-	},
+	decoded: decodedAs(func(c runtimeapi.RuntimeServiceClient, ctx context.Context, req *runtimeapi.ContainerStatusRequest) (proto.Message, error) {
+		return c.ContainerStatus(ctx, req)
+	}),
 }
 
 // UpdateContainerResources asks the container's runtime.

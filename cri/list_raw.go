@@ -50,11 +50,7 @@ func splitRaw(backends []*registry.Runtime) (rawPrimary, bool) {
 		if !rt.Primary {
 			continue
 		}
-		rb, ok := rt.Backend.(registry.RawBackend)
-		if !ok {
-			return rawPrimary{}, false
-		}
-		conn := rb.RawConn()
+		conn := rawConnOf(rt)
 		if conn == nil {
 			return rawPrimary{}, false
 		}

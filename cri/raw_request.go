@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/registry"
@@ -61,11 +62,30 @@ func statusRequestID(field string, b []byte) (string, error) {
 }
 
 // statusCall is one status method served raw: its name, the request's ID
-// field, and how a runtime whose answers cannot pass through is asked (the
-// request decoded from its bytes).
+// field, and how a runtime whose answers cannot pass through is asked
+// (decodedAs: the request decoded from its bytes).
 type statusCall struct {
 	method, field string
-	decoded       func(s *Server, ctx context.Context, rt *registry.Runtime, req []byte) (any, error)
+	decoded       func(ctx context.Context, rt *registry.Runtime, field string, req []byte) (any, error)
+}
+
+// decodedAs asks a runtime with the request decoded as a Req; a request
+// that does not decode is refused naming field.
+func decodedAs[Req any, PReq interface {
+	*Req
+	proto.Message
+}](ask func(runtimeapi.RuntimeServiceClient, context.Context, PReq) (proto.Message, error)) func(context.Context, *registry.Runtime, string, []byte) (any, error) {
+	return func(ctx context.Context, rt *registry.Runtime, field string, b []byte) (any, error) {
+		req := PReq(new(Req))
+		if err := proto.Unmarshal(b, req); err != nil {
+			return nil, errdefs.Invalid(field, "the request does not decode: %v", err)
+		}
+		resp, err := ask(rt.Backend.Runtime(), ctx, req)
+		if err != nil {
+			return nil, runtimeErr(rt, err)
+		}
+		return resp, nil
+	}
 }
 
 // handler serves the call on the wire, as rawHandler does, with the
@@ -111,7 +131,7 @@ func (c statusCall) reply(s *Server, ctx context.Context, req *rawRequest) (any,
 		return &rawReply{data: answer.data}, nil
 	}
 	req.free()
-	return c.decoded(s, ctx, rt, b)
+	return c.decoded(ctx, rt, c.field, b)
 }
 
 // rawConnOf is rt's connection for answers passed through, or nil when its

@@ -5,9 +5,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/registry"
 )
 
 // PodSandboxStatus asks the pod's runtime (in-process callers; the wire
@@ -21,17 +18,9 @@ func (s *Server) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandbo
 var sandboxStatus = statusCall{
 	method: runtimeapi.RuntimeService_PodSandboxStatus_FullMethodName,
 	field:  "pod_sandbox_id",
-	decoded: func(s *Server, ctx context.Context, rt *registry.Runtime, b []byte) (any, error) {
-		var req runtimeapi.PodSandboxStatusRequest
-		if err := proto.Unmarshal(b, &req); err != nil {
-			return nil, errdefs.Invalid("pod_sandbox_id", "the request does not decode: %v", err)
-		}
-		resp, err := rt.Backend.Runtime().PodSandboxStatus(ctx, &req)
-		if err != nil {
-			return nil, runtimeErr(rt, err)
-		}
-		return resp, nil
-	},
+	decoded: decodedAs(func(c runtimeapi.RuntimeServiceClient, ctx context.Context, req *runtimeapi.PodSandboxStatusRequest) (proto.Message, error) {
+		return c.PodSandboxStatus(ctx, req)
+	}),
 }
 
 // UpdatePodSandboxResources asks the pod's runtime.
