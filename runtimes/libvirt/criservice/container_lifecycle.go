@@ -8,7 +8,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/runtimes/libvirt/core"
 )
 
 // StartContainer places the VM's cgroup and starts the domain; the qemu
@@ -31,14 +30,12 @@ func (r *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		return nil, fmt.Errorf("cgroup of %s: %w", c.Domain, err)
 	}
 	r.Console.Start(c.ID, c.Dir, c.LogPath)
-	dom, err := l.Lookup(c.Domain)
-	if err == nil {
-		// Running already: a crimux killed after DomainCreate and before
-		// recording it. Starting again would fail; recording it converges.
-		if off, serr := core.IsShutoff(l, dom); serr != nil || off {
-			err = r.StartingQemu(c.Domain, func() error { return l.Start(dom) })
-		}
-	}
+	// A domain running already is a crimux killed after DomainCreate and
+	// before recording it: starting again would fail, recording converges.
+	err = r.StartingQemu(c.Domain, func() error {
+		_, err := l.StartIfOff(c.Domain)
+		return err
+	})
 	if err != nil {
 		r.Console.Stop(c.ID)
 		_ = r.Cgroups.Remove(cg)

@@ -326,9 +326,9 @@ type startSpy struct {
 	during func(virt.Domain)
 }
 
-func (s startSpy) Start(d virt.Domain) error {
-	s.during(d)
-	return s.Libvirt.Start(d)
+func (s startSpy) StartIfOff(name string) (bool, error) {
+	s.during(virt.Domain{Name: name})
+	return s.Libvirt.StartIfOff(name)
 }
 
 type spyConn struct{ l virt.Libvirt }

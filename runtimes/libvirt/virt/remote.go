@@ -129,6 +129,21 @@ func (r remote) Start(d Domain) error {
 	return r.long(func(l *golibvirt.Libvirt) error { return l.DomainCreate(dom(d)) })
 }
 
+func (r remote) StartIfOff(name string) (started bool, err error) {
+	err = r.long(func(l *golibvirt.Libvirt) error {
+		d, err := l.DomainLookupByName(name)
+		if err != nil {
+			return err
+		}
+		if s, _, err := l.DomainGetState(d, 0); err == nil && State(s) != StateShutoff {
+			return nil
+		}
+		started = true
+		return l.DomainCreate(d)
+	})
+	return started, err
+}
+
 func (r remote) StartPaused(d Domain) error {
 	return r.long(func(l *golibvirt.Libvirt) error {
 		_, err := l.DomainCreateWithFlags(dom(d), uint32(golibvirt.DomainStartPaused))

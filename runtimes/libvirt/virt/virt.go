@@ -49,6 +49,13 @@ type Domains interface {
 // Power starts, stops, pauses, saves and reboots domains.
 type Power interface {
 	Start(Domain) error
+	// StartIfOff starts the named domain unless it runs already; started
+	// is false when it did. The lookup, the state and the start go on one
+	// connection of its own, as a start's call does (remote.long): in a
+	// burst of starts, the shared connection's few slots are taken, and
+	// the lookups would wait behind each other before every start. A
+	// state that cannot be read counts as off: the start then tells.
+	StartIfOff(name string) (started bool, err error)
 	StartPaused(Domain) error
 	// Shutdown presses the ACPI power button; the guest decides.
 	Shutdown(Domain) error

@@ -22,6 +22,19 @@ func (f *Libvirt) Start(h virt.Domain) error {
 	return f.power("Start", h, func(d *Domain) error { return f.start(h.Name, d, virt.StateRunning) })
 }
 
+// StartIfOff is Lookup, State and Start, each counted and failing as
+// those do.
+func (f *Libvirt) StartIfOff(name string) (bool, error) {
+	d, err := f.Lookup(name)
+	if err != nil {
+		return false, err
+	}
+	if s, err := f.State(d); err == nil && s != virt.StateShutoff {
+		return false, nil
+	}
+	return true, f.Start(d)
+}
+
 func (f *Libvirt) StartPaused(h virt.Domain) error {
 	return f.power("StartPaused", h, func(d *Domain) error { return f.start(h.Name, d, virt.StatePaused) })
 }
