@@ -65,20 +65,13 @@ func (r *Runtime) PlanNetwork(sb *store.Sandbox) error {
 }
 
 // SetupNetwork creates the planned network and starts its DHCP
-// responder; the record is saved as soon as the addresses are known. The
-// CNI plugins run in the pod's turn (Turns).
+// responder; the record is saved as soon as the addresses are known.
 func (r *Runtime) SetupNetwork(ctx context.Context, sb *store.Sandbox) error {
 	if sb.Net == nil {
 		return nil
 	}
 	pod := podOf(sb)
-	done, err := r.Turns.Network.Take(ctx)
-	if err != nil {
-		return fmt.Errorf("VM pod network: waiting for its turn: %w", err)
-	}
-	err = r.Net.Setup(ctx, pod, sb.Net)
-	done()
-	if err != nil {
+	if err := r.Net.Setup(ctx, pod, sb.Net); err != nil {
 		return fmt.Errorf("%w: VM pod network (CNI ADD): %v", errdefs.ErrUnavailable, err)
 	}
 	if err := r.Store.PutSandbox(sb); err != nil {

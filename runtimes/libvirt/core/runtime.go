@@ -158,9 +158,7 @@ type Runtime struct {
 	Events  *EventHub
 	Reboots *RebootWatch
 	// Starts are the qemu starts in flight, for the placement server.
-	Starts *Starts
-	// Turns order a burst of new VM pods (see turns.go).
-	Turns    Turns
+	Starts   *Starts
 	Log      *slog.Logger
 	Counters Counters
 	// AfterResync runs on every (re)connect once the store has caught up
@@ -197,7 +195,7 @@ func New(opts Options, p Parts) *Runtime {
 	}
 	return &Runtime{
 		Opts: opts, Accel: resolveAccel(opts.Accel, probeKVM, log), Store: p.Store, Conn: p.Conn, Images: p.Images, Cgroups: p.Cgroups,
-		Net: p.Net, CIData: p.CIData, Shares: p.Shares, Console: console.New(log), Events: NewEventHub(), Reboots: NewRebootWatch(), Starts: &Starts{}, Turns: NewTurns(), Log: log,
+		Net: p.Net, CIData: p.CIData, Shares: p.Shares, Console: console.New(log), Events: NewEventHub(), Reboots: NewRebootWatch(), Starts: &Starts{}, Log: log,
 		Counters: opts.Counters, recovered: make(chan struct{}),
 	}
 }

@@ -50,7 +50,10 @@ func (r *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, err
 	}
 	undo.Add("container record", func() error { return r.Store.DeleteContainer(plan.rec.ID) })
-	if err := r.makeVM(ctx, sb, plan, &undo); err != nil {
+	if err := r.makeVMFiles(sb, plan, &undo); err != nil {
+		return nil, err
+	}
+	if err := r.defineDomain(plan, &undo); err != nil {
 		return nil, err
 	}
 	r.carrySnapshots(sb, plan)
@@ -171,20 +174,6 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	}
 	spec.CIData = filepath.Join(rec.Dir, core.CIDataFile)
 	return &vmPlan{rec: rec, spec: spec, layout: layout, cidata: files}, nil
-}
-
-// makeVM makes the VM's files and defines its domain, in the pod's turn
-// (core.Turns).
-func (r *Service) makeVM(ctx context.Context, sb *store.Sandbox, p *vmPlan, undo *core.Rollback) error {
-	done, err := r.Turns.Define.Take(ctx)
-	if err != nil {
-		return fmt.Errorf("waiting for the VM's turn: %w", err)
-	}
-	defer done()
-	if err := r.makeVMFiles(sb, p, undo); err != nil {
-		return err
-	}
-	return r.defineDomain(p, undo)
 }
 
 // makeVMFiles makes the VM's directory and the pod's root disk (pod_disk.go).
