@@ -17,7 +17,7 @@ LDFLAGS   := -X github.com/crimux/crimux/internal/version.Version=$(VERSION)
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/bench)
 # Packages whose tests include integration tests against the test bed
 # (internal/testbed): they skip under `make unit` and run under `make e2e`.
-INTEG_PKGS = ./runtimes/libvirt/placer/ ./runtimes/libvirt/virt/ ./runtimes/libvirt/podnet/ ./runtimes/libvirt/vmimage/
+INTEG_PKGS = ./runtimes/libvirt/placer/ ./runtimes/libvirt/virt/ ./runtimes/libvirt/podnet/ ./runtimes/libvirt/vmimage/ ./runtimes/libvirt/qcow2/
 # make install: binaries in $(PREFIX)/bin, the qemu wrapper in
 # $(PREFIX)/lib/crimux, the unit, the RuntimeClass manifest, and a default
 # config unless one exists.

@@ -210,7 +210,7 @@ func TestCreateContainerRollback(t *testing.T) {
 func TestCreateContainerWithADisk(t *testing.T) {
 	t.Parallel()
 	s, e, base := newServiceWithBaseDisk(t)
-	e.Images.Layout = core.ImageLayout{Digest: "sha256:aaaa", DiskPath: base, DiskFormat: "qcow2"}
+	e.Images.Layout = core.ImageLayout{Digest: "sha256:aaaa", DiskPath: base, DiskFormat: "qcow2", DiskVirtualSize: 1 << 20}
 	cfg := podConfig(t, "web")
 	sb := runPod(t, s, cfg)
 	id := createVM(t, s, sb, cfg, vmConfig(128, 0, 0))
@@ -239,7 +239,7 @@ func TestPodRootDiskOutlivesItsContainer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, e, base := newServiceWithBaseDisk(t)
-	e.Images.Layout = core.ImageLayout{Digest: "sha256:aaaa", DiskPath: base, DiskFormat: "qcow2"}
+	e.Images.Layout = core.ImageLayout{Digest: "sha256:aaaa", DiskPath: base, DiskFormat: "qcow2", DiskVirtualSize: 1 << 20}
 	cfg := podConfig(t, "web")
 	sb := runPod(t, s, cfg)
 	disk := filepath.Join(e.R.PodDir(sb), core.DiskFile)
@@ -402,7 +402,7 @@ func TestSnapshotsFollowThePodDisk(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, e, base := newServiceWithBaseDisk(t)
-	e.Images.Layout = core.ImageLayout{Digest: "sha256:aaaa", DiskPath: base, DiskFormat: "qcow2"}
+	e.Images.Layout = core.ImageLayout{Digest: "sha256:aaaa", DiskPath: base, DiskFormat: "qcow2", DiskVirtualSize: 1 << 20}
 	cfg := podConfig(t, "web")
 	sb := runPod(t, s, cfg)
 	snapshot := func(id, name string) {

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 
 	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/qcow2"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
@@ -66,13 +66,11 @@ func (r *Service) makePodDisk(sb *store.Sandbox, p *vmPlan, undo *core.Rollback)
 	if err := os.Remove(p.spec.Disk.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("replace root disk %s: %w", p.spec.Disk.Path, err)
 	}
-	out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2",
-		"-b", p.layout.DiskPath, "-F", p.layout.DiskFormat, p.spec.Disk.Path).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("create overlay disk %s: %v: %s", p.spec.Disk.Path, err, out)
+	// Root's alone (0600) until libvirt hands it to qemu's user at start.
+	if err := qcow2.CreateOverlay(p.spec.Disk.Path, p.layout.DiskPath, p.layout.DiskFormat, p.layout.DiskVirtualSize, 0o600); err != nil {
+		return fmt.Errorf("create overlay disk %s: %w", p.spec.Disk.Path, err)
 	}
-	// Root's alone until libvirt hands it to qemu's user at start.
-	return os.Chmod(p.spec.Disk.Path, 0o600)
+	return nil
 }
 
 // carrySnapshots gives the new VM of a reused root disk the snapshots in
