@@ -10,6 +10,7 @@ package testbed
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -31,4 +32,17 @@ func Need(t testing.TB, err error, what string, args ...any) {
 	if err != nil {
 		t.Fatalf("test bed: %s: %v", fmt.Sprintf(what, args...), err)
 	}
+}
+
+// Tool is the path of a command the bed installs (qemu-img, qemu-io):
+// where it is missing the test skips, unless the bed is up, where it
+// must be there.
+func Tool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil && !Enabled() {
+		t.Skipf("%s is not installed (test/bed/install.sh installs it; make e2e runs this test)", name)
+	}
+	Need(t, err, "%s", name)
+	return p
 }

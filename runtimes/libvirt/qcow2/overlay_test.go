@@ -12,21 +12,9 @@ import (
 	"github.com/crimux/crimux/internal/testbed"
 )
 
-// tool is a qemu tool of the test bed (qemu-utils): skipped where it is
-// missing unless the bed is up, where it must be there.
-func tool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil && !testbed.Enabled() {
-		t.Skipf("%s is not installed (test/bed/install.sh installs it; make e2e runs this test)", name)
-	}
-	testbed.Need(t, err, "%s", name)
-	return p
-}
-
 func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(tool(t, name), args...).CombinedOutput()
+	out, err := exec.Command(testbed.Tool(t, name), args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}

@@ -119,15 +119,7 @@ func TestHandMadeQcow2IsReal(t *testing.T) {
 	}
 }
 
-func needQemuImg(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("qemu-img")
-	if err != nil && !testbed.Enabled() {
-		t.Skip("qemu-img is not installed (test/bed/install.sh installs it; make e2e runs this test)")
-	}
-	testbed.Need(t, err, "qemu-img")
-	return p
-}
+func needQemuImg(t *testing.T) string { return testbed.Tool(t, "qemu-img") }
 
 // TestDiskFormatQemuImg checks files made by the real qemu-img.
 func TestDiskFormatQemuImg(t *testing.T) {
