@@ -88,7 +88,7 @@ func (b *bench) phaseRPC(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("Version: %w", err)
 	}
-	ids, err := b.runContainerPod(ctx, b.cri, fmt.Sprintf("status-%d", b.podSeq()))
+	ids, err := b.runContainerPod(ctx, b.cri, b.containerPod(fmt.Sprintf("status-%d", b.podSeq())))
 	if ids.pod != "" {
 		defer func() { _ = criclient.RemovePod(context.WithoutCancel(ctx), b.cri, ids.pod) }()
 	}
@@ -153,7 +153,7 @@ func (b *bench) startContainerPods(ctx context.Context, n int) error {
 	start := time.Now()
 	made := make([]containerPodIDs, n-have)
 	err := criclient.Parallel(n-have, b.opts.workers, func(i int) error {
-		ids, err := b.runContainerPod(ctx, b.cri, fmt.Sprintf("many-%d-%d", have+i, b.podSeq()))
+		ids, err := b.runContainerPod(ctx, b.cri, b.hostNetPod(fmt.Sprintf("many-%d-%d", have+i, b.podSeq())))
 		if err != nil && ids.pod != "" {
 			_ = criclient.RemovePod(context.WithoutCancel(ctx), b.ctd, ids.pod)
 			return err

@@ -61,11 +61,7 @@ func (b *bench) scaleUp(ctx context.Context) error {
 func (b *bench) runPausePod(ctx context.Context, name string) (string, error) {
 	ctx, cancel := criclient.CallCtx(ctx)
 	defer cancel()
-	cfg := b.containerPod(name)
-	cfg.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{
-		NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
-	}
-	pod, err := b.cri.RT.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	pod, err := b.cri.RT.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: b.hostNetPod(name)})
 	if err != nil {
 		return "", fmt.Errorf("runp %s: %w", name, err)
 	}

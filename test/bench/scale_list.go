@@ -84,19 +84,23 @@ func (b *bench) scaleLists(ctx context.Context, paths []stats.Path) (map[stats.P
 }
 
 // padContainerd creates n containers, never started, in the pause-only
-// pods, directly through containerd; it returns those made.
+// pods (as many in each as it takes), directly through containerd; it
+// returns those made.
 func (b *bench) padContainerd(ctx context.Context, n int) ([]string, error) {
-	n = min(n, len(b.pausePods))
+	pods := len(b.pausePods)
+	if pods == 0 {
+		return nil, fmt.Errorf("no pause-only pods to hold %d containers", n)
+	}
 	ids := make([]string, n)
 	err := criclient.Parallel(n, b.opts.workers, func(i int) error {
 		ctx, cancel := criclient.CallCtx(ctx)
 		defer cancel()
-		cfg := b.containerPod(fmt.Sprintf("pad-%d", i))
-		cfg.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{
-			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
-		}
+		cfg := b.hostNetPod(fmt.Sprintf("pad-%d", i))
+		// Pads go round the pods, each a sleeper of its own attempt.
+		ctr := b.sleeper()
+		ctr.Metadata.Attempt = uint32(i / pods)
 		r, err := b.ctd.RT.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
-			PodSandboxId: b.pausePods[i], Config: b.sleeper(), SandboxConfig: cfg,
+			PodSandboxId: b.pausePods[i%pods], Config: ctr, SandboxConfig: cfg,
 		})
 		ids[i] = r.GetContainerId()
 		return err
