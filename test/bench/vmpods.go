@@ -80,12 +80,18 @@ func (b *bench) startVMWith(ctx context.Context, name string, ctrCfg *runtimeapi
 	if err != nil {
 		return v, err
 	}
-	ctx, cancel := criclient.CallCtx(ctx)
+	return v, b.startContainer(ctx, v, criclient.CallTimeout)
+}
+
+// startContainer is StartContainer of v's VM, given timeout (kubelet's
+// runtime request timeout is 2 minutes, criclient.CallTimeout).
+func (b *bench) startContainer(ctx context.Context, v *vmPod, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if _, err := b.cri.RT.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: v.container}); err != nil {
-		return v, fmt.Errorf("start VM %s: %w", name, err)
+		return fmt.Errorf("start VM %s: %w", v.name, err)
 	}
-	return v, nil
+	return nil
 }
 
 // createVM is RunPodSandbox + CreateContainer of a VM pod: its domain is
