@@ -103,8 +103,8 @@ func parseFlags() options {
 	flag.IntVar(&o.recoveryRounds, "recovery-rounds", 3, "SIGKILL+restart rounds")
 	flag.IntVar(&o.scalePods, "scale-pods", 1000, "pods crimux keeps for the scale figures (recovery, RSS, ListContainers): "+
 		"the container pods, the burst VMs, stopped VM pods and pause-only pods up to this (0: none)")
-	flag.IntVar(&o.scaleStoppedVMs, "scale-stopped-vms", 500, "of the scale pods, VM pods defined but not started "+
-		"(crimux's own records; 250 until 2026-12-03; the rest are pause-only pods, which cost this host 3-4 times as much to make and remove)")
+	flag.IntVar(&o.scaleStoppedVMs, "scale-stopped-vms", 250, "of the scale pods, VM pods defined but not started "+
+		"(the issue's example; the rest are pause-only pods, which cost a host 3-4 times as much to make and remove, but each VM pod adds to crimux's recovery: docs/benchmarks.md, 2026-12-03 16:30)")
 	flag.IntVar(&o.workers, "workers", 6, "parallel CRI calls when making or removing many pods")
 	flag.BoolVar(&o.sweepOnly, "sweep", false, "only remove what earlier runs left behind (every run does this first), then exit")
 	flag.StringVar(&o.serveRawProxy, rawproxy.ServeFlag, "", "internal: only serve the raw forwarder on this socket, in front of -containerd (the bench runs itself so)")
