@@ -172,11 +172,18 @@ func configureAgent(_ Spec, d *libvirtxml.Domain) error {
 	return nil
 }
 
+// BalloonStatsPeriod is how often, in seconds, the guest's virtio-balloon
+// driver reports its memory (MemTotal, MemAvailable...): the container's
+// memory figures (criservice's stats), as KubeVirt's every 10 s.
+const BalloonStatsPeriod = 10
+
 // configureDevices sets the emulator and leaves out what a server VM does
-// not need (graphics, USB, balloon).
+// not need (graphics, USB). The balloon is there for the guest's account
+// of its memory only: crimux never inflates it (the guest's RAM is
+// resized through virtio-mem), nor lets it deflate beyond the definition.
 func configureDevices(s Spec, d *libvirtxml.Domain) error {
 	devices(d).Emulator = s.Emulator
-	devices(d).MemBalloon = &libvirtxml.DomainMemBalloon{Model: "none"}
+	devices(d).MemBalloon = &libvirtxml.DomainMemBalloon{Model: "virtio", Stats: &libvirtxml.DomainMemBalloonStats{Period: BalloonStatsPeriod}}
 	devices(d).RNGs = []libvirtxml.DomainRNG{{Model: "virtio", Backend: &libvirtxml.DomainRNGBackend{Random: &libvirtxml.DomainRNGBackendRandom{Device: "/dev/urandom"}}}}
 	return nil
 }

@@ -38,9 +38,13 @@ func checkResize(t *testing.T, c *daemonRun, v vmPodRef) (memMiB int) {
 	requireVMSize(t, c, v, 2, 1280)
 
 	// Back to 1 CPU and 128 MiB less: the guest unplugs a CPU's worth and
-	// the memory (kubelet lowers a memory limit only knowing the
-	// container's usage: crimux reports its cgroup's).
+	// the memory. kubelet lowers a memory limit only below the
+	// container's usage, which crimux reports as the guest's own: qemu's
+	// cgroup is first made to hold more than the new limit (the guest's
+	// page cache), as a guest that has run a while does.
+	used := fillGuestMemory(t, v, (1152+32)<<20)
 	resize(t, v, "1", "1152Mi")
+	requireGuestMemoryUsage(t, c, v, used)
 	requireGuestCPUs(t, v, "1")
 	shrunkMiB := guestMemTotal(t, v)
 	if shrunkMiB > grownMiB-100 {

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,19 +106,7 @@ func TestHostileNeighbour(t *testing.T) {
 // layer, in bytes.
 func writableLayer(t *testing.T, c *crimux, id string) uint64 {
 	t.Helper()
-	var st struct {
-		Stats []struct {
-			WritableLayer struct {
-				UsedBytes struct{ Value string } `json:"usedBytes"`
-			} `json:"writableLayer"`
-		} `json:"stats"`
-	}
-	mustJSON(t, c.crictl("stats", "-o", "json", "--id", id), &st)
-	if len(st.Stats) != 1 {
-		t.Fatalf("crictl stats of %s: %+v", id, st)
-	}
-	n, _ := strconv.ParseUint(st.Stats[0].WritableLayer.UsedBytes.Value, 10, 64)
-	return n
+	return c.stat(t, id).WritableBytes
 }
 
 // TestDiskGrowthIsTheWritableLayer (issue 13, the disk bomb's other

@@ -105,16 +105,8 @@ func TestVMPodLifecycle(t *testing.T) {
 	})
 	t.Logf("console marker in crictl logs %v after crictl start", time.Since(start).Round(time.Millisecond))
 	testutil.Eventually(t, 10*time.Second, "non-zero CPU in crictl stats", func() error {
-		var st struct {
-			Stats []struct {
-				CPU struct {
-					UsageCoreNanoSeconds struct{ Value string } `json:"usageCoreNanoSeconds"`
-				} `json:"cpu"`
-			} `json:"stats"`
-		}
-		mustJSON(t, c.crictl("stats", "-o", "json", "--id", ctrID), &st)
-		if len(st.Stats) != 1 || st.Stats[0].CPU.UsageCoreNanoSeconds.Value == "" || st.Stats[0].CPU.UsageCoreNanoSeconds.Value == "0" {
-			return fmt.Errorf("stats: %+v", st.Stats)
+		if st := c.stats(t, ctrID); len(st) != 1 || st[0].CPUNanos == 0 {
+			return fmt.Errorf("stats: %+v", st)
 		}
 		return nil
 	})

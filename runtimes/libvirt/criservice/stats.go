@@ -11,10 +11,15 @@ import (
 
 	"github.com/crimux/crimux/internal/crifilter"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
 
-// ContainerStats reports the VM's CPU and memory from its cgroup: qemu's
-// real usage, guest and emulation together.
+// ContainerStats reports the VM's CPU from its cgroup (qemu's real usage,
+// guest and emulation together) and its memory as the guest accounts for
+// it when its balloon driver reports (guestMemory): kubelet lowers a
+// memory limit (in-place resize) only above the container's usage, and a
+// guest's page cache is RAM it gives back when asked. The pod's figures
+// stay the cgroup's (PodSandboxStats).
 func (r *Service) ContainerStats(ctx context.Context, req *runtimeapi.ContainerStatsRequest) (*runtimeapi.ContainerStatsResponse, error) {
 	c, err := r.Store.Container(req.GetContainerId())
 	if err != nil {
@@ -55,6 +60,35 @@ func matchStatsFilter(f *runtimeapi.ContainerStatsFilter, c *runtimeapi.Containe
 }
 
 func (r *Service) stats(c *store.Container) (*runtimeapi.ContainerStats, error) {
+	host, err := r.hostStats(c)
+	if err != nil {
+		return nil, err
+	}
+	return r.withGuestMemory(c, host), nil
+}
+
+// withGuestMemory is host with the guest's account of its memory in
+// place of the cgroup's, when a running guest gives one.
+func (r *Service) withGuestMemory(c *store.Container, host *runtimeapi.ContainerStats) *runtimeapi.ContainerStats {
+	if !qemuRuns(c) {
+		return host
+	}
+	g, ok := r.guestMemory(c)
+	if !ok {
+		return host
+	}
+	inUse := &runtimeapi.UInt64Value{Value: g.InUseBytes()}
+	return &runtimeapi.ContainerStats{Attributes: host.Attributes, Cpu: host.Cpu, WritableLayer: host.WritableLayer,
+		Memory: &runtimeapi.MemoryUsage{Timestamp: host.Memory.Timestamp, WorkingSetBytes: inUse, UsageBytes: inUse}}
+}
+
+func qemuRuns(c *store.Container) bool {
+	return c.State == runtimeapi.ContainerState_CONTAINER_RUNNING && !c.Power().GuestOff()
+}
+
+// hostStats is the VM as the node pays for it: CPU and memory from its
+// cgroup (zeros while no qemu runs).
+func (r *Service) hostStats(c *store.Container) (*runtimeapi.ContainerStats, error) {
 	now := time.Now().UnixNano()
 	st := &runtimeapi.ContainerStats{
 		Attributes: &runtimeapi.ContainerAttributes{Id: c.ID, Metadata: c.Config.GetMetadata(),
@@ -63,18 +97,34 @@ func (r *Service) stats(c *store.Container) (*runtimeapi.ContainerStats, error) 
 		Memory:        &runtimeapi.MemoryUsage{Timestamp: now, WorkingSetBytes: &runtimeapi.UInt64Value{}, UsageBytes: &runtimeapi.UInt64Value{}},
 		WritableLayer: r.writableLayer(c, now),
 	}
-	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING || c.Power().GuestOff() {
+	if !qemuRuns(c) {
 		return st, nil
 	}
 	u, err := r.Cgroups.Stats(r.CgroupOf(c))
 	if err != nil {
 		return nil, fmt.Errorf("stats of %s: %w", c.Domain, err)
 	}
-	// UsageBytes too: kubelet refuses to lower a memory limit (in-place
-	// resize) without the container's usage to compare it with.
 	st.Cpu.UsageCoreNanoSeconds.Value = u.CPUNanos
 	st.Memory.WorkingSetBytes.Value, st.Memory.UsageBytes.Value = u.WorkingSetBytes, u.MemoryBytes
 	return st, nil
+}
+
+// guestMemory is what the VM's guest last reported of its RAM; none
+// (ok false) without a balloon driver, or when libvirt cannot tell at
+// once. The guest writes it: it only decides whether kubelet tries to
+// lower the limit. The resize itself then asks the guest to unplug, and
+// the cgroup follows only what it gave back (resizeVM).
+func (r *Service) guestMemory(c *store.Container) (virt.GuestMemory, bool) {
+	l, err := r.Conn.Get()
+	if err != nil {
+		return virt.GuestMemory{}, false
+	}
+	d, err := l.Lookup(c.Domain)
+	if err != nil {
+		return virt.GuestMemory{}, false
+	}
+	g, ok, err := l.GuestMemory(d)
+	return g, ok && err == nil
 }
 
 func matchPodStats(f *runtimeapi.PodSandboxStatsFilter, sb *runtimeapi.PodSandbox) bool {
@@ -118,10 +168,12 @@ func (r *Service) podStats(sb *store.Sandbox) *runtimeapi.PodSandboxStats {
 		return st
 	}
 	if c, err := r.Store.Container(sb.ContainerID); err == nil {
-		if cs, err := r.stats(c); err == nil {
-			st.Linux.Cpu, st.Linux.Memory = cs.Cpu, cs.Memory
-			st.Linux.Containers = []*runtimeapi.ContainerStats{cs}
+		host, err := r.hostStats(c)
+		if err != nil {
+			return st
 		}
+		st.Linux.Cpu, st.Linux.Memory = host.Cpu, host.Memory
+		st.Linux.Containers = []*runtimeapi.ContainerStats{r.withGuestMemory(c, host)}
 	}
 	return st
 }

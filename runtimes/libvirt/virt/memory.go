@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"fmt"
 
+	golibvirt "github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/crimux/crimux/internal/errdefs"
@@ -94,4 +95,38 @@ func withRequestedMemory(domainXML string, requestedMiB uint64) (string, error) 
 		}
 	}
 	return "", fmt.Errorf("domain %s has no virtio-mem device: %w", d.Name, errdefs.ErrFailedPrecondition)
+}
+
+// GuestMemory reads the domain's balloon statistics without waiting for a
+// job the domain may be in (NOWAIT: libvirt then reports only the
+// balloon's size, which is ok == false here).
+func (r remote) GuestMemory(d Domain) (GuestMemory, bool, error) {
+	recs, err := r.l.ConnectGetAllDomainStats([]golibvirt.Domain{dom(d)}, uint32(golibvirt.DomainStatsBalloon),
+		uint32(golibvirt.ConnectGetAllDomainsStatsNowait))
+	if err != nil {
+		return GuestMemory{}, false, classify(err)
+	}
+	if len(recs) == 0 {
+		return GuestMemory{}, false, nil
+	}
+	m, ok := parseGuestMemory(recs[0].Params)
+	return m, ok, nil
+}
+
+// parseGuestMemory reads the balloon.* statistics (KiB) the guest last
+// reported; ok is false when it reported none, or figures that do not
+// hold together (usable or unused above the total).
+func parseGuestMemory(params []golibvirt.TypedParam) (GuestMemory, bool) {
+	kib := map[string]uint64{}
+	for _, p := range params {
+		if v, ok := p.Value.I.(uint64); ok {
+			kib[p.Field] = v
+		}
+	}
+	m := GuestMemory{TotalBytes: kib[golibvirt.DomainStatsBalloonAvailable] << 10,
+		UsableBytes: kib[golibvirt.DomainStatsBalloonUsable] << 10, UnusedBytes: kib[golibvirt.DomainStatsBalloonUnused] << 10}
+	_, hasUsable := kib[golibvirt.DomainStatsBalloonUsable]
+	ok := kib[golibvirt.DomainStatsBalloonLastUpdate] > 0 && hasUsable && m.TotalBytes > 0 &&
+		m.UsableBytes <= m.TotalBytes && m.UnusedBytes <= m.TotalBytes
+	return m, ok
 }

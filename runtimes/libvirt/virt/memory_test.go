@@ -3,6 +3,8 @@ package virt
 import (
 	"strings"
 	"testing"
+
+	golibvirt "github.com/digitalocean/go-libvirt"
 )
 
 func TestParsePluggedMemory(t *testing.T) {
@@ -48,5 +50,42 @@ func TestWithRequestedMemory(t *testing.T) {
 	}
 	if _, err := withRequestedMemory(`<domain><name>d</name><devices/></domain>`, 1); err == nil {
 		t.Fatal("a domain without virtio-mem got a device")
+	}
+}
+
+// TestParseGuestMemory: the balloon.* statistics in KiB, in bytes; none
+// (ok false) before the guest's first report or when only the balloon's
+// size is there (NOWAIT, a domain in a job), and figures that do not hold
+// together are not believed.
+func TestParseGuestMemory(t *testing.T) {
+	p := func(kv ...any) []golibvirt.TypedParam {
+		var out []golibvirt.TypedParam
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, golibvirt.TypedParam{Field: kv[i].(string), Value: golibvirt.TypedParamValue{D: 4, I: kv[i+1]}})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		params []golibvirt.TypedParam
+		want   GuestMemory
+		ok     bool
+	}{
+		{"reported", p("balloon.current", uint64(1<<20), "balloon.available", uint64(1280<<10), "balloon.usable", uint64(1100<<10),
+			"balloon.unused", uint64(200<<10), "balloon.last-update", uint64(1796336002)),
+			GuestMemory{TotalBytes: 1280 << 20, UsableBytes: 1100 << 20, UnusedBytes: 200 << 20}, true},
+		{"size only", p("balloon.current", uint64(1<<20), "balloon.maximum", uint64(1<<20)), GuestMemory{}, false},
+		{"never reported", p("balloon.available", uint64(1280<<10), "balloon.usable", uint64(1100<<10), "balloon.last-update", uint64(0)),
+			GuestMemory{TotalBytes: 1280 << 20, UsableBytes: 1100 << 20}, false},
+		{"usable above total", p("balloon.available", uint64(1<<10), "balloon.usable", uint64(2<<10), "balloon.last-update", uint64(1)),
+			GuestMemory{TotalBytes: 1 << 20, UsableBytes: 2 << 20}, false},
+	} {
+		got, ok := parseGuestMemory(tc.params)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: %+v, %v; want %+v, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+		if ok && got.InUseBytes() != 180<<20 {
+			t.Errorf("%s: in use %d, want %d", tc.name, got.InUseBytes(), 180<<20)
+		}
 	}
 }

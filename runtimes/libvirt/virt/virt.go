@@ -24,6 +24,7 @@ type Libvirt interface {
 	Events
 	Agent
 	Resize
+	Stats
 	// Version is libvirtd's version; an answer proves it is up.
 	Version() (uint64, error)
 }
@@ -116,6 +117,27 @@ type Resize interface {
 	// for a domain without one.
 	PluggedMemory(d Domain) (p MemoryPlug, ok bool, err error)
 }
+
+// Stats read what a running domain's guest says of itself.
+type Stats interface {
+	// GuestMemory is the guest's account of its RAM as its virtio-balloon
+	// driver last reported it. ok is false when there is none to read:
+	// no driver (or no balloon) in the guest, a guest that has not
+	// reported yet, or a domain busy with a job (libvirt is not waited
+	// for). The guest writes these figures: they tell, they prove nothing.
+	GuestMemory(d Domain) (m GuestMemory, ok bool, err error)
+}
+
+// GuestMemory is a guest's own account of its RAM, in bytes: TotalBytes
+// its MemTotal (hot-plugged memory included), UsableBytes what it could
+// give back without swapping (MemAvailable), UnusedBytes what it leaves
+// untouched (MemFree).
+type GuestMemory struct {
+	TotalBytes, UsableBytes, UnusedBytes uint64
+}
+
+// InUseBytes is what the guest could not give back without swapping.
+func (m GuestMemory) InUseBytes() uint64 { return m.TotalBytes - min(m.UsableBytes, m.TotalBytes) }
 
 // MemoryPlug is a virtio-mem device's state, in MiB.
 type MemoryPlug struct {

@@ -57,7 +57,10 @@ type Domain struct {
 	// requested) or ignores it (no driver: current stays).
 	Memory     virt.MemoryPlug
 	GuestPlugs bool
-	uuid       virt.UUID
+	// GuestMemory is what the guest's balloon driver reports of its RAM
+	// while the domain runs; nil: it reports nothing.
+	GuestMemory *virt.GuestMemory
+	uuid        virt.UUID
 }
 
 // Snapshot is a fake snapshot: the state it was taken in and its XML.

@@ -75,3 +75,17 @@ func (f *Libvirt) PluggedMemory(h virt.Domain) (virt.MemoryPlug, bool, error) {
 	})
 	return p, ok, err
 }
+
+// GuestMemory is the domain's GuestMemory while it runs; nothing (ok
+// false) when it has none or is not running.
+func (f *Libvirt) GuestMemory(h virt.Domain) (virt.GuestMemory, bool, error) {
+	var m virt.GuestMemory
+	var ok bool
+	err := f.power("GuestMemory", h, func(d *Domain) error {
+		if d.GuestMemory != nil && d.State.Active() {
+			m, ok = *d.GuestMemory, true
+		}
+		return nil
+	})
+	return m, ok, err
+}
