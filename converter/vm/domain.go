@@ -179,8 +179,8 @@ const BalloonStatsPeriod = 10
 
 // configureDevices sets the emulator and leaves out what a server VM does
 // not need (graphics, USB). The balloon is there for the guest's account
-// of its memory only: crimux never inflates it (the guest's RAM is
-// resized through virtio-mem), nor lets it deflate beyond the definition.
+// of its memory only: crimux never sets its target (the guest's RAM is
+// resized through virtio-mem), and libvirt's start leaves it deflated.
 func configureDevices(s Spec, d *libvirtxml.Domain) error {
 	devices(d).Emulator = s.Emulator
 	devices(d).MemBalloon = &libvirtxml.DomainMemBalloon{Model: "virtio", Stats: &libvirtxml.DomainMemBalloonStats{Period: BalloonStatsPeriod}}
