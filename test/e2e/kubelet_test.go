@@ -352,7 +352,7 @@ func startKubeletWith(t *testing.T, bin string, setup kubeletSetup) *kubeletRun 
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	k := &kubeletRun{t: t, dir: dir, manifests: filepath.Join(dir, "manifests"), port: freePort(t), logPath: filepath.Join(dir, "kubelet.log"),
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}}
-	for _, d := range []string{"manifests", "root", "logs", "volume-plugins"} {
+	for _, d := range []string{"manifests", "root", "logs", "volume-plugins", "cwd"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -373,9 +373,14 @@ func startKubeletWith(t *testing.T, bin string, setup kubeletSetup) *kubeletRun 
 	k.cmd = exec.Command("nice", append([]string{"-n", "10", bin, "--config", filepath.Join(dir, "kubelet.yaml"),
 		"--root-dir", filepath.Join(dir, "root"), "--cert-dir", filepath.Join(dir, "pki"),
 		"--hostname-override", kubeletNode, "--v=2"}, setup.args...)...)
-	// Run kubelet in its own directory: it removes entries of its working
-	// directory (seen: every file of test/e2e vanished while it ran there).
-	k.cmd.Dir = dir
+	// Run kubelet in an empty directory of its own: when kubelet removes a
+	// container whose status has no log_path (one a CRI client made without
+	// a log directory), its log manager's Clean removes every match of
+	// log_path+"*", which is "*" in kubelet's working directory. Seen: every
+	// file of test/e2e vanished while kubelet ran there; in CI, a kubelet
+	// that collected such a container at start removed its own log and the
+	// still empty manifests directory beside it.
+	k.cmd.Dir = filepath.Join(dir, "cwd")
 	k.cmd.Stdout, k.cmd.Stderr = logFile, logFile
 	if err := k.cmd.Start(); err != nil {
 		t.Fatalf("start kubelet: %v", err)
