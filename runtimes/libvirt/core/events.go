@@ -9,7 +9,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/converter/vm"
-	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
@@ -135,45 +134,68 @@ func (r *Runtime) domainStopped(domain string, code int32, reason string) {
 }
 
 // resync marks VMs the store thinks are running but libvirt has stopped
-// (or lost) as exited.
+// (or lost) as exited, and records as running a VM whose start crimux did
+// not record. One list of libvirt's domains answers for every record: at a
+// restart with hundreds of VM records, a lookup and a state per record
+// were as many calls on the connection the first CRI calls wait on. A
+// list that fails leaves every record as it is (their VMs' state unknown).
 func (r *Runtime) resync(l virt.Libvirt) {
 	recs, err := r.Store.LiveContainers()
-	if err != nil {
+	if err != nil || !anyStarted(recs) {
 		return
 	}
+	doms, err := l.ListAll()
+	if err != nil {
+		r.Log.Warn("resync: list libvirt's domains; VM records left as they are", "err", err)
+		return
+	}
+	listed := make(map[string]virt.Domain, len(doms))
+	for _, d := range doms {
+		listed[d.Name] = d
+	}
 	for _, c := range recs {
-		if c.State == runtimeapi.ContainerState_CONTAINER_CREATED {
-			r.startedUnrecorded(l, c)
-			continue
-		}
-		if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
-			continue
-		}
-		dom, err := l.Lookup(c.Domain)
-		if errdefs.IsNotFound(err) {
+		d, defined := listed[c.Domain]
+		switch {
+		case c.State == runtimeapi.ContainerState_CONTAINER_CREATED:
+			if defined && !d.Inactive() {
+				r.startedUnrecorded(l, c)
+			}
+		case c.State != runtimeapi.ContainerState_CONTAINER_RUNNING:
+		case !defined:
 			r.domainStopped(c.Domain, ExitKilled, "DomainGone")
-			continue
-		}
-		if off, err := IsShutoff(l, dom); err == nil && off {
+		case d.Inactive():
 			r.domainStopped(c.Domain, ExitClean, "Completed")
 		}
 	}
 }
 
+// anyStarted: some record is created or running, so libvirt's list can
+// tell it something.
+func anyStarted(recs []*store.Container) bool {
+	for _, c := range recs {
+		if c.State == runtimeapi.ContainerState_CONTAINER_CREATED || c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			return true
+		}
+	}
+	return false
+}
+
 // startedUnrecorded records as running a VM whose domain runs although
 // its record says created: crimux was killed between DomainCreate and
-// writing the record.
+// writing the record. Under the pod's lock, the record and the domain's
+// state are read again: a start that failed after the list (its domain
+// destroyed again) is not recorded as running.
 func (r *Runtime) startedUnrecorded(l virt.Libvirt, c *store.Container) {
+	defer r.Locks.Lock(c.SandboxID)()
+	c, err := r.Store.Container(c.ID)
+	if err != nil || c.State != runtimeapi.ContainerState_CONTAINER_CREATED {
+		return
+	}
 	dom, err := l.Lookup(c.Domain)
 	if err != nil {
 		return
 	}
 	if off, err := IsShutoff(l, dom); err != nil || off {
-		return
-	}
-	defer r.Locks.Lock(c.SandboxID)()
-	c, err = r.Store.Container(c.ID)
-	if err != nil || c.State != runtimeapi.ContainerState_CONTAINER_CREATED {
 		return
 	}
 	c.State, c.StartedAt = runtimeapi.ContainerState_CONTAINER_RUNNING, time.Now().UnixNano()

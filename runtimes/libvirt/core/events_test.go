@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -239,6 +240,10 @@ func TestResync(t *testing.T) {
 		{"running, domain off", running, vmtypes.PowerRunning, state(virt.StateShutoff), exited, core.ExitClean, "Completed"},
 		{"running, domain runs", running, vmtypes.PowerRunning, nil, running, 0, ""},
 		{"running, domain state unknown", running, vmtypes.PowerRunning, func(f *virtfake.Libvirt) { f.Fail("State", errUnavailable) }, running, 0, ""},
+		{"running, domain off, domains not listed", running, vmtypes.PowerRunning, func(f *virtfake.Libvirt) {
+			f.Edit("crimux-c1", func(d *virtfake.Domain) { d.State = virt.StateShutoff })
+			f.Fail("ListAll", errUnavailable)
+		}, running, 0, ""},
 		{"shut down by its user", running, vmtypes.PowerShutdown, nil, running, 0, ""},
 		{"hibernated by its user", running, vmtypes.PowerHibernate, nil, running, 0, ""},
 		{"created, domain runs: start unrecorded", created, "", state(virt.StateRunning), running, 0, ""},
@@ -283,6 +288,48 @@ func TestResync(t *testing.T) {
 				coretest.WaitFor(t, "its console in the CRI log", func() bool { return fileContains(c.LogPath, " stdout F booted\n") })
 			}
 		})
+	}
+}
+
+// TestResyncListsOnce: a restart's resync asks libvirt one list for
+// all its records, not a lookup and a state per record (a restart with
+// hundreds of VM records waited on as many calls); only a VM whose record
+// the list contradicts (started unrecorded, or off) has its state read
+// again, under its pod's lock.
+func TestResyncListsOnce(t *testing.T) {
+	e := coretest.New(t)
+	want := map[string]runtimeapi.ContainerState{}
+	for i := 0; i < 60; i++ {
+		id := fmt.Sprintf("c%d", i)
+		switch i % 4 {
+		case 0: // running, and so it stays
+			putVM(t, e, "sb"+id, id, runtimeapi.ContainerState_CONTAINER_RUNNING, vmtypes.PowerRunning)
+			want[id] = runtimeapi.ContainerState_CONTAINER_RUNNING
+		case 1: // running, its domain off meanwhile
+			putVM(t, e, "sb"+id, id, runtimeapi.ContainerState_CONTAINER_RUNNING, vmtypes.PowerRunning)
+			setDomainState(e, "crimux-"+id, virt.StateShutoff)
+			want[id] = runtimeapi.ContainerState_CONTAINER_EXITED
+		case 2: // created, never started
+			putVM(t, e, "sb"+id, id, runtimeapi.ContainerState_CONTAINER_CREATED, "")
+			want[id] = runtimeapi.ContainerState_CONTAINER_CREATED
+		case 3: // created, its domain started unrecorded
+			putVM(t, e, "sb"+id, id, runtimeapi.ContainerState_CONTAINER_CREATED, "")
+			setDomainState(e, "crimux-"+id, virt.StateRunning)
+			want[id] = runtimeapi.ContainerState_CONTAINER_RUNNING
+		}
+	}
+	lookups, states := e.Libvirt.Calls("Lookup"), e.Libvirt.Calls("State")
+	e.Connect(t)
+	for id, st := range want {
+		if c := record(t, e, id); c.State != st {
+			t.Errorf("%s: state %s, want %s", id, c.State, st)
+		}
+	}
+	if n := e.Libvirt.Calls("ListAll"); n != 1 {
+		t.Errorf("ListAll called %d times, want once", n)
+	}
+	if n := e.Libvirt.Calls("Lookup") - lookups + e.Libvirt.Calls("State") - states; n != 2*30 {
+		t.Errorf("%d lookups and states, want two for each of the 30 VMs whose record libvirt contradicts, read again under its pod's lock", n)
 	}
 }
 

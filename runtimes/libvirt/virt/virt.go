@@ -160,8 +160,13 @@ type UUID [16]byte
 type Domain struct {
 	Name string
 	UUID UUID
-	ID   int32
+	// ID is the running domain's number; -1 while it is shut off (as
+	// libvirt numbers them in a list of domains).
+	ID int32
 }
+
+// Inactive: libvirt listed the domain shut off (no qemu runs for it).
+func (d Domain) Inactive() bool { return d.ID == -1 }
 
 // Snapshot is a handle on a snapshot of a domain.
 type Snapshot struct {

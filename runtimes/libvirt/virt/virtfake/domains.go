@@ -27,7 +27,7 @@ func (f *Libvirt) Lookup(name string) (virt.Domain, error) {
 	if !ok {
 		return virt.Domain{}, notFound(name)
 	}
-	return virt.Domain{Name: name, UUID: d.uuid}, nil
+	return handle(name, d), nil
 }
 
 func (f *Libvirt) ListAll() ([]virt.Domain, error) {
@@ -38,7 +38,7 @@ func (f *Libvirt) ListAll() ([]virt.Domain, error) {
 	}
 	out := make([]virt.Domain, 0, len(f.domains))
 	for n, d := range f.domains {
-		out = append(out, virt.Domain{Name: n, UUID: d.uuid})
+		out = append(out, handle(n, d))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -63,7 +63,7 @@ func (f *Libvirt) Define(xml string) (virt.Domain, error) {
 		f.domains[name] = d
 	}
 	d.XML = xml
-	return virt.Domain{Name: name, UUID: d.uuid}, nil
+	return handle(name, d), nil
 }
 
 // Undefine removes a shut off domain; a running one becomes transient in
@@ -232,4 +232,14 @@ func (f *Libvirt) AgentCommand(h virt.Domain, cmd string, _ time.Duration) (stri
 		return "", invalid("QEMU guest agent is not connected")
 	}
 	return agent(cmd) // outside the lock: an agent may call back into the fake
+}
+
+// handle is the domain's handle as libvirt gives it: its ID is -1 while it
+// is shut off (the fake numbers every running domain 1).
+func handle(name string, d *Domain) virt.Domain {
+	h := virt.Domain{Name: name, UUID: d.uuid, ID: 1}
+	if d.State == virt.StateShutoff {
+		h.ID = -1
+	}
+	return h
 }

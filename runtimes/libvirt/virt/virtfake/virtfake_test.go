@@ -83,8 +83,12 @@ func TestDomains(t *testing.T) {
 	}
 	newXML := "<domain type='kvm'><name>a</name></domain>"
 	again, err := f.Define(newXML)
-	if err != nil || again != a || state(t, f, a) != virt.StateRunning {
+	if err != nil || again.Name != a.Name || again.UUID != a.UUID || state(t, f, a) != virt.StateRunning {
 		t.Fatalf("redefine: %+v, %v, state %v", again, err, state(t, f, a))
+	}
+	// As libvirt's list, the fake's tells running domains from shut off.
+	if all, err := f.ListAll(); err != nil || all[0].Inactive() || !all[1].Inactive() {
+		t.Fatalf("ListAll with a running and b shut off = %+v, %v", all, err)
 	}
 	if x, err := f.XML(a); err != nil || x != newXML {
 		t.Fatalf("XML = %q, %v", x, err)
