@@ -142,13 +142,18 @@ func (p *Placer) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	mine, err := os.Lstat(p.socket)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("placement socket: %w", err)
+	}
 	p.log.Info("placement socket listening", "socket", p.socket)
 	var wg sync.WaitGroup
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	defer func() {
 		wg.Wait()
-		_ = os.Remove(p.socket)
+		p.removeSocket(mine)
 	}()
 	for {
 		conn, err := ln.Accept()
@@ -175,6 +180,16 @@ func (p *Placer) Serve(ctx context.Context) error {
 			defer func() { <-p.handlers }()
 			p.handle(conn.(*net.UnixConn))
 		}()
+	}
+}
+
+// removeSocket removes the socket Serve listened on, and not one another
+// process put at its path since: a second crimux given the same placement
+// socket replaces the first one's, and the first, stopping, must not
+// remove the second's (every qemu start of the second was refused so).
+func (p *Placer) removeSocket(mine os.FileInfo) {
+	if now, err := os.Lstat(p.socket); err == nil && os.SameFile(mine, now) {
+		_ = os.Remove(p.socket)
 	}
 }
 

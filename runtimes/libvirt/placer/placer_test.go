@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -285,4 +286,44 @@ func TestPlacerEmptyAttachment(t *testing.T) {
 	if err != nil || out != "args: []" || len(calls) != 1 {
 		t.Fatalf("helper: %v: %q; placements %+v; want a plain ok", err, out, calls)
 	}
+}
+
+// TestPlacerLeavesAnotherSocket: a placer that stops removes its socket,
+// not the one another process put at the same path meanwhile (a second
+// crimux with the same placement socket, whose VM starts were all refused
+// once the first had stopped).
+func TestPlacerLeavesAnotherSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "placement.sock")
+	p := New(sock, func(string) (cgroup.Spec, bool) { return cgroup.Spec{}, false },
+		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithLauncher(ownCgroups))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx) }()
+	for i := 0; ; i++ {
+		if fi, err := os.Stat(sock); err == nil && fi.Mode().Perm() == 0o666 {
+			break
+		}
+		if i == 200 {
+			t.Fatal("placer did not listen")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The other process replaces the socket, as listen does.
+	if err := os.Remove(sock); err != nil {
+		t.Fatal(err)
+	}
+	other, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatalf("the other process's socket is gone after the first placer stopped: %v", err)
+	}
+	conn.Close()
 }
