@@ -58,10 +58,22 @@ func vmImageSpecs(tmp string, in vmInputs) ([]oci.ImageSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	kernelL, err := cached("COPY vmlinuz-"+release+" /boot/vmlinuz", hex.EncodeToString(kernelSum), func(l *oci.LayerBuilder) error {
-		data, err := os.ReadFile(in.kernel)
-		l.File("boot/vmlinuz", 0o644, data)
-		return err
+	// The kernel uncompressed, booted through PVH (vmlinux.go), at the
+	// path crimux's layout gives the kernel whatever its format; the
+	// bzImage itself when it has no PVH entry.
+	bzImage, err := os.ReadFile(in.kernel)
+	if err != nil {
+		return nil, err
+	}
+	kernelData, kernelFrom := bzImage, "vmlinuz-"+release
+	if vmlinux, err := pvhKernel(bzImage); err != nil {
+		fmt.Fprintf(os.Stderr, "images: %s: booting the bzImage, not through PVH: %v\n", in.kernel, err)
+	} else {
+		kernelData, kernelFrom = vmlinux, "vmlinux-"+release+" (PVH, uncompressed from vmlinuz-"+release+")"
+	}
+	kernelL, err := cached("COPY "+kernelFrom+" /boot/vmlinuz", hex.EncodeToString(kernelSum), func(l *oci.LayerBuilder) error {
+		l.File("boot/vmlinuz", 0o644, kernelData)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kernel layer: %w", err)
