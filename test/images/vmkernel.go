@@ -172,16 +172,32 @@ func readModule(p string) ([]byte, error) {
 		if strings.HasSuffix(p, ".zst") {
 			tool = "zstd"
 		}
-		var stderr bytes.Buffer
-		cmd := exec.Command(tool, "-dc", p)
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
+		f, err := os.Open(p)
 		if err != nil {
-			return nil, fmt.Errorf("%s -dc %s: %w (%s)", tool, p, err, stderr.String())
+			return nil, err
+		}
+		defer f.Close()
+		out, err := toolDecompress(tool, f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 		return out, nil
 	}
 	return nil, fmt.Errorf("%s: not a kernel module", p)
+}
+
+// toolDecompress decompresses in with tool -dc (xz, zstd): no reader of
+// xz among the Go modules here.
+func toolDecompress(tool string, in io.Reader) ([]byte, error) {
+	var stderr bytes.Buffer
+	cmd := exec.Command(tool, "-dc")
+	cmd.Stdin = in
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s -dc: %w (%s)", tool, err, stderr.String())
+	}
+	return out, nil
 }
 
 // initramfs builds the test VM's gzip-compressed initramfs.

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
@@ -81,19 +80,21 @@ func decompressPayload(p []byte) ([]byte, error) {
 	var err error
 	switch {
 	case bytes.HasPrefix(data, []byte{0x1f, 0x8b}):
-		out, err = readAllBounded(func() (io.Reader, error) {
-			zr, err := gzip.NewReader(bytes.NewReader(data))
-			if err == nil {
-				zr.Multistream(false)
-			}
-			return zr, err
-		})
+		var zr *gzip.Reader
+		if zr, err = gzip.NewReader(bytes.NewReader(data)); err == nil {
+			zr.Multistream(false)
+			out, err = readAllBounded(zr)
+		}
 	case bytes.HasPrefix(data, []byte{0x28, 0xb5, 0x2f, 0xfd}):
-		out, err = readAllBounded(func() (io.Reader, error) { return zstd.NewReader(bytes.NewReader(data)) })
+		var zr *zstd.Decoder
+		if zr, err = zstd.NewReader(bytes.NewReader(data)); err == nil {
+			out, err = readAllBounded(zr)
+			zr.Close()
+		}
 	case bytes.HasPrefix(data, []byte{0x02, 0x21, 0x4c, 0x18}): // LZ4, legacy frames
-		out, err = readAllBounded(func() (io.Reader, error) { return lz4.NewReader(bytes.NewReader(data)), nil })
+		out, err = readAllBounded(lz4.NewReader(bytes.NewReader(data)))
 	case bytes.HasPrefix(data, []byte{0xfd, '7', 'z', 'X', 'Z', 0x00}):
-		out, err = xzDecompress(data)
+		out, err = toolDecompress("xz", bytes.NewReader(data))
 	default:
 		return nil, fmt.Errorf("payload format % x not read here (gzip, zstd, lz4, xz are)", data[:min(len(data), 6)])
 	}
@@ -106,27 +107,9 @@ func decompressPayload(p []byte) ([]byte, error) {
 	return out, nil
 }
 
-func readAllBounded(open func() (io.Reader, error)) ([]byte, error) {
-	r, err := open()
-	if err != nil {
-		return nil, err
-	}
+// readAllBounded reads r to its end, up to one byte past maxVmlinux.
+func readAllBounded(r io.Reader) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(r, maxVmlinux+1))
-}
-
-// xzDecompress uses xz(1), as readModule does: no xz reader among the
-// modules here. The kernel's xz stream is followed by nothing else once
-// its size is cut off.
-func xzDecompress(data []byte) ([]byte, error) {
-	var stderr bytes.Buffer
-	cmd := exec.Command("xz", "-dc")
-	cmd.Stdin = bytes.NewReader(data)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("xz -dc: %w (%s)", err, stderr.String())
-	}
-	return out, nil
 }
 
 // checkPVH accepts an x86-64 ELF kernel with a PVH entry note.

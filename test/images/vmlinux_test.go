@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -77,6 +78,14 @@ func compressWith(t *testing.T, format string, data []byte) []byte {
 		}
 		zw.Write(data)
 		zw.Close()
+	case "xz":
+		cmd := exec.Command("xz", "-c", "--check=crc32")
+		cmd.Stdin = bytes.NewReader(data)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Skipf("xz -c: %v", err)
+		}
+		return out
 	case "lz4":
 		zw := lz4.NewWriter(&buf)
 		if err := zw.Apply(lz4.LegacyOption(true)); err != nil {
@@ -90,7 +99,7 @@ func compressWith(t *testing.T, format string, data []byte) []byte {
 
 func TestPVHKernel(t *testing.T) {
 	pvh := fakeELF(t, 62, map[string]uint32{"Xen": xenElfNotePhys32Entry, "Linux": 1})
-	for _, format := range []string{"gzip", "zstd", "lz4"} {
+	for _, format := range []string{"gzip", "zstd", "lz4", "xz"} {
 		t.Run(format, func(t *testing.T) {
 			got, err := pvhKernel(fakeBzImage(compressWith(t, format, pvh), len(pvh)))
 			if err != nil {
