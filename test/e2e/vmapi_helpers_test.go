@@ -139,7 +139,7 @@ func (v *testVM) waitConsole(t *testing.T, from int, timeout time.Duration, re *
 		if from > len(log) {
 			from = 0 // replaced
 		}
-		m := re.FindStringSubmatch(log[from:])
+		m := re.FindStringSubmatch(completeLines(log[from:]))
 		if m == nil {
 			tail := log[max(0, len(log)-300):]
 			return fmt.Errorf("console so far ends with %q", tail)
@@ -152,7 +152,15 @@ func (v *testVM) waitConsole(t *testing.T, from int, timeout time.Duration, re *
 
 // count is how many console lines start with marker.
 func (v *testVM) count(marker string) int {
-	return len(regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(marker)).FindAllStringIndex(v.consoleLog(), -1))
+	return len(regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(marker)).FindAllStringIndex(completeLines(v.consoleLog()), -1))
+}
+
+// completeLines is log up to its last newline: virtlogd writes what the
+// guest's serial port gave it, so the log may end in the middle of a
+// line, and a pattern matched against that half line reads a value cut
+// short (a disk marker "pow" for "power-d5ccefef").
+func completeLines(log string) string {
+	return log[:strings.LastIndexByte(log, '\n')+1]
 }
 
 // typeLine types one line into the guest's shell through the console
@@ -187,7 +195,9 @@ func (v *testVM) typeLine(t *testing.T, line string, wait time.Duration, done fu
 
 // guestRun runs a shell command in the guest and returns "<exit status>:"
 // followed by $O (see guestOutput). The result line is built so that the
-// echo of the typed line never matches it. A line typed while the shell
+// echo of the typed line never matches it, and it ends with its tag
+// again: a line the tty's echo of another typing got mixed into, or one
+// cut short, is not taken for an answer. A line typed while the shell
 // is not reading (it starts just after the boot markers) is lost, so an
 // unanswered line is typed again (commands must be idempotent).
 func (v *testVM) guestRun(t *testing.T, cmd string) string {
@@ -199,20 +209,16 @@ func (v *testVM) guestRun(t *testing.T, cmd string) string {
 		// A slow guest may answer an earlier typing of the same
 		// (idempotent) command after its wait ended: any of them counts.
 		tags = append(tags, tag)
-		re := regexp.MustCompile(`(?m)^CRIMUX-R-(?:` + strings.Join(tags, "|") + `):(\d+:[^\r\n]*)`)
 		var got string
 		wait := 30 * time.Second
 		if attempt == 1 {
 			wait = 8 * time.Second // lost lines are common only right after a boot
 		}
-		v.typeLine(t, fmt.Sprintf(`O=; %s; echo "CRIMUX-R""-%s:$?:$O"`, cmd, tag), wait, func() bool {
+		v.typeLine(t, fmt.Sprintf(`O=; %s; echo "CRIMUX-R""-%s:$?:$O:%s"`, cmd, tag, tag), wait, func() bool {
 			if log := v.consoleLog(); from <= len(log) {
-				if m := re.FindStringSubmatch(log[from:]); m != nil {
-					got = m[1]
-					return true
-				}
+				got = resultLine(log[from:], tags)
 			}
-			return false
+			return got != ""
 		})
 		if got != "" {
 			return got
@@ -223,6 +229,23 @@ func (v *testVM) guestRun(t *testing.T, cmd string) string {
 		}
 		t.Logf("guest did not answer %q (attempt %d); typing it again", cmd, attempt)
 	}
+}
+
+// resultLine is "<exit status>:$O" from the first whole result line in
+// log of any of tags, or "".
+func resultLine(log string, tags []string) string {
+	alt := make([]string, len(tags))
+	for i, tag := range tags {
+		alt[i] = `CRIMUX-R-` + tag + `:(\d+:[^\r\n]*):` + tag
+	}
+	re := regexp.MustCompile(`(?m)^(?:` + strings.Join(alt, "|") + `)\r?\n`)
+	m := re.FindStringSubmatch(log)
+	for _, g := range m[min(1, len(m)):] {
+		if g != "" {
+			return g
+		}
+	}
+	return ""
 }
 
 // guestOutput runs cmd in the guest and returns its first output line.
