@@ -178,11 +178,16 @@ func configureAgent(_ Spec, d *libvirtxml.Domain) error {
 const BalloonStatsPeriod = 10
 
 // configureDevices sets the emulator and leaves out what a server VM does
-// not need (graphics, USB). The balloon is there for the guest's account
-// of its memory only: crimux never sets its target (the guest's RAM is
-// resized through virtio-mem), and libvirt's start leaves it deflated.
+// not need: no graphics (none is asked for), and no USB controller, which
+// libvirt would otherwise add to every i440fx domain (a PIIX3 UHCI: qemu
+// code a hostile guest can reach, and a 1 kHz frame timer once a guest's
+// driver starts it), as KubeVirt does. The balloon is there for the
+// guest's account of its memory only: crimux never sets its target (the
+// guest's RAM is resized through virtio-mem), and libvirt's start leaves
+// it deflated.
 func configureDevices(s Spec, d *libvirtxml.Domain) error {
 	devices(d).Emulator = s.Emulator
+	devices(d).Controllers = append(devices(d).Controllers, libvirtxml.DomainController{Type: "usb", Model: "none"})
 	devices(d).MemBalloon = &libvirtxml.DomainMemBalloon{Model: "virtio", Stats: &libvirtxml.DomainMemBalloonStats{Period: BalloonStatsPeriod}}
 	devices(d).RNGs = []libvirtxml.DomainRNG{{Model: "virtio", Backend: &libvirtxml.DomainRNGBackend{Random: &libvirtxml.DomainRNGBackendRandom{Device: "/dev/urandom"}}}}
 	return nil

@@ -96,6 +96,7 @@ func TestVMPodLifecycle(t *testing.T) {
 	pid := qemuPID(t, domain)
 	checkThreadsUnder(t, pid, parent)
 	checkLimits(t, parent+"/"+domain)
+	checkNoUSB(t, pid)
 
 	testutil.Eventually(t, 10*time.Second-time.Since(start), "console marker in crictl logs", func() error {
 		if out, _ := c.crictlErr("logs", ctrID); !strings.Contains(out, vmMarker) {
@@ -215,6 +216,23 @@ func qemuPID(t *testing.T, domain string) int {
 		t.Fatal(err)
 	}
 	return pid
+}
+
+// checkNoUSB asserts that qemu emulates no USB device: libvirt gives an
+// i440fx domain a UHCI controller unless told otherwise, and a guest
+// reaches whatever qemu emulates.
+func checkNoUSB(t *testing.T, pid int) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(string(b), "\x00")
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "-usb" || args[i] == "-device" && strings.Contains(args[i+1], "usb") {
+			t.Fatalf("qemu emulates USB: %s %s", args[i], args[i+1])
+		}
+	}
 }
 
 // checkThreadsUnder asserts that every line of every thread's cgroup file
