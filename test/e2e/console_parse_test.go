@@ -24,7 +24,7 @@ func TestConsoleParsing(t *testing.T) {
 			t.Errorf("disk marker in %q: %q, want %q", tc.log, got, tc.want)
 		}
 	}
-	tags := []string{"ab12", "cd34"}
+	re := resultPattern([]string{"ab12", "cd34"})
 	for _, tc := range []struct{ log, want string }{
 		{"CRIMUX-R-ab12:0:dev-", ""},                                     // cut short
 		{"CRIMUX-R-ab12:0:dev-xvdb:ab12", ""},                            // no newline yet
@@ -34,7 +34,7 @@ func TestConsoleParsing(t *testing.T) {
 		{"/ # O=; cat x; echo \"CRIMUX-R\"\"-ab12:$?:$O:ab12\"\r\n", ""}, // the typed line's echo
 		{"CRIMUX-R-ef56:0:x:ef56\r\n", ""},                               // another guestRun's
 	} {
-		if got := resultLine(tc.log, tags); got != tc.want {
+		if got := resultLine(tc.log, re); got != tc.want {
 			t.Errorf("result in %q: %q, want %q", tc.log, got, tc.want)
 		}
 	}

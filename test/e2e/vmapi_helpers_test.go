@@ -209,6 +209,7 @@ func (v *testVM) guestRun(t *testing.T, cmd string) string {
 		// A slow guest may answer an earlier typing of the same
 		// (idempotent) command after its wait ended: any of them counts.
 		tags = append(tags, tag)
+		re := resultPattern(tags)
 		var got string
 		wait := 30 * time.Second
 		if attempt == 1 {
@@ -216,7 +217,7 @@ func (v *testVM) guestRun(t *testing.T, cmd string) string {
 		}
 		v.typeLine(t, fmt.Sprintf(`O=; %s; echo "CRIMUX-R""-%s:$?:$O:%s"`, cmd, tag, tag), wait, func() bool {
 			if log := v.consoleLog(); from <= len(log) {
-				got = resultLine(log[from:], tags)
+				got = resultLine(log[from:], re)
 			}
 			return got != ""
 		})
@@ -231,14 +232,20 @@ func (v *testVM) guestRun(t *testing.T, cmd string) string {
 	}
 }
 
-// resultLine is "<exit status>:$O" from the first whole result line in
-// log of any of tags, or "".
-func resultLine(log string, tags []string) string {
+// resultPattern matches a whole result line of any of tags: the line
+// starts and ends with its tag (RE2 has no back-references, hence one
+// alternative, and one group, per tag).
+func resultPattern(tags []string) *regexp.Regexp {
 	alt := make([]string, len(tags))
 	for i, tag := range tags {
 		alt[i] = `CRIMUX-R-` + tag + `:(\d+:[^\r\n]*):` + tag
 	}
-	re := regexp.MustCompile(`(?m)^(?:` + strings.Join(alt, "|") + `)\r?\n`)
+	return regexp.MustCompile(`(?m)^(?:` + strings.Join(alt, "|") + `)\r?\n`)
+}
+
+// resultLine is "<exit status>:$O" from the first result line in log that
+// re (a resultPattern) matches, or "".
+func resultLine(log string, re *regexp.Regexp) string {
 	m := re.FindStringSubmatch(log)
 	for _, g := range m[min(1, len(m)):] {
 		if g != "" {
