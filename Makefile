@@ -14,7 +14,7 @@ RUNDIR    ?= /run/crimux-testbed
 BIN       := $(CURDIR)/bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X github.com/crimux/crimux/internal/version.Version=$(VERSION)
-UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/bench)
+UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e /test/e2e -e '/test/bench$$')
 # Packages whose tests include integration tests against the test bed
 # (internal/testbed): they skip under `make unit` and run under `make e2e`.
 INTEG_PKGS = ./runtimes/libvirt/placer/ ./runtimes/libvirt/virt/ ./runtimes/libvirt/podnet/ ./runtimes/libvirt/vmimage/ ./runtimes/libvirt/qcow2/
@@ -148,6 +148,8 @@ e2e-vm-api: build bed
 
 # bench: what crimux costs over the direct path (containerd's socket,
 # libvirt directly), each figure measured both ways in one run, alternating:
+# both paths on a containerd of the run's own (the bed's binary and config),
+# killed with its pods at the end.
 # prints `BENCH <name> <value> <unit>` lines and rewrites the table in
 # docs/benchmarks.md. Figures never fail the run. The VMs use a copy of the
 # qemu wrapper with a placement socket of the bench's own, so crimux daemons
@@ -161,7 +163,8 @@ bench: build bed
 		-o $(BIN)/crimux-qemu-wrapper-bench ./cmd/crimux-qemu-wrapper
 	$(GO) build -o $(BIN)/crimux-bench ./test/bench
 	$(BIN)/crimux-bench -crimux $(BIN)/crimux -wrapper $(BIN)/crimux-qemu-wrapper-bench \
-		-containerd unix://$(RUNDIR)/containerd/containerd.sock -out docs/benchmarks.md $(BENCH_FLAGS)
+		-containerd unix://$(RUNDIR)/containerd/containerd.sock -containerd-bin $(TESTBED)/bin/containerd \
+		-out docs/benchmarks.md $(BENCH_FLAGS)
 
 # proto: regenerate the VM API's Go code (committed; CI does not run this).
 # protoc from Debian's protobuf-compiler, the Go plugins from the test bed.

@@ -16,6 +16,7 @@ import (
 	"github.com/crimux/crimux/config"
 	"github.com/crimux/crimux/test/bench/cgroups"
 	"github.com/crimux/crimux/test/bench/criclient"
+	"github.com/crimux/crimux/test/bench/ctd"
 	"github.com/crimux/crimux/test/bench/daemon"
 	"github.com/crimux/crimux/test/bench/libvirtdirect"
 	"github.com/crimux/crimux/test/bench/machine"
@@ -39,6 +40,7 @@ type bench struct {
 	rawFwd  interface {         // *rawproxy.Process, or *rawproxy.Proxy with -rawproxy-in-process
 		Addr() string
 	}
+	own     *ctd.Containerd // the run's own containerd (-own-containerd), or nil
 	direct  *libvirtdirect.Client
 	res     *report.Results
 	host    machine.Facts
@@ -107,11 +109,17 @@ func setUp(ctx context.Context, o options) (*bench, error) {
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return b, err
 	}
+	if err := b.sweep(ctx); err != nil {
+		b.logf("sweeping earlier runs' leftovers: %v", err)
+	}
+	if o.ownContainerd {
+		if err := b.startContainerd(ctx); err != nil {
+			return b, err
+		}
+		o = b.opts
+	}
 	if b.ctd, err = criclient.Dial("containerd", o.containerd); err != nil {
 		return b, err
-	}
-	if err := runs.Sweep(ctx, b.ctd, b.logf); err != nil {
-		b.logf("sweeping earlier runs' leftovers: %v", err)
 	}
 	wrapper := ""
 	if o.wrapper != "" {
@@ -287,14 +295,18 @@ func (b *bench) cleanup() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t0 := time.Now()
-			n, err := b.removeLabelledPods(ctx)
-			if err != nil {
-				warn("container pods (trying again)", err)
-				_, err = b.removeLabelledPods(ctx)
-				warn("container pods", err)
+			remove, what := b.removeLabelledPods, "container pods"
+			if b.own != nil {
+				remove, what = b.removeNetworkPods, "container pods on the pod network"
 			}
-			b.logf("cleanup: %d container pods removed in %s", n, time.Since(t0).Round(100*time.Millisecond))
+			t0 := time.Now()
+			n, err := remove(ctx)
+			if err != nil {
+				warn(what+" (trying again)", err)
+				_, err = remove(ctx)
+				warn(what, err)
+			}
+			b.logf("cleanup: %d %s removed in %s", n, what, time.Since(t0).Round(100*time.Millisecond))
 		}()
 	}
 	wg.Wait()
@@ -313,6 +325,9 @@ func (b *bench) cleanup() {
 			cancel()
 		}
 		b.keepLog()
+	}
+	if b.own != nil {
+		warn("the run's containerd", b.killContainerd())
 	}
 	warn("cgroups", cgroups.RemoveRun(b.runID))
 	if out, err := exec.Command("ip", "link", "del", daemon.Bridge).CombinedOutput(); err != nil && !strings.Contains(string(out), "Cannot find") {

@@ -7,6 +7,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crimux/crimux/test/bench/cgroups"
 	"github.com/crimux/crimux/test/bench/criclient"
 	"github.com/crimux/crimux/test/bench/runs"
 )
@@ -25,7 +26,9 @@ func (b *bench) containerPod(name string) *runtimeapi.PodSandboxConfig {
 	return &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: namespace, Uid: b.runID + "-" + name},
 		Labels:   b.labels(),
-		Linux:    &runtimeapi.LinuxPodSandboxConfig{},
+		// Under the run's cgroup, as kubelet's pods are under its pods'
+		// root: the run's end kills what is left there.
+		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroups.ContainerPods(b.runID)},
 	}
 }
 

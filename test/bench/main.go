@@ -60,6 +60,10 @@ type options struct {
 	workers                                                             int
 	scalePods, scaleStoppedVMs                                          int
 	sweepOnly                                                           bool
+	// The run's own containerd (test/bench/ctd), from the bed's binary
+	// and config; -containerd is then the bed's, for the sweep only.
+	ownContainerd                   bool
+	containerdBin, containerdConfig string
 	// The raw forwarder (test/bench/rawproxy): the bench's own process
 	// serves it with serveRawProxy set.
 	serveRawProxy     string
@@ -80,7 +84,10 @@ func parseFlags() options {
 	flag.StringVar(&o.crimuxBin, "crimux", "bin/crimux", "crimux binary to measure")
 	flag.StringVar(&o.wrapper, "wrapper", "", "crimux-qemu-wrapper built for the bench's placement socket "+daemon.PlacementSocket+
 		"; installed as "+daemon.Wrapper+" so that other crimux daemons on the host cannot take the VMs' placement (\"\": the bed's wrapper and socket)")
-	flag.StringVar(&o.containerd, "containerd", "unix:///run/crimux-testbed/containerd/containerd.sock", "containerd CRI endpoint (the direct path)")
+	flag.StringVar(&o.containerd, "containerd", "unix:///run/crimux-testbed/containerd/containerd.sock", "the bed's containerd CRI endpoint: the direct path with -own-containerd=false; the sweep of earlier runs' pods")
+	flag.BoolVar(&o.ownContainerd, "own-containerd", true, "run a containerd of the run's own (the bed's binary and config, its own root, state and socket) for both paths, killed with its pods at the end (removing 700 pods one by one took 3 minutes here); false: the bed's at -containerd")
+	flag.StringVar(&o.containerdBin, "containerd-bin", "/opt/crimux-testbed/bin/containerd", "the bed's containerd binary, for -own-containerd")
+	flag.StringVar(&o.containerdConfig, "containerd-config", "/etc/crimux-testbed/containerd/config.toml", "the bed's containerd config, for -own-containerd")
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "Markdown file whose bench section is rewritten (\"\": none)")
 	flag.StringVar(&o.samples, "samples", "/run/crimux-testbed/bench/samples.txt", "every sample, in the Go benchmark format (\"\": none)")
 	flag.StringVar(&o.logDir, "log-dir", "/run/crimux-testbed/bench", "where crimux's log of the run is kept")

@@ -6,14 +6,23 @@ package cgroups
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // Root is the parent of every VM pod's cgroup parent, and of Direct.
 const Root = "/crimux-bench"
+
+// ContainerPods is the cgroup parent of the run's container pods (pods
+// and their containers, through containerd), beside its VM pods' ones:
+// the run's end kills what is left in it (Kill).
+func ContainerPods(runID string) string { return Root + "/" + runID + "-pods" }
 
 // Direct is where the direct path's qemus run, each in a cgroup of its
 // own as each VM pod has one, beside the VM pods' cgroup parents: both
@@ -158,4 +167,47 @@ func Delegate(parent string, uid, gid int) ([]string, error) {
 		dirs = append(dirs, dir)
 	}
 	return dirs, errors.Join(errs...)
+}
+
+// Kill SIGKILLs every process in the cgroup parent and below it, in every
+// hierarchy, until none is left or timeout passes (a process may be
+// forking meanwhile).
+func Kill(parent string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		n := 0
+		for _, h := range Hierarchies() {
+			n += killTree(filepath.Join(h, parent))
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes still in %s after %s", parent, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// killTree SIGKILLs the processes in dir and the cgroups below it, and
+// returns how many it found.
+func killTree(dir string) int {
+	n := 0
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		data, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+		if err != nil {
+			return nil
+		}
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				n++
+			}
+		}
+		return nil
+	})
+	return n
 }

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 	"github.com/digitalocean/go-libvirt/socket/dialers"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/crimux/crimux/test/bench/cgroups"
 	"github.com/crimux/crimux/test/bench/criclient"
+	"github.com/crimux/crimux/test/bench/ctd"
 	"github.com/crimux/crimux/test/bench/libvirtdirect"
 )
 
@@ -42,14 +44,18 @@ func runAlive(run string) bool {
 	return err == nil
 }
 
-// Sweep removes what dead runs left: domains, containerd pods, cgroups,
-// sockets. It never touches a live run's, nor anything not the bench's.
-func Sweep(ctx context.Context, ctd *criclient.Endpoint, logf func(string, ...any)) error {
+// Sweep removes what dead runs left: domains, their containerds (or their
+// pods in the bed's, before the bench ran its own), cgroups, sockets. It
+// never touches a live run's, nor anything not the bench's.
+func Sweep(ctx context.Context, bed *criclient.Endpoint, logf func(string, ...any)) error {
 	var errs []error
 	n, err := sweepDomains()
 	errs = append(errs, err)
-	if ctd != nil {
-		p, err := sweepPods(ctx, ctd)
+	c, err := sweepContainerds()
+	n += c
+	errs = append(errs, err)
+	if bed != nil {
+		p, err := sweepPods(ctx, bed)
 		n += p
 		errs = append(errs, err)
 	}
@@ -73,6 +79,23 @@ func Sweep(ctx context.Context, ctd *criclient.Endpoint, logf func(string, ...an
 		logf("swept %d domains and pods that earlier runs left behind", n)
 	}
 	return errors.Join(errs...)
+}
+
+// sweepContainerds kills the containerds of dead runs (test/bench/ctd)
+// with their shims and pods.
+func sweepContainerds() (int, error) {
+	n := 0
+	var errs []error
+	for _, run := range ctd.Runs() {
+		if runAlive(run) {
+			continue
+		}
+		if c := ctd.Leftover(run); c != nil {
+			errs = append(errs, c.Kill(func() error { return cgroups.Kill(cgroups.ContainerPods(run), 10*time.Second) }, ""))
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
 }
 
 func sweepDomains() (int, error) {
