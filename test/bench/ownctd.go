@@ -10,7 +10,6 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/crimux/crimux/test/bench/cgroups"
 	"github.com/crimux/crimux/test/bench/criclient"
 	"github.com/crimux/crimux/test/bench/ctd"
 	"github.com/crimux/crimux/test/bench/runs"
@@ -91,7 +90,7 @@ func (b *bench) removeNetworkPods(ctx context.Context) (int, error) {
 // pods' processes, and removes its dirs.
 func (b *bench) killContainerd() error {
 	t0 := time.Now()
-	err := b.own.Kill(func() error { return cgroups.Kill(cgroups.ContainerPods(b.runID), 10*time.Second) }, b.opts.logDir)
+	err := b.own.Kill(b.opts.logDir)
 	_ = os.Remove(ctd.StateBase) // if no other run uses it
 	b.logf("cleanup: the run's containerd killed with its pods in %s", time.Since(t0).Round(100*time.Millisecond))
 	return err

@@ -1,6 +1,7 @@
-// Package cgroups owns the cgroups of the bench's VM pods: their root
+// Package cgroups owns the cgroups of the bench's pods: their root
 // (/crimux-bench, the parent of every pod's cgroup parent, named by run),
-// the host's hierarchies they live in, and their removal.
+// the host's hierarchies they live in, killing what runs in them, and
+// their removal.
 package cgroups
 
 import (

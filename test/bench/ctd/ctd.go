@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/crimux/crimux/test/bench/cgroups"
 )
 
 // StateBase is where the runs' containerd state dirs live, one per run
@@ -45,6 +47,7 @@ type Containerd struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	log    *os.File
+	run    string
 	pid    int // a dead run's (Leftover)
 }
 
@@ -58,7 +61,7 @@ func Leftover(run string) *Containerd {
 	}
 	data, _ := os.ReadFile(filepath.Join(state, "containerd.pid"))
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
-	return &Containerd{State: state, Socket: filepath.Join(state, "containerd.sock"), pid: pid}
+	return &Containerd{State: state, Socket: filepath.Join(state, "containerd.sock"), run: run, pid: pid}
 }
 
 // Runs are the runs whose containerd state dirs are on the host.
@@ -88,7 +91,7 @@ func StateDir(run string) string { return filepath.Join(StateBase, "ctd-"+run) }
 // dir first, as the bed does.
 func Start(bin, bedConfig, root, run string) (*Containerd, error) {
 	state := StateDir(run)
-	c := &Containerd{Root: root, State: state, Socket: filepath.Join(state, "containerd.sock"), exited: make(chan struct{})}
+	c := &Containerd{Root: root, State: state, Socket: filepath.Join(state, "containerd.sock"), run: run, exited: make(chan struct{})}
 	data, err := os.ReadFile(bedConfig)
 	if err != nil {
 		return nil, fmt.Errorf("the bed's containerd config: %w (run make bed)", err)
@@ -209,10 +212,10 @@ func (c *Containerd) Wait(ctx context.Context, timeout time.Duration, ready func
 }
 
 // Kill ends containerd and everything it started: containerd, its shims
-// (by the socket they serve), then the pods' processes (killPods: the
-// bench knows their cgroups), then removes its root and state. The log is
-// kept in logDir if set.
-func (c *Containerd) Kill(killPods func() error, logDir string) error {
+// (by the socket they serve), then the processes in the run's container
+// pods' cgroup (cgroups.ContainerPods), then removes its root and state.
+// The log is kept in logDir if set.
+func (c *Containerd) Kill(logDir string) error {
 	switch {
 	case c.cmd != nil && c.cmd.Process != nil:
 		_ = c.cmd.Process.Signal(syscall.SIGKILL)
@@ -224,7 +227,7 @@ func (c *Containerd) Kill(killPods func() error, logDir string) error {
 		_ = syscall.Kill(c.pid, syscall.SIGKILL)
 	}
 	var errs []error
-	errs = append(errs, killShims(c.Socket), killPods())
+	errs = append(errs, killShims(c.Socket), cgroups.Kill(cgroups.ContainerPods(c.run), 10*time.Second))
 	if c.log != nil {
 		c.log.Close()
 		if logDir != "" && os.MkdirAll(logDir, 0o755) == nil {

@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 	"github.com/digitalocean/go-libvirt/socket/dialers"
@@ -91,7 +90,7 @@ func sweepContainerds() (int, error) {
 			continue
 		}
 		if c := ctd.Leftover(run); c != nil {
-			errs = append(errs, c.Kill(func() error { return cgroups.Kill(cgroups.ContainerPods(run), 10*time.Second) }, ""))
+			errs = append(errs, c.Kill(""))
 			n++
 		}
 	}
