@@ -227,6 +227,9 @@ func (c *Containerd) Kill(logDir string) error {
 		_ = syscall.Kill(c.pid, syscall.SIGKILL)
 	}
 	var errs []error
+	// The shims before the pods' processes: a shim that saw its
+	// container die would run runc for it. The containers' inits then go
+	// to PID 1 to be reaped, as the shims themselves do.
 	errs = append(errs, killShims(c.Socket), cgroups.Kill(cgroups.ContainerPods(c.run), 10*time.Second))
 	if c.log != nil {
 		c.log.Close()
