@@ -280,6 +280,9 @@ func zombie(pid int) bool {
 	if err != nil {
 		return true
 	}
-	_, rest, ok := bytes.Cut(data, []byte(") "))
-	return ok && len(rest) > 0 && rest[0] == 'Z'
+	// The state follows the command, which may itself hold ") ": read
+	// after the last ')', as daemon.processTimes does.
+	i := bytes.LastIndexByte(data, ')')
+	rest := bytes.TrimLeft(data[i+1:], " ")
+	return i >= 0 && len(rest) > 0 && rest[0] == 'Z'
 }
