@@ -19,8 +19,8 @@ UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e /test/e2e -e '/test/bench$$')
 # (internal/testbed): they skip under `make unit` and run under `make e2e`.
 INTEG_PKGS = ./runtimes/libvirt/placer/ ./runtimes/libvirt/virt/ ./runtimes/libvirt/podnet/ ./runtimes/libvirt/vmimage/ ./runtimes/libvirt/qcow2/
 # make install: binaries in $(PREFIX)/bin, the qemu wrapper in
-# $(PREFIX)/lib/crimux, the unit, the RuntimeClass manifest, and a default
-# config unless one exists.
+# $(PREFIX)/lib/crimux, the unit, the RuntimeClass manifest, the node
+# agent's RBAC and admission policy, and a default config unless one exists.
 PREFIX     ?= /usr/local
 SYSCONFDIR ?= /etc
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
@@ -45,7 +45,8 @@ install: build
 		$(if $(filter-out /etc,$(SYSCONFDIR)),-e 's#^ExecStart=.*#& --config $(SYSCONFDIR)/crimux/config.toml#') \
 		systemd/crimux.service >$(DESTDIR)$(UNITDIR)/crimux.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/crimux.service
-	install -m 0644 systemd/runtimeclass-vm.yaml $(DESTDIR)$(PREFIX)/share/crimux/
+	install -m 0644 systemd/runtimeclass-vm.yaml systemd/crimux-node-agent-rbac.yaml systemd/crimux-node-agent-policy.yaml \
+		$(DESTDIR)$(PREFIX)/share/crimux/
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/crimux/config.toml ]; then \
 		echo "kept $(DESTDIR)$(SYSCONFDIR)/crimux/config.toml"; \
 	else \
@@ -100,7 +101,7 @@ e2e: build bed host-tools
 
 # e2e-vm: the VM runtime's e2e tests alone (real libvirtd + qemu, TCG).
 e2e-vm: build bed
-	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMPodLifecycle|TestVMBadInput|TestContainerAndVMSideBySide|TestHostileNeighbour|TestDiskGrowthIsTheWritableLayer|TestVMDoesNotFitItsPod)$$' ./test/e2e/
+	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMPodLifecycle|TestVMBadInput|TestContainerAndVMSideBySide|TestHostileNeighbour|TestDiskGrowthIsTheWritableLayer|TestVMDoesNotFitItsPod|TestVMUserDataHostile)$$' ./test/e2e/
 
 # e2e-guest: the usable guest (test/guest: Debian 12 from debootstrap,
 # cloud-init, qemu-guest-agent, sshd) as a VM pod through crimux with

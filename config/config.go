@@ -81,6 +81,15 @@ type Libvirt struct {
 	// MaxDiskVirtualSizeGiB caps the disk a VM image may declare (its
 	// overlay grows up to it on the state dir's filesystem).
 	MaxDiskVirtualSizeGiB int64 `toml:"max_disk_virtual_size_gib"`
+	// AgentCallsPerVM and AgentCallsPerNode bound the guest-agent calls
+	// (exec, exec probes, resize) in flight to one VM and on the node:
+	// each holds a libvirtd worker as long as the guest takes to answer.
+	// Past them a call is refused (ResourceExhausted).
+	AgentCallsPerVM   int `toml:"agent_calls_per_vm"`
+	AgentCallsPerNode int `toml:"agent_calls_per_node"`
+	// MaxSnapshotsPerVM caps a VM's snapshots: each holds its disk's
+	// changes since, and a running VM's RAM, inside the pod's disk.
+	MaxSnapshotsPerVM int `toml:"max_snapshots_per_vm"`
 	// StreamingAddr is where the VM console (Attach) streaming server
 	// listens; port 0 picks a free port.
 	StreamingAddr string `toml:"streaming_addr"`
@@ -92,6 +101,12 @@ type Libvirt struct {
 	CNIBinDirs []string `toml:"cni_bin_dirs"`
 	// NetnsDir is where VM pods' network namespaces are mounted.
 	NetnsDir string `toml:"netns_dir"`
+	// VMIDBase and VMIDCount are the uids and gids VM pods' qemu run as,
+	// one of its own each: VMIDBase+1 to VMIDBase+VMIDCount-1. No host
+	// account and no user namespace (kubelet's /etc/subuid ranges) may
+	// use them. Count 0: every qemu runs as qemu.conf's user (unsafe).
+	VMIDBase  uint32 `toml:"vm_id_base"`
+	VMIDCount uint32 `toml:"vm_id_count"`
 }
 
 // Kubernetes configures the node agent (package nodeagent), which applies
@@ -149,17 +164,32 @@ func Default() Config {
 			PlacementSocket:       "/run/crimux/placement.sock",
 			MemoryOverheadMiB:     256,
 			MaxDiskVirtualSizeGiB: 64,
+			AgentCallsPerVM:       4,
+			AgentCallsPerNode:     8,
+			MaxSnapshotsPerVM:     8,
 			StreamingAddr:         "127.0.0.1:0",
 			Network:               NetworkCNI,
 			CNIConfDir:            "/etc/cni/net.d",
 			CNIBinDirs:            []string{"/opt/cni/bin", "/usr/lib/cni"},
 			NetnsDir:              "/run/crimux/netns",
+			VMIDBase:              DefaultVMIDBase,
+			VMIDCount:             DefaultVMIDCount,
 		},
 		Runtimes: []Runtime{
 			{Name: "containerd", Type: TypeContainer, Handlers: []string{"runc"}, Primary: true},
 			{Name: "vm", Type: TypeVM, Handlers: []string{"vm"}},
 		},
 	}
+}
+
+// SocketPath is the path of a unix socket address written either way
+// kubelet and crictl take it, unix:///run/x.sock, or as the path alone;
+// anything else is returned as it is (Validate names it).
+func SocketPath(addr string) string {
+	if p, ok := strings.CutPrefix(addr, "unix://"); ok && strings.HasPrefix(p, "/") {
+		return p
+	}
+	return addr
 }
 
 // Load reads path over the defaults. A missing file at the default path is
@@ -185,6 +215,7 @@ func Parse(data []byte) (Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("parse config: %w", err)
 	}
+	cfg.Listen = SocketPath(cfg.Listen)
 	if und := md.Undecoded(); len(und) > 0 {
 		keys := make([]string, len(und))
 		for i, k := range und {
@@ -208,7 +239,7 @@ var runtimeName = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
 func (c Config) Validate() error {
 	var errs []error
 	if !strings.HasPrefix(c.Listen, "/") {
-		errs = append(errs, fmt.Errorf("listen: %q must be an absolute unix socket path", c.Listen))
+		errs = append(errs, fmt.Errorf("listen: %q must be an absolute unix socket path (/run/x.sock or unix:///run/x.sock)", c.Listen))
 	}
 	if !strings.HasPrefix(c.StateDir, "/") {
 		errs = append(errs, fmt.Errorf("state_dir: %q must be an absolute path", c.StateDir))
@@ -240,6 +271,9 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("metrics_address: %q must be host:port or empty: %v", c.MetricsAddress, err))
 		}
 	}
+	if c.Libvirt.VMIDCount > 0 && (c.Libvirt.VMIDBase < minVMIDBase || uint64(c.Libvirt.VMIDBase)+uint64(c.Libvirt.VMIDCount) > maxVMID) {
+		errs = append(errs, fmt.Errorf("libvirt.vm_id_base %d and vm_id_count %d: the range must lie within [%d, %d)", c.Libvirt.VMIDBase, c.Libvirt.VMIDCount, minVMIDBase, uint64(maxVMID)))
+	}
 	if c.Libvirt.MaxDiskVirtualSizeGiB <= 0 || c.Libvirt.MaxDiskVirtualSizeGiB > 1<<20 {
 		errs = append(errs, fmt.Errorf("libvirt.max_disk_virtual_size_gib: %d must be between 1 and %d", c.Libvirt.MaxDiskVirtualSizeGiB, 1<<20))
 	}
@@ -252,6 +286,7 @@ func (c Config) Validate() error {
 	if c.Libvirt.MemoryOverheadMiB < 0 {
 		errs = append(errs, fmt.Errorf("libvirt.memory_overhead_mib: %d must not be negative", c.Libvirt.MemoryOverheadMiB))
 	}
+	errs = append(errs, validateGuestCaps(c.Libvirt)...)
 	if c.Containerd.CallTimeout.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("containerd.call_timeout: must be positive"))
 	}
@@ -322,3 +357,14 @@ func known(t string) bool {
 	}
 	return false
 }
+
+// VM identities (Libvirt.VMIDBase): the default range lies far above any
+// account's and above the ranges user namespaces are usually given
+// (kubelet's default 65536 per pod from 65536 on would need 28,672 pods
+// to reach it); uid 65534 and (uid_t)-1 are never in a valid range.
+const (
+	DefaultVMIDBase  = 1879048192 // 0x70000000
+	DefaultVMIDCount = 65536
+	minVMIDBase      = 65536
+	maxVMID          = 1<<32 - 1
+)

@@ -325,3 +325,22 @@ func TestDurationText(t *testing.T) {
 		t.Errorf("UnmarshalText(10) succeeded; a duration needs a unit")
 	}
 }
+
+// TestListenTakesAUnixURL (issue 37): listen, like every endpoint flag and
+// kubelet's, takes unix:///path as well as the path.
+func TestListenTakesAUnixURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"unix:///run/x.sock": "/run/x.sock",
+		"/run/x.sock":        "/run/x.sock",
+		"unix://run/x.sock":  "unix://run/x.sock", // relative: Validate refuses it
+		"tcp://1.2.3.4:5":    "tcp://1.2.3.4:5",
+	} {
+		if got := SocketPath(in); got != want {
+			t.Errorf("SocketPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+	cfg, err := Parse([]byte("listen = \"unix:///run/x.sock\"\n"))
+	if err != nil || cfg.Listen != "/run/x.sock" || cfg.Validate() != nil {
+		t.Fatalf("listen = unix:///run/x.sock: %q, %v, %v", cfg.Listen, err, cfg.Validate())
+	}
+}

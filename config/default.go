@@ -57,6 +57,19 @@ max_memory_mib = 0
 # overlay grows up to it on the state dir's filesystem. Larger images are
 # refused at CreateContainer.
 max_disk_virtual_size_gib = 64
+# Guest-agent calls (exec, exec probes, resize) in flight, per VM and on the
+# node. Each holds one of libvirtd's workers (max_workers, 20 by default) as
+# long as the guest takes to answer; past a cap a call is refused at once
+# (ResourceExhausted) instead of queueing in libvirtd ahead of other VMs'
+# starts and stops. Keep the node's cap below libvirtd's max_workers less
+# its max_client_requests (5), which crimux's shared connection may use.
+agent_calls_per_vm = 4
+agent_calls_per_node = 8
+# Snapshots per VM. Each lives in the pod's disk (the disk's changes since,
+# and a running VM's RAM), counted in the container's writable layer and
+# ImageFsInfo; past the cap CreateSnapshot and crimux.io/snapshot-request are
+# refused (ResourceExhausted) until one is deleted.
+max_snapshots_per_vm = 8
 # The VM console (Attach) streaming server; port 0 picks a free port.
 streaming_addr = "127.0.0.1:0"
 # VM pods' network: "cni" gives each VM pod a pod IP from the node's CNI
@@ -67,13 +80,22 @@ cni_conf_dir = "/etc/cni/net.d"
 cni_bin_dirs = ["/opt/cni/bin", "/usr/lib/cni"]
 # Where VM pods' network namespaces are mounted.
 netns_dir = "/run/crimux/netns"
+# Every VM pod's qemu runs as a uid and gid of its own, from this range
+# (vm_id_base+1 up to vm_id_base+vm_id_count-1): no VM can signal, trace or
+# open the files of another. No host account and no user namespace
+# (kubelet's /etc/subuid) may use these numbers. vm_id_count = 0 runs every
+# qemu as qemu.conf's one user, as crimux before 0.3 did: not isolated.
+vm_id_base = 1879048192
+vm_id_count = 65536
 
 [kubernetes]
 # The node agent: with a kubeconfig, crimux watches this node's pods and
 # applies their crimux.io/power-state, reboot-request, snapshot-request and
 # restore-request annotations to their VMs, writing the results back as
-# annotations and events. Off while kubeconfig is "". Its identity needs the
-# RBAC of crimux-node-agent-rbac.yaml (pods get/list/watch/patch, events).
+# annotations and events. Off while kubeconfig is "". Its identity must be
+# the user crimux-node-agent:<node_name> in the group crimux:node-agents,
+# with crimux-node-agent-rbac.yaml and crimux-node-agent-policy.yaml applied
+# (the policy admits only its result annotations, on this node's pods).
 kubeconfig = ""
 # This node's name in the cluster; "" is the host name, lower-cased. It must
 # be kubelet's node name (kubelet's --hostname-override, if set).

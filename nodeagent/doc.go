@@ -58,6 +58,12 @@
 //	crimux.io/snapshot-result: <name>: created | failed: <message>
 //	crimux.io/restore-result: <name>: restored (<power state>) | failed: <message>
 //
+// A refusal is a failure like any other: a snapshot-request past the VM's
+// cap of snapshots ([libvirt] max_snapshots_per_vm) is reported as
+// "<name>: failed: ... its cap (libvirt.max_snapshots_per_vm = N): delete
+// one first: resource exhausted", and, being failed, not taken up again:
+// after deleting a snapshot (crimuxctl vm snapshot delete), name a new one.
+//
 // observed-power-state is kept current on VM pods carrying any request
 // annotation. power-state-error is removed once the VM is in the declared
 // state (or the annotation is gone). Each action and each refusal is also

@@ -81,7 +81,7 @@ func loadConfig(f flags, fs *flag.FlagSet) (config.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	override(&cfg.Listen, f.listen)
+	override(&cfg.Listen, config.SocketPath(f.listen))
 	override(&cfg.StateDir, f.stateDir)
 	override(&cfg.Containerd.Endpoint, f.containerd)
 	override(&cfg.Libvirt.URI, f.libvirtURI)

@@ -18,7 +18,8 @@
 //
 // Everything here is pure: input in, file contents (or the volume's
 // bytes, WriteISO) out; the runtime puts the volume in the VM's directory
-// (runtimes/libvirt/core/cidata.go).
+// (runtimes/libvirt/core/cidata.go). The one read is FromPod's of the
+// user-data volume, the tenant's files, on descriptors (openbeneath.go).
 package cloudinit
 
 import (

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -65,7 +64,8 @@ func lookup(key string, pod, container map[string]string) (string, bool) {
 // userDataFromMounts reads <host path>/user-data of the mount at
 // MountPath, if there is one. The file may be a symbolic link (kubelet's
 // Secret and ConfigMap volumes are made of them) but must resolve inside
-// the volume; it is read up to the limit, never further.
+// the volume, and be a regular file; it is read up to the limit, never
+// further. No user-data file (or no volume) is no user-data.
 func userDataFromMounts(mounts []*runtimeapi.Mount) ([]byte, string, error) {
 	for i, m := range mounts {
 		if filepath.Clean(m.GetContainerPath()) != MountPath {
@@ -82,26 +82,18 @@ func userDataFromMounts(mounts []*runtimeapi.Mount) ([]byte, string, error) {
 }
 
 // readInside reads dir/name, which must resolve to a regular file under
-// dir, at most MaxUserData+1 bytes of it.
+// dir (openbeneath.go), at most MaxUserData+1 bytes of it.
+//
+// FromPod runs under the pod's lock (CreateContainer's planVM), so
+// nothing here may wait on the tenant: a FIFO or a device is refused on
+// its O_PATH descriptor, never opened, and reading a regular file does
+// not block (on a network filesystem that hangs it would, as kubelet's
+// own reads of the volume would).
 func readInside(dir, name string) ([]byte, error) {
-	root, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return nil, err
-	}
-	p, err := filepath.EvalSymlinks(filepath.Join(root, name))
-	if err != nil {
-		return nil, err
-	}
-	if rel, err := filepath.Rel(root, p); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return nil, fmt.Errorf("%s resolves outside the volume", name)
-	}
-	f, err := os.Open(p)
+	f, err := openRegularBeneath(dir, name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", name)
-	}
 	return io.ReadAll(io.LimitReader(f, MaxUserData+1))
 }

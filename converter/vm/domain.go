@@ -22,6 +22,7 @@ var configurators = []configurator{
 	configureAgent,
 	configureDevices,
 	configureMetadata,
+	configureIdentity,
 }
 
 // Domain builds the libvirt domain of spec.
@@ -113,11 +114,65 @@ func configureDisks(s Spec, d *libvirtxml.Domain) error {
 	if s.Disk.Format != "qcow2" && s.Disk.Format != "raw" {
 		return fmt.Errorf("disk format %q is not qcow2 or raw", s.Disk.Format)
 	}
+	chain, err := backingChain(s.Disk.Backing, s.Identity == nil)
+	if err != nil {
+		return err
+	}
 	devices(d).Disks = append(devices(d).Disks, libvirtxml.DomainDisk{
-		Device: "disk",
-		Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: s.Disk.Format, Cache: "none", IO: "native"},
-		Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.Disk.Path}},
-		Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
+		Device:       "disk",
+		Driver:       &libvirtxml.DomainDiskDriver{Name: "qemu", Type: s.Disk.Format, Cache: "none", IO: "native"},
+		Source:       &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.Disk.Path}},
+		BackingStore: chain,
+		Target:       &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
+	})
+	return nil
+}
+
+// backingChain names the overlay's backing file, then ends the chain with
+// an empty <backingStore/>: libvirt takes the chain from the domain
+// instead of from the overlay's header, which qemu can rewrite, and qemu
+// is given it explicitly. nil (no backing file) ends the chain at once.
+// The image's disk, which many VMs read, is never relabelled: a domain of
+// its own identity relabels nothing (and libvirt refuses a device label
+// then); one of libvirt's shared user gets a label saying so (label).
+func backingChain(b *Disk, label bool) (*libvirtxml.DomainDiskBackingStore, error) {
+	end := &libvirtxml.DomainDiskBackingStore{}
+	if b == nil {
+		return end, nil
+	}
+	if b.Format != "qcow2" && b.Format != "raw" {
+		return nil, fmt.Errorf("backing disk format %q is not qcow2 or raw", b.Format)
+	}
+	if b.Backing != nil {
+		return nil, fmt.Errorf("backing disk %s has a backing file of its own: images' disks stand alone", b.Path)
+	}
+	src := &libvirtxml.DomainDiskSourceFile{File: b.Path}
+	if label {
+		src.SecLabel = []libvirtxml.DomainDeviceSecLabel{{Model: "dac", Relabel: "no"}}
+	}
+	return &libvirtxml.DomainDiskBackingStore{
+		Format:       &libvirtxml.DomainDiskFormat{Type: b.Format},
+		Source:       &libvirtxml.DomainDiskSource{File: src},
+		BackingStore: end,
+	}, nil
+}
+
+// configureIdentity runs qemu as the VM's own uid and gid: a static DAC
+// label, relabelling off. libvirt then chowns none of the domain's files:
+// crimux gave the VM its own (root disk, cloud-init ISO), and those VMs
+// share (an image's disk, kernel and initrd) stay root's and read-only;
+// libvirt still gives the identity the per-domain files it makes for qemu
+// (its master key, its channel sockets' directory).
+func configureIdentity(s Spec, d *libvirtxml.Domain) error {
+	if s.Identity == nil {
+		return nil
+	}
+	if s.Identity.UID == 0 || s.Identity.GID == 0 {
+		return fmt.Errorf("VM identity %d:%d: qemu never runs as root", s.Identity.UID, s.Identity.GID)
+	}
+	d.SecLabel = append(d.SecLabel, libvirtxml.DomainSecLabel{
+		Type: "static", Model: "dac", Relabel: "no",
+		Label: fmt.Sprintf("+%d:+%d", s.Identity.UID, s.Identity.GID),
 	})
 	return nil
 }

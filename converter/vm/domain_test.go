@@ -29,8 +29,17 @@ func TestDomainGolden(t *testing.T) {
 			s.Disk = &Disk{Path: "/var/lib/crimux/vms/c0ffee/overlay.qcow2", Format: "qcow2"}
 		},
 		"disk-boot-cidata": func(s *Spec) {
-			s.Disk = &Disk{Path: "/var/lib/crimux/vms/c0ffee/disk.qcow2", Format: "qcow2"}
+			s.Disk = &Disk{Path: "/var/lib/crimux/vms/c0ffee/disk.qcow2", Format: "qcow2",
+				Backing: &Disk{Path: "/var/lib/crimux/images/sha256-ab/disk.qcow2", Format: "raw"}}
 			s.CIData = "/var/lib/crimux/vms/c0ffee/cidata.iso"
+		},
+		// Issue 36: qemu runs as the VM's own identity, and the overlay's
+		// backing chain is named in full (never read from its header).
+		"disk-boot-own-identity": func(s *Spec) {
+			s.Disk = &Disk{Path: "/var/lib/crimux/pods/5a5a/disk.qcow2", Format: "qcow2",
+				Backing: &Disk{Path: "/var/lib/crimux/images/sha256-ab/disk.qcow2", Format: "qcow2"}}
+			s.CIData = "/var/lib/crimux/vms/c0ffee/cidata.iso"
+			s.Identity = &Identity{UID: 1879048193, GID: 1879048193}
 		},
 		"disk-boot-resizable-kvm": func(s *Spec) { // room for 4 vCPUs and 1 GiB
 			s.Accel = AccelKVM
@@ -110,5 +119,27 @@ func TestMetadataRoundTrip(t *testing.T) {
 	m.XMLName = s.Meta.XMLName
 	if m != s.Meta {
 		t.Fatalf("metadata round trip: got %+v, want %+v", m, s.Meta)
+	}
+}
+
+// TestIdentityAndChainRefusals: root is never a VM's identity, and an
+// image's disk never has a backing file of its own.
+func TestIdentityAndChainRefusals(t *testing.T) {
+	for name, mutate := range map[string]func(*Spec){
+		"root uid": func(s *Spec) { s.Identity = &Identity{UID: 0, GID: 5} },
+		"root gid": func(s *Spec) { s.Identity = &Identity{UID: 5, GID: 0} },
+		"chained backing": func(s *Spec) {
+			s.Disk.Backing = &Disk{Path: "/b", Format: "qcow2", Backing: &Disk{Path: "/c", Format: "raw"}}
+		},
+		"backing format": func(s *Spec) { s.Disk.Backing = &Disk{Path: "/b", Format: "vmdk"} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := baseSpec()
+			s.Disk = &Disk{Path: "/o.qcow2", Format: "qcow2"}
+			mutate(&s)
+			if _, err := DomainXML(s); err == nil {
+				t.Fatal("accepted")
+			}
+		})
 	}
 }

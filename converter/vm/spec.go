@@ -48,12 +48,26 @@ type Spec struct {
 	// SharedMemory backs the guest's RAM with shared memory (memfd), which
 	// virtio-fs needs (virtiofsd maps it): set when the VM has shares.
 	SharedMemory bool
+	// Identity is the uid and gid qemu runs as, the VM's own; nil runs it
+	// as libvirt's qemu user (qemu.conf) with libvirt's relabelling.
+	Identity *Identity
+}
+
+// Identity is a VM's own uid and gid. The domain gets a static DAC label
+// with relabelling off: crimux has given the VM's own files to it, and
+// what VMs share (an image's disk) stays root's and read-only.
+type Identity struct {
+	UID, GID uint32
 }
 
 // Disk is a disk image file of the VM.
 type Disk struct {
 	Path   string
 	Format string // qcow2 or raw
+	// Backing is the one file under Path (the image's disk), named in the
+	// domain so libvirt never reads the chain from Path's header, which
+	// qemu can write; nil names none (a disk without a backing file).
+	Backing *Disk
 }
 
 // KernelBoot is a direct kernel boot.

@@ -71,6 +71,8 @@ type Share struct {
 	Tag      string
 	ReadOnly bool
 	Field    string
+	// Rights is what virtiofsd may do for the guest (sharerights.go).
+	Rights ShareRights
 }
 
 // Storage is what of a container's devices and mounts reaches the guest.
@@ -110,6 +112,15 @@ func StorageFrom(cfg *runtimeapi.ContainerConfig, isFile func(hostPath string) b
 			continue
 		}
 		st.Shares = append(st.Shares, sh)
+	}
+	if len(st.Shares) > 0 {
+		rights, err := ShareRightsFrom(cfg)
+		if err != nil {
+			return Storage{}, err
+		}
+		for i := range st.Shares {
+			st.Shares[i].Rights = rights
+		}
 	}
 	return st, st.check()
 }
@@ -155,8 +166,25 @@ func share(i int, m *runtimeapi.Mount, isFile func(string) bool) (Share, bool, e
 		}
 		return Share{}, false, errdefs.Invalid(field+".host_path", "mount %s: %s is a file; a VM is given directories (virtio-fs): mount the whole volume, without subPath", cp, m.GetHostPath())
 	}
+	if err := refuseIDMappings(field, cp, m); err != nil {
+		return Share{}, false, err
+	}
 	return Share{HostPath: m.GetHostPath(), ContainerPath: cp, Tag: deriveName(cp, MaxTagLen),
 		ReadOnly: m.GetReadonly(), Field: field}, false, nil
+}
+
+// refuseIDMappings refuses a mount with ID mappings (an idmapped mount of
+// a user-namespaced pod): a share acts as the container's user
+// (sharerights.go) and cannot also map IDs, and ignoring the mapping would
+// let the guest act as host IDs the pod was not given.
+func refuseIDMappings(field, containerPath string, m *runtimeapi.Mount) error {
+	if len(m.GetUidMappings()) > 0 {
+		return errdefs.Invalid(field+".uid_mappings", "mount %s: a VM share cannot map user IDs (a user-namespaced pod, hostUsers: false); run the VM pod with host users", containerPath)
+	}
+	if len(m.GetGidMappings()) > 0 {
+		return errdefs.Invalid(field+".gid_mappings", "mount %s: a VM share cannot map group IDs (a user-namespaced pod, hostUsers: false); run the VM pod with host users", containerPath)
+	}
+	return nil
 }
 
 // check bounds the count and refuses two volumes the guest could not tell

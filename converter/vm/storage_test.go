@@ -72,6 +72,11 @@ func TestStorageFromRefuses(t *testing.T) {
 		{"comma in a host path", &runtimeapi.ContainerConfig{Mounts: []*runtimeapi.Mount{{ContainerPath: "/d", HostPath: "/h,cache=always"}}}, "config.mounts[0].host_path"},
 		{"two paths, one tag", &runtimeapi.ContainerConfig{Mounts: []*runtimeapi.Mount{{ContainerPath: "/a/b", HostPath: "/h"}, {ContainerPath: "/a-b", HostPath: "/h"}}}, "config.mounts[1].container_path"},
 		{"more volumes than slots", many, "config.devices"},
+		{"uid mappings on a share", &runtimeapi.ContainerConfig{Mounts: []*runtimeapi.Mount{{ContainerPath: "/etc/hosts", HostPath: "/f"}, {ContainerPath: "/a", HostPath: "/h"},
+			{ContainerPath: "/d", HostPath: "/h2", UidMappings: []*runtimeapi.IDMapping{{HostId: 65536, ContainerId: 0, Length: 65536}}}}}, "config.mounts[2].uid_mappings"},
+		{"gid mappings on a share", &runtimeapi.ContainerConfig{Mounts: []*runtimeapi.Mount{{ContainerPath: "/d", HostPath: "/h", GidMappings: []*runtimeapi.IDMapping{{HostId: 65536, ContainerId: 0, Length: 65536}}}}}, "config.mounts[0].gid_mappings"},
+		{"a user name for a share", &runtimeapi.ContainerConfig{Mounts: []*runtimeapi.Mount{{ContainerPath: "/d", HostPath: "/h"}},
+			Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{RunAsUsername: "app"}}}, "config.linux.security_context.run_as_username"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := StorageFrom(tc.cfg, files("/f"))

@@ -23,6 +23,9 @@ var (
 	ErrFailedPrecondition = errors.New("failed precondition")
 	ErrUnavailable        = errors.New("unavailable")
 	ErrUnimplemented      = errors.New("not implemented")
+	// ErrResourceExhausted: a cap of the node's was reached (VM
+	// identities, agent calls, snapshots); retrying later may succeed.
+	ErrResourceExhausted = errors.New("resource exhausted")
 )
 
 var classes = []struct {
@@ -35,6 +38,7 @@ var classes = []struct {
 	{ErrFailedPrecondition, codes.FailedPrecondition},
 	{ErrUnavailable, codes.Unavailable},
 	{ErrUnimplemented, codes.Unimplemented},
+	{ErrResourceExhausted, codes.ResourceExhausted},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 	{context.Canceled, codes.Canceled},
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -76,17 +77,25 @@ func (h hostCgroups) Stats(c VMCgroup) (core.CgroupUsage, error) {
 // answered.
 func (rt *Runtime) servePlacement(ctx context.Context, socket string) {
 	r := rt.core
-	uids := []uint32{0}
+	shared := []uint32{0} // libvirt's one qemu user: VMs without an identity of their own
 	if u, err := user.Lookup(core.QemuUser); err == nil {
 		if uid, err := strconv.ParseUint(u.Uid, 10, 32); err == nil {
-			uids = append(uids, uint32(uid))
+			shared = append(shared, uint32(uid))
 		}
+	}
+	peer := func(uid uint32) bool { return slices.Contains(shared, uid) || r.Opts.Identities.Contains(uid) }
+	owner := func(domain string, uid uint32) bool {
+		id, ok := r.IdentityForDomain(domain)
+		if !ok || id == nil {
+			return ok && slices.Contains(shared, uid)
+		}
+		return uid == id.UID
 	}
 	p := placer.New(socket, func(domain string) (cgroup.Spec, bool) {
 		cg, ok := r.CgroupForDomain(domain)
 		return cgroup.Spec(cg), ok
 	}, placer.WithAttach(rt.attachForDomain), placer.WithGrants(r.Starts.Take), placer.WithLogger(r.Log.With("component", "placement")),
-		placer.WithExecutable(r.Opts.Emulator), placer.WithPeerUIDs(uids...))
+		placer.WithExecutable(r.Opts.Emulator), placer.WithPeer(peer), placer.WithDomainOwner(owner))
 	go func() {
 		if err := p.Serve(ctx); err != nil && ctx.Err() == nil {
 			r.Log.Error("placement server stopped", "socket", socket, "err", err)

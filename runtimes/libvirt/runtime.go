@@ -41,6 +41,12 @@ import (
 // Options configure the VM runtime (see core.Options).
 type Options = core.Options
 
+// IdentityRange is the uids and gids VM pods' qemu run as (see core.IdentityRange).
+type IdentityRange = core.IdentityRange
+
+// AgentCaps bound the guest-agent calls in flight (see virt.AgentCaps).
+type AgentCaps = virt.AgentCaps
+
 // Counters is what the VM runtime counts (see core.Counters).
 type Counters = core.Counters
 
@@ -81,6 +87,7 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 	if err != nil {
 		return nil, err
 	}
+	conn.SetAgentCaps(opts.AgentCalls)
 	if opts.Instance == "" {
 		if opts.Instance, err = identity.Load(opts.StateDir); err != nil {
 			return nil, fmt.Errorf("instance identity: %w", err)

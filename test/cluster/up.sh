@@ -2,8 +2,9 @@
 # Starts the test bed's one-node cluster control plane on loopback: etcd
 # (test/k8s/etcd) and kube-apiserver (v1.37, Node,RBAC authorization,
 # NodeRestriction), with certificates made here (test/cluster/pki). Applies
-# the RuntimeClass "vm" exactly as systemd/runtimeclass-vm.yaml ships it and
-# this directory's RBAC (crimux's node agent; kube-apiserver → kubelet).
+# the RuntimeClass "vm" exactly as systemd/runtimeclass-vm.yaml ships it,
+# the node agent's RBAC and admission policy as systemd/ ships them, and
+# this directory's RBAC (kube-apiserver → kubelet).
 # The kubelet is not started here: each e2e test starts its own, against
 # its own crimux, and it registers as node $CLUSTER_NODE. No scheduler or
 # controller manager: pods name their node. Idempotent: a running control
@@ -89,5 +90,6 @@ if [ ${#started[@]} = 0 ]; then
 fi
 
 quiet runtimeclass kubectl_admin apply -f "$REPO_ROOT/systemd/runtimeclass-vm.yaml"
-quiet rbac kubectl_admin apply -f "$here/rbac.yaml" -f "$REPO_ROOT/systemd/crimux-node-agent-rbac.yaml"
+quiet rbac kubectl_admin apply -f "$here/rbac.yaml" \
+	-f "$REPO_ROOT/systemd/crimux-node-agent-rbac.yaml" -f "$REPO_ROOT/systemd/crimux-node-agent-policy.yaml"
 echo "cluster: started ${started[*]} in $((SECONDS - start))s; kube-apiserver at $APISERVER_URL (kubeconfig $ADMIN_KUBECONFIG)"

@@ -173,7 +173,8 @@ func TestSystemdUnitAndInstall(t *testing.T) {
 	}
 	install()
 	unit := filepath.Join(prefix, "lib/systemd/system/crimux.service")
-	for _, f := range []string{"bin/crimux", "bin/crimuxctl", "lib/crimux/crimux-qemu-wrapper", "lib/systemd/system/crimux.service", "share/crimux/runtimeclass-vm.yaml"} {
+	for _, f := range []string{"bin/crimux", "bin/crimuxctl", "lib/crimux/crimux-qemu-wrapper", "lib/systemd/system/crimux.service",
+		"share/crimux/runtimeclass-vm.yaml", "share/crimux/crimux-node-agent-rbac.yaml", "share/crimux/crimux-node-agent-policy.yaml"} {
 		if _, err := os.Stat(filepath.Join(prefix, f)); err != nil {
 			t.Errorf("make install did not install %s: %v", f, err)
 		}

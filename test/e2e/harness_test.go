@@ -108,7 +108,9 @@ func startCrimux(t *testing.T, containerdEndpoint string, extraArgs ...string) *
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	sock := filepath.Join(bed.runDir, fmt.Sprintf("e2e-%d.sock", time.Now().UnixNano()%1e9))
 	args := append([]string{
-		"--config", filepath.Join(dir, "absent.toml"), "--listen", sock,
+		// unix:// as kubelet and crictl write it (issue 37): every e2e
+		// test serves on an address given so.
+		"--config", filepath.Join(dir, "absent.toml"), "--listen", "unix://" + sock,
 		"--state-dir", filepath.Join(dir, "state"), "--containerd-endpoint", containerdEndpoint, "--log-level", "debug",
 		"--cni-conf-dir", bed.cniConfDir,
 	}, extraArgs...)

@@ -45,10 +45,11 @@ func leafState(leaf string) string {
 	return strings.Join(out, "\n")
 }
 
-// runAsCompromisedQemu runs the qemu wrapper as libvirt's qemu user from
-// inside the cgroup of VM A's qemu (leafA), as a compromised qemu of A
-// would, naming domain; it returns the wrapper's exit error and output.
-func runAsCompromisedQemu(t *testing.T, leafA, domain string) (string, error) {
+// runAsCompromisedQemu runs the qemu wrapper as A's qemu runs (idA: its
+// uid, gid and groups, no capabilities) from inside the cgroup of VM A's
+// qemu (leafA), as a compromised qemu of A would, naming domain; it
+// returns the wrapper's exit error and output.
+func runAsCompromisedQemu(t *testing.T, idA identity, leafA, domain string) (string, error) {
 	t.Helper()
 	var joins []string
 	for _, d := range cgroupDirs(leafA) {
@@ -56,14 +57,22 @@ func runAsCompromisedQemu(t *testing.T, leafA, domain string) (string, error) {
 			joins = append(joins, fmt.Sprintf("echo $$ > %s/cgroup.procs", d))
 		}
 	}
-	script := strings.Join(joins, " && ") + fmt.Sprintf(" && exec runuser -u libvirt-qemu -- %s -name guest=%s,debug-threads=on -version",
-		vmapiWrapper, domain)
+	groups := make([]string, len(idA.groups))
+	for i, g := range idA.groups {
+		groups[i] = fmt.Sprint(g)
+	}
+	groupFlag := "--clear-groups"
+	if len(groups) > 0 {
+		groupFlag = "--groups=" + strings.Join(groups, ",")
+	}
+	script := strings.Join(joins, " && ") + fmt.Sprintf(" && exec setpriv --reuid=%d --regid=%d %s --inh-caps=-all --bounding-set=-all -- %s -name guest=%s,debug-threads=on -version",
+		idA.uid, idA.gid, groupFlag, vmapiWrapper, domain)
 	out, err := exec.Command("sh", "-c", script).CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }
 
 // TestHostileNeighbour (issue 13): two VM pods A and B run; the qemu
-// wrapper, run as libvirt's qemu user from inside A's cgroup with B's
+// wrapper, run as A's qemu from inside A's cgroup with B's
 // domain name (what a compromised qemu of A can do), is refused: it is
 // not placed in B's cgroup, B's processes and limits do not change, and
 // it is handed nothing (B's tap, B's pod traffic). Again while B is
@@ -73,9 +82,10 @@ func TestHostileNeighbour(t *testing.T) {
 	a := startTestVM(t, c, "hostile-a")
 	b := startTestVM(t, c, "hostile-b")
 	leafA, leafB := leafOf(t, qemuPID(t, a.domain)), leafOf(t, qemuPID(t, b.domain))
+	idA := identityOf(t, qemuPID(t, a.domain))
 	before := leafState(leafB)
 
-	out, err := runAsCompromisedQemu(t, leafA, b.domain)
+	out, err := runAsCompromisedQemu(t, idA, leafA, b.domain)
 	t.Logf("the wrapper as A's qemu naming B: %v: %s", err, out)
 	if err == nil || !strings.Contains(out, "refused") && !strings.Contains(out, "placement") {
 		t.Fatalf("the wrapper run from A's cgroup with B's name was not refused: %v: %s", err, out)
@@ -92,7 +102,7 @@ func TestHostileNeighbour(t *testing.T) {
 
 	c.ctlOK(t, ctlBin(t), "vm", "power", b.ctrID, "hibernate", "--timeout", "60s")
 	beforeHibernated := leafState(leafB)
-	out, err = runAsCompromisedQemu(t, leafA, b.domain)
+	out, err = runAsCompromisedQemu(t, idA, leafA, b.domain)
 	t.Logf("the wrapper as A's qemu naming hibernated B: %v: %s", err, out)
 	if err == nil || strings.Contains(out, "QEMU emulator version") {
 		t.Fatalf("the wrapper naming hibernated B was not refused: %v: %s", err, out)

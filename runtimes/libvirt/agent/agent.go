@@ -87,7 +87,9 @@ type statusReply struct {
 	} `json:"return"`
 }
 
-// Exec runs argv in the guest and waits for it until ctx ends.
+// Exec runs argv in the guest and waits for it until ctx ends. An exec
+// whose start is refused by the caps of agent calls in flight
+// (ResourceExhausted) starts nothing.
 func Exec(ctx context.Context, send Send, argv []string) (Result, error) {
 	return ExecInput(ctx, send, argv, nil)
 }
@@ -110,6 +112,12 @@ func ExecInput(ctx context.Context, send Send, argv []string, input []byte) (Res
 	defer tick.Stop()
 	for {
 		res, done, err := status(send, pid)
+		if errors.Is(err, errdefs.ErrResourceExhausted) {
+			// The caps of agent calls in flight were full for this poll:
+			// the command runs in the guest, so poll again rather than
+			// lose its result (the start is what gets refused).
+			done, err = false, nil
+		}
 		if err != nil || done {
 			return res, err
 		}

@@ -97,3 +97,38 @@ func TestExecErrors(t *testing.T) {
 		t.Fatalf("no command: %v, want InvalidArgument", err)
 	}
 }
+
+// capped refuses the calls of f whose numbers (from 1) are in refuse, as
+// the caps of agent calls in flight do (virt.AgentSlots).
+func capped(f *fakeAgent, refuse ...int) Send {
+	n := 0
+	return func(cmd string, timeout time.Duration) (string, error) {
+		n++
+		for _, r := range refuse {
+			if r == n {
+				return "", fmt.Errorf("guest-agent call to crimux-c1 refused: the per-VM cap: %w", errdefs.ErrResourceExhausted)
+			}
+		}
+		return f.send(cmd, timeout)
+	}
+}
+
+// TestExecUnderTheAgentCap: an exec refused its start by the cap of
+// agent calls in flight is ResourceExhausted, naming the cap, and starts
+// nothing; one already started keeps polling through refused polls (the
+// command runs in the guest: giving up would lose its result).
+func TestExecUnderTheAgentCap(t *testing.T) {
+	f := &fakeAgent{}
+	_, err := Exec(context.Background(), capped(f, 1), []string{"true"})
+	if errdefs.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "per-VM cap") || len(f.seen) != 0 {
+		t.Fatalf("an exec refused its start: %v (%s), %d calls reached the agent; want ResourceExhausted naming the cap, none", err, errdefs.Code(err), len(f.seen))
+	}
+	f = &fakeAgent{polls: 1, out: "done\n"}
+	res, err := Exec(context.Background(), capped(f, 2, 3), []string{"echo", "done"})
+	if err != nil || string(res.Stdout) != "done\n" {
+		t.Fatalf("an exec whose polls were refused twice: %+v, %v; want its output", res, err)
+	}
+	if len(f.seen) != 3 {
+		t.Fatalf("%d calls reached the agent, want guest-exec and 2 polls", len(f.seen))
+	}
+}

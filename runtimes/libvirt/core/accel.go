@@ -58,6 +58,21 @@ func probeKVM() error {
 	return nil
 }
 
+// kvmOpenToAll fails when VMs of their own identities could not open
+// /dev/kvm: they have no supplementary groups (libvirt gives a numeric
+// "+UID:+GID" label none), so the kvm group does not let them in; the
+// device must be read-write for others (udev's 0666, systemd's default).
+func kvmOpenToAll() error {
+	fi, err := os.Stat(devKVM)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o006 != 0o006 {
+		return fmt.Errorf("%s is %v: VMs run each as a uid of its own, outside the kvm group, and need it 0666", devKVM, fi.Mode().Perm())
+	}
+	return nil
+}
+
 // lastLine is the last non-empty line of s.
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")

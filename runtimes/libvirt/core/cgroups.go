@@ -40,3 +40,22 @@ func (r *Runtime) CgroupForDomain(domain string) (VMCgroup, bool) {
 	}
 	return r.CgroupOf(c), true
 }
+
+// IdentityForDomain is the identity a domain's qemu runs as: its pod's
+// (nil: libvirt's shared qemu user); ok is false for a domain this
+// runtime does not own.
+func (r *Runtime) IdentityForDomain(domain string) (*store.VMIdentity, bool) {
+	id, found := strings.CutPrefix(domain, vm.DomainName(""))
+	if !found {
+		return nil, false
+	}
+	c, err := r.Store.Container(id)
+	if err != nil {
+		return nil, false
+	}
+	sb, err := r.Store.Sandbox(c.SandboxID)
+	if err != nil {
+		return nil, false
+	}
+	return sb.Identity, true
+}

@@ -57,6 +57,12 @@ type Options struct {
 	// 0 is the node's cores, and twice a VM's boot RAM.
 	MaxVCPUs     int
 	MaxMemoryMiB int64
+	// AgentCalls bound the guest-agent calls in flight, per VM and on the
+	// node (counted by virt.Conn); a 0 field is its default.
+	AgentCalls virt.AgentCaps
+	// MaxSnapshotsPerVM caps a VM's snapshots; 0 is vmops'
+	// DefaultMaxSnapshotsPerVM.
+	MaxSnapshotsPerVM int
 	// StreamingAddr is where the Attach streaming server listens
 	// (host:port, port 0 picks a free one).
 	StreamingAddr string
@@ -69,6 +75,9 @@ type Options struct {
 	// Counters receives what the runtime counts (metrics); nil counts
 	// nothing.
 	Counters Counters
+	// Identities are the uids and gids VM pods' qemu run as, one each
+	// (identity.go); Count 0: all run as qemu.conf's user.
+	Identities IdentityRange
 }
 
 // ImageReader gets a VM image's files out of the image store.
@@ -169,6 +178,8 @@ type Runtime struct {
 	// is closed then.
 	firstConnect atomic.Bool
 	recovered    chan struct{}
+	// ids hands out Opts.Identities.
+	ids identities
 }
 
 // Parts are what a Runtime is made of besides its options.
@@ -194,9 +205,22 @@ func New(opts Options, p Parts) *Runtime {
 		p.CIData = ISOCIData{}
 	}
 	return &Runtime{
-		Opts: opts, Accel: resolveAccel(opts.Accel, probeKVM, log), Store: p.Store, Conn: p.Conn, Images: p.Images, Cgroups: p.Cgroups,
+		Opts: opts, Accel: resolveAccel(opts.Accel, kvmProbe(opts), log), Store: p.Store, Conn: p.Conn, Images: p.Images, Cgroups: p.Cgroups,
 		Net: p.Net, CIData: p.CIData, Shares: p.Shares, Console: console.New(log), Events: NewEventHub(), Reboots: NewRebootWatch(), Starts: &Starts{}, Log: log,
 		Counters: opts.Counters, recovered: make(chan struct{}),
+	}
+}
+
+// kvmProbe is how auto decides KVM works: qemu must set a KVM vCPU up,
+// and VMs of their own identities must be able to open /dev/kvm.
+func kvmProbe(opts Options) func() error {
+	return func() error {
+		if opts.Identities.Count > 0 {
+			if err := kvmOpenToAll(); err != nil {
+				return err
+			}
+		}
+		return probeKVM()
 	}
 }
 

@@ -1,8 +1,11 @@
 package core
 
 import (
+	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/crimux/crimux/runtimes/libvirt/store"
 )
 
 // Starts are the qemu starts crimux has asked libvirt for and that are
@@ -51,9 +54,18 @@ func (s *Starts) Take(domain string) bool {
 }
 
 // StartingQemu runs start, a libvirt call that starts a new qemu process
-// of domain (a start, a restore, a snapshot revert), with a grant open for
-// that qemu's placement.
-func (r *Runtime) StartingQemu(domain string, start func() error) error {
-	defer r.Starts.Arm(domain)()
+// of VM c (a start, a restore, a snapshot revert), with a grant open for
+// that qemu's placement, once the VM's root disk still names only what
+// crimux made it over (CheckRootDisk).
+func (r *Runtime) StartingQemu(c *store.Container, start func() error) error {
+	if err := r.CheckRootDisk(c); err != nil {
+		return err
+	}
+	if r.Opts.Identities.Count > 0 && r.Opts.PlacementSocket != "" { // a host, not a unit test
+		if err := openLibvirtDirs(libvirtDirs); err != nil {
+			return fmt.Errorf("let VM identities reach libvirt's per-domain files: %w", err)
+		}
+	}
+	defer r.Starts.Arm(c.Domain)()
 	return start()
 }

@@ -16,9 +16,10 @@ import (
 )
 
 // The files of a VM, under <state>/vms/<id>/. The directory is root's,
-// 0711: qemu (libvirt's qemu user) may open what libvirt hands it there,
-// but neither list nor plant anything, so crimux, which reads and writes
-// in it as root, never meets a file qemu chose. Only run/ is qemu's.
+// 0711: qemu (the VM's own identity: identity.go) may open what is its
+// own there, but neither list nor plant anything, so crimux, which reads
+// and writes in it as root, never meets a file qemu chose. Only run/ and
+// cidata.iso are the VM's.
 //
 //	disk.qcow2      the overlay of a VM made by an older crimux (now the pod's: below)
 //	console.log     the serial console, written by virtlogd (root)
@@ -67,8 +68,9 @@ func (r *Runtime) DiskPathOf(c *store.Container) string {
 // ConsoleSocket is where the qemu of the VM in dir listens for Attach.
 func ConsoleSocket(dir string) string { return filepath.Join(dir, RunDir, ConsoleSocketFile) }
 
-// MakeVMDir makes a VM's directory, root's, and its run/ for qemu.
-func MakeVMDir(dir string) error {
+// MakeVMDir makes a VM's directory, root's, and its run/ for qemu: the
+// VM's own identity's, or, for nil, libvirt's shared qemu user's.
+func MakeVMDir(dir string, id *store.VMIdentity) error {
 	if err := os.Mkdir(dir, 0o711); err != nil {
 		return err
 	}
@@ -78,6 +80,9 @@ func MakeVMDir(dir string) error {
 	run := filepath.Join(dir, RunDir)
 	if err := os.Mkdir(run, 0o700); err != nil {
 		return err
+	}
+	if id != nil {
+		return GiveTo(id, run)
 	}
 	uid, gid, err := qemuIDs()
 	if err != nil {

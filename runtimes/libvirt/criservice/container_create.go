@@ -38,6 +38,9 @@ func (r *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if err != nil {
 		return nil, err
 	}
+	if plan.spec.Identity, err = r.identityOf(sb); err != nil {
+		return nil, err
+	}
 	var undo core.Rollback
 	defer func() {
 		if retErr != nil {
@@ -166,7 +169,8 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 		spec.Boot = &vm.KernelBoot{Kernel: layout.Kernel, Initrd: layout.Initrd, Args: args}
 	}
 	if layout.DiskPath != "" {
-		spec.Disk = &vm.Disk{Path: filepath.Join(r.PodDir(sb.ID), core.DiskFile), Format: "qcow2"}
+		spec.Disk = &vm.Disk{Path: filepath.Join(r.PodDir(sb.ID), core.DiskFile), Format: "qcow2",
+			Backing: &vm.Disk{Path: layout.DiskPath, Format: layout.DiskFormat}}
 	}
 	files, err := cloudInitFiles(sb, ci, storage.Shares)
 	if err != nil {
@@ -176,16 +180,28 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	return &vmPlan{rec: rec, spec: spec, layout: layout, cidata: files}, nil
 }
 
-// makeVMFiles makes the VM's directory and the pod's root disk (pod_disk.go).
+// makeVMFiles makes the VM's directory and the pod's root disk
+// (pod_disk.go), and gives the VM's own files to its identity: run/, the
+// cloud-init ISO, the root disk, each readable by it alone.
 func (r *Service) makeVMFiles(sb *store.Sandbox, p *vmPlan, undo *core.Rollback) error {
-	if err := core.MakeVMDir(p.rec.Dir); err != nil {
+	if err := core.MakeVMDir(p.rec.Dir, sb.Identity); err != nil {
 		return err
 	}
 	undo.Add("vm dir", func() error { return os.RemoveAll(p.rec.Dir) })
-	if _, err := r.CIData.WriteCIData(p.rec.Dir, p.cidata); err != nil {
+	iso, err := r.CIData.WriteCIData(p.rec.Dir, p.cidata)
+	if err != nil {
 		return err
 	}
-	return r.makePodDisk(sb, p, undo)
+	if err := core.GiveTo(sb.Identity, iso); err != nil {
+		return err
+	}
+	if err := r.makePodDisk(sb, p, undo); err != nil {
+		return err
+	}
+	if p.spec.Disk == nil {
+		return nil
+	}
+	return core.GiveTo(sb.Identity, p.spec.Disk.Path)
 }
 
 // defineDomain defines (does not start) the VM's libvirt domain.
@@ -204,6 +220,16 @@ func (r *Service) defineDomain(p *vmPlan, undo *core.Rollback) error {
 	}
 	undo.Add("domain", func() error { return l.Undefine(dom) })
 	return nil
+}
+
+// identityOf gives the pod its own uid and gid (core.EnsureIdentity) and
+// says so in its VM's spec; nil where identities are off.
+func (r *Service) identityOf(sb *store.Sandbox) (*vm.Identity, error) {
+	id, err := r.EnsureIdentity(sb)
+	if err != nil || id == nil {
+		return nil, err
+	}
+	return &vm.Identity{UID: id.UID, GID: id.GID}, nil
 }
 
 // checkDiskSize refuses an image whose disk declares more than the cap:

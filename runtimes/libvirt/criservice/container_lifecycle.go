@@ -32,7 +32,7 @@ func (r *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	r.Console.Start(c.ID, c.Dir, c.LogPath)
 	// A domain running already is a crimux killed after DomainCreate and
 	// before recording it: starting again would fail, recording converges.
-	err = r.StartingQemu(c.Domain, func() error {
+	err = r.StartingQemu(c, func() error {
 		_, err := l.StartIfOff(c.Domain)
 		return err
 	})

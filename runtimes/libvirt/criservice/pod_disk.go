@@ -39,6 +39,10 @@ func (r *Service) makePodDisk(sb *store.Sandbox, p *vmPlan, undo *core.Rollback)
 	if podDiskReusable(sb, p.layout.Digest) && sb.Disk.Path == p.spec.Disk.Path {
 		r.Log.Info("VM boots its pod's root disk again", "sandbox", sb.ID, "container", p.rec.ID, "disk", sb.Disk.Path)
 		p.reuseDisk = true
+		if sb.Disk.Backing == "" { // an older crimux's record: what the header must name from now on
+			sb.Disk.Backing, sb.Disk.BackingFormat = p.layout.DiskPath, p.layout.DiskFormat
+			return r.Store.PutSandbox(sb)
+		}
 		return nil
 	}
 	if err := r.ForgetSnapshots(sb.ID); err != nil {
@@ -48,7 +52,8 @@ func (r *Service) makePodDisk(sb *store.Sandbox, p *vmPlan, undo *core.Rollback)
 		return err
 	}
 	old := sb.Disk
-	sb.Disk = &store.PodDisk{Path: p.spec.Disk.Path, ImageDigest: p.layout.Digest}
+	sb.Disk = &store.PodDisk{Path: p.spec.Disk.Path, ImageDigest: p.layout.Digest,
+		Backing: p.layout.DiskPath, BackingFormat: p.layout.DiskFormat}
 	if err := r.Store.PutSandbox(sb); err != nil {
 		sb.Disk = old
 		return err

@@ -56,7 +56,7 @@ func TestVMDirectoryIsRootOwned(t *testing.T) {
 // must see no connection.
 func TestAttachRefusesAPlantedLink(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "vm")
-	if err := core.MakeVMDir(dir); err != nil {
+	if err := core.MakeVMDir(dir, nil); err != nil {
 		t.Fatal(err)
 	}
 	victim := filepath.Join(t.TempDir(), "victim.sock")

@@ -34,6 +34,8 @@ type Placer struct {
 	lookup  func(domainName string) (cgroup.Spec, bool)
 	log     *slog.Logger
 	uids    []uint32
+	peer    func(uid uint32) bool
+	owner   func(domain string, uid uint32) bool
 	exe     string
 	proc    string
 	layout  func() (cgroup.Layout, error)
@@ -80,6 +82,19 @@ func WithLogger(l *slog.Logger) PlacerOption { return func(p *Placer) { p.log = 
 // Without it any local user that can reach the socket may ask.
 func WithPeerUIDs(uids ...uint32) PlacerOption {
 	return func(p *Placer) { p.uids = append(p.uids, uids...) }
+}
+
+// WithPeer accepts only callers whose uid passes peer: checked before a
+// byte is read (every VM's own uid, where each VM has one).
+func WithPeer(peer func(uid uint32) bool) PlacerOption {
+	return func(p *Placer) { p.peer = peer }
+}
+
+// WithDomainOwner accepts a request for a domain only from the uid that
+// domain's qemu runs as (owner(domain, uid)): with a uid per VM, a qemu
+// cannot even ask for a neighbour's placement.
+func WithDomainOwner(owner func(domain string, uid uint32) bool) PlacerOption {
+	return func(p *Placer) { p.owner = owner }
 }
 
 // WithExecutable accepts only callers whose /proc/<pid>/exe is path: the
@@ -269,7 +284,7 @@ func (p *Placer) checkPeer(conn *net.UnixConn) (*unix.Ucred, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(p.uids) > 0 && !slices.Contains(p.uids, cred.Uid) {
+	if len(p.uids) > 0 && !slices.Contains(p.uids, cred.Uid) || p.peer != nil && !p.peer(cred.Uid) {
 		return nil, fmt.Errorf("caller pid %d: uid %d is not a qemu user", cred.Pid, cred.Uid)
 	}
 	return cred, nil
@@ -285,6 +300,9 @@ func (p *Placer) identify(conn *net.UnixConn, cred *unix.Ucred) (string, int, er
 	name := strings.TrimSuffix(line, "\n")
 	if err := placement.ValidName(name); err != nil {
 		return name, pid, err
+	}
+	if p.owner != nil && !p.owner(name, cred.Uid) {
+		return name, pid, fmt.Errorf("pid %d runs as uid %d, not as the qemu user of %s", pid, cred.Uid, name)
 	}
 	if p.exe != "" {
 		exe, err := os.Readlink(filepath.Join(p.proc, fmt.Sprint(pid), "exe"))

@@ -57,6 +57,16 @@ type Sandbox struct {
 	// container (attempt N+1) boots the same disk. nil before the first
 	// container of an image with a disk. Recorded before the file exists.
 	Disk *PodDisk `json:"disk,omitempty"`
+	// Identity is the user and group the pod's qemu runs as, its own
+	// (core.Identities); nil for a pod whose VM runs as libvirt's shared
+	// qemu user (made by an older crimux, or identities off).
+	Identity *VMIdentity `json:"identity,omitempty"`
+}
+
+// VMIdentity is a VM pod's own uid and gid on the node.
+type VMIdentity struct {
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
 }
 
 // PodDisk is a VM pod's root disk.
@@ -66,6 +76,11 @@ type PodDisk struct {
 	// ImageDigest is the manifest digest of the image whose disk backs
 	// it (the image cache entry it needs).
 	ImageDigest string `json:"image_digest"`
+	// Backing and BackingFormat are the image cache's disk the overlay
+	// was made over: the one backing file its header may name (checked
+	// before every start). "" in a record of an older crimux.
+	Backing       string `json:"backing,omitempty"`
+	BackingFormat string `json:"backing_format,omitempty"`
 }
 
 // Container is a VM pod's container: the VM.

@@ -37,6 +37,9 @@ type Conn struct {
 	// onReconnect counts every connect after the first (metrics).
 	onReconnect func(uri string)
 
+	// agents counts the guest-agent calls of every connection.
+	agents *AgentSlots
+
 	mu      sync.RWMutex
 	l       Libvirt
 	lastErr error
@@ -56,8 +59,13 @@ func NewConn(uri string, log *slog.Logger, onConnect func(context.Context, Libvi
 	if onReconnect == nil {
 		onReconnect = func(string) {}
 	}
-	return &Conn{uri: uri, socket: socket, log: log, onConnect: onConnect, onReconnect: onReconnect, done: make(chan struct{})}, nil
+	return &Conn{uri: uri, socket: socket, log: log, onConnect: onConnect, onReconnect: onReconnect,
+		agents: NewAgentSlots(AgentCaps{}), done: make(chan struct{})}, nil
 }
+
+// SetAgentCaps bounds the guest-agent calls in flight (agentcaps.go);
+// before Run. Without it the bounds are DefaultAgentCaps.
+func (c *Conn) SetAgentCaps(caps AgentCaps) { c.agents = NewAgentSlots(caps) }
 
 // Done is closed when Run has returned and the connection is closed.
 func (c *Conn) Done() <-chan struct{} { return c.done }
@@ -110,7 +118,7 @@ func (c *Conn) Run(ctx context.Context) {
 			c.onReconnect(c.uri)
 		}
 		connected = true
-		rl := remote{l: l, more: c}
+		rl := CapAgentCalls(remote{l: l, more: c}, c.agents)
 		c.mu.Lock()
 		c.l, c.lastErr = rl, nil
 		c.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 	"github.com/digitalocean/go-libvirt/libvirttest"
+	"google.golang.org/grpc/codes"
 
 	"github.com/crimux/crimux/internal/errdefs"
 )
@@ -235,10 +236,11 @@ func TestRemote(t *testing.T) {
 }
 
 // TestRemoteLongCallsOwnConnection: the calls that can last seconds
-// (starts, destroys, saves, snapshots, the guest agent, the health
-// check's Version) go on a connection of their own, closed after the
-// call, so they cannot hold the shared connection's five request slots;
-// when none can be opened they use the shared one.
+// (starts, destroys, saves, snapshots, the health check's Version) go on
+// a connection of their own, closed after the call, so they cannot hold
+// the shared connection's five request slots; when none can be opened
+// they use the shared one (guest-agent calls never do:
+// TestAgentCallsNeverUseTheSharedConnection).
 func TestRemoteLongCallsOwnConnection(t *testing.T) {
 	shared := golibvirt.NewWithDialer(libvirttest.New())
 	if err := shared.Connect(); err != nil {
@@ -298,4 +300,60 @@ func (m *mockDialer) dial() (*golibvirt.Libvirt, error) {
 	}
 	m.dialed = append(m.dialed, l)
 	return l, nil
+}
+
+// TestAgentCallsNeverUseTheSharedConnection: a guest-agent call lasts as
+// long as the guest makes it, so it goes on a connection of its own,
+// closed after the call, and is Unavailable when none can be opened
+// rather than take one of the shared connection's request slots (five,
+// for every other VM's calls).
+func TestAgentCallsNeverUseTheSharedConnection(t *testing.T) {
+	// Never connected: a call on it fails at once, with go-libvirt's error.
+	shared := golibvirt.NewWithDialer(libvirttest.New())
+	mocks := &mockDialer{fail: true}
+	r := remote{l: shared, more: mocks}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.AgentCommand(Domain{Name: "test"}, `{"execute":"guest-ping"}`, time.Second)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errdefs.IsUnavailable(err) || !strings.Contains(err.Error(), "no connection of its own") {
+			t.Fatalf("agent call with no connection of its own: %v; want Unavailable, never the shared connection", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the agent call did not return: it went to a libvirtd connection, not refused")
+	}
+}
+
+// TestConnCapsAgentCalls: the connection a Conn hands out (Get's, and
+// onConnect's) counts its agent calls against the Conn's caps.
+func TestConnCapsAgentCalls(t *testing.T) {
+	_, sock := newMockLibvirtd(t)
+	connected := make(chan Libvirt, 1)
+	c, err := NewConn("qemu:///system?socket="+sock, discard(), func(_ context.Context, l Libvirt) { connected <- l }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetAgentCaps(AgentCaps{PerVM: 1, PerNode: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); <-c.Done() }()
+	go c.Run(ctx)
+	first := receive(t, connected)
+	release, err := c.agents.Take("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	l, err := c.Get()
+	if err != nil || l != first {
+		t.Fatalf("Get = %v, %v; want the connection onConnect got", l, err)
+	}
+	for name, conn := range map[string]Libvirt{"Get's": l, "onConnect's": first} {
+		_, err := conn.AgentCommand(Domain{Name: "test"}, `{"execute":"guest-ping"}`, time.Second)
+		if errdefs.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "libvirt.agent_calls_per_node = 1") {
+			t.Fatalf("agent call on %s connection with the node's cap taken: %v; want ResourceExhausted naming the cap", name, err)
+		}
+	}
 }

@@ -46,6 +46,21 @@ func (r remote) long(call func(l *golibvirt.Libvirt) error) error {
 	return classify(call(r.l))
 }
 
+// own runs call on a connection of its own; when none can be opened it
+// is Unavailable. A remote without a dialer (tests) uses its one
+// connection.
+func (r remote) own(call func(l *golibvirt.Libvirt) error) error {
+	if r.more == nil {
+		return classify(call(r.l))
+	}
+	l, err := r.more.dial()
+	if err != nil {
+		return fmt.Errorf("no connection of its own to libvirtd for a guest-agent call: %v: %w", err, errdefs.ErrUnavailable)
+	}
+	defer func() { _ = l.Disconnect() }()
+	return classify(call(l))
+}
+
 // undefineFlags drop everything libvirt keeps for a domain.
 const undefineFlags = golibvirt.DomainUndefineManagedSave | golibvirt.DomainUndefineSnapshotsMetadata | golibvirt.DomainUndefineNvram
 
@@ -270,11 +285,13 @@ func (r remote) DeleteSnapshot(s Snapshot) error {
 
 func (r remote) Disconnected() <-chan struct{} { return r.l.Disconnected() }
 
-// AgentCommand waits up to timeout for the guest's answer in libvirtd:
-// a long call.
+// AgentCommand waits up to timeout for the guest's answer in libvirtd,
+// on a connection of its own and never on the shared one, even when none
+// can be opened: the guest decides how long the call lasts, and the
+// shared connection's few request slots are every other VM's.
 func (r remote) AgentCommand(d Domain, cmd string, timeout time.Duration) (string, error) {
 	var out []string
-	err := r.long(func(l *golibvirt.Libvirt) (err error) {
+	err := r.own(func(l *golibvirt.Libvirt) (err error) {
 		out, err = l.QEMUDomainAgentCommand(dom(d), cmd, int32(max(timeout/time.Second, 1)), 0)
 		return err
 	})

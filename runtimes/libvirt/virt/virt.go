@@ -149,7 +149,8 @@ type Agent interface {
 	// AgentCommand sends one command (JSON) to the guest agent and
 	// returns its answer, waiting at most timeout. No agent configured or
 	// connected is FailedPrecondition; one that does not answer,
-	// Unavailable.
+	// Unavailable; a call past the caps of calls in flight (AgentCaps, on
+	// a Conn's connections), ResourceExhausted.
 	AgentCommand(d Domain, cmd string, timeout time.Duration) (string, error)
 }
 

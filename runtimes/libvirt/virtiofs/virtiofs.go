@@ -21,6 +21,25 @@
 //     placement); virtiofsd gets the listening end with the one pending
 //     connection.
 //
+// The guest gets on a share what the container's security context gives
+// a container (converter/vm.ShareRights), because virtiofsd, root, acts
+// for every guest user:
+//
+//   - a container that runs as a user other than root gets a virtiofsd in
+//     a user namespace whose root is that user (the helper stays as its
+//     parent: Go can make a user namespace only for a child). Capabilities
+//     alone cannot do this: root with none left still owns root's files,
+//     so a guest's chmod u+s on a file it chowned to root gives a
+//     setuid-root file (measured: chmod u+s by uid 0 with CapEff 0
+//     succeeds; mknod fails). In the namespace host root is unmapped: no
+//     setuid-root file, no chown to root, no device node (CAP_MKNOD counts
+//     only in the host's namespace), and files are that user's. A seccomp
+//     filter makes virtiofsd's switches to the guest caller's IDs no-ops
+//     (squash.go), so every guest user acts as that one user, as every
+//     process of the container does;
+//   - a root container gives virtiofsd (modcaps) only the capabilities it
+//     holds itself, squashed to root when it may not change IDs.
+//
 // virtiofsd exits when its qemu closes the connection (qemu exits, or the
 // answer carrying it was never delivered), so a share needs no teardown.
 package virtiofs
@@ -32,6 +51,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/crimux/crimux/converter/vm"
@@ -166,13 +186,31 @@ func (d *Daemons) reap(cmd *exec.Cmd, sh vm.Share) {
 const gateOpen = "go\n"
 
 // HelperArgs is the helper's command line for share sh: the subcommand,
-// the directory, ro or rw, then virtiofsd's own command line.
+// the directory, ro or rw, what the share acts as (sh.Rights), then
+// virtiofsd's own command line, without the capabilities the container
+// was not given.
 func HelperArgs(sh vm.Share, virtiofsd string) []string {
 	mode := "rw"
 	if sh.ReadOnly {
 		mode = "ro"
 	}
-	return []string{HelperCommand, sh.HostPath, mode, "--", virtiofsd, "--fd=3",
-		"-o", "source=" + sh.HostPath + ",cache=auto,sandbox=namespace,no_posix_lock,no_flock,no_xattr,log_level=warn",
-		"--thread-pool-size=4"}
+	args := []string{HelperCommand, sh.HostPath, mode}
+	source := sh.HostPath
+	if u := sh.Rights.User; u != nil {
+		args = append(args, "--user", formatUser(u))
+		source = UserViewPath(sh.HostPath)
+	}
+	if sh.Rights.Squash {
+		args = append(args, "--squash")
+	}
+	opts := "source=" + source + ",cache=auto,sandbox=namespace,no_posix_lock,no_flock,no_xattr,log_level=warn"
+	if len(sh.Rights.Drop) > 0 {
+		opts += ",modcaps=-" + strings.Join(sh.Rights.Drop, ":-")
+	}
+	args = append(args, "--", virtiofsd, "--fd=3", "-o", opts, "--thread-pool-size=4")
+	if sh.Rights.User != nil {
+		// Set by the helper: virtiofsd cannot raise it in its namespace.
+		args = append(args, "--rlimit-nofile=0")
+	}
+	return args
 }

@@ -216,8 +216,10 @@ func copyFile(dest, src string, size int64, sync bool) error {
 
 // writeFile writes exactly size bytes of r to a new read-only file,
 // leaving holes for zero blocks (raw disks are mostly zeros), and syncs it.
+// The file is root's and read-only for everyone (sharedFileMode): every VM
+// of the image, each with a uid of its own, reads it.
 func writeFile(dest string, r io.Reader, size int64, sync bool) (err error) {
-	f, err := os.OpenFile(dest, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
+	f, err := os.OpenFile(dest, os.O_WRONLY|os.O_CREATE|os.O_EXCL, sharedFileMode)
 	if err != nil {
 		return err
 	}

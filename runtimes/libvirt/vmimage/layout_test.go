@@ -291,7 +291,7 @@ func checkDir(t *testing.T, dir string, want map[string][]byte) {
 		if !bytes.Equal(got, body) {
 			t.Errorf("%s: %d bytes, differs from the image's %d", name, len(got), len(body))
 		}
-		if fi, _ := os.Stat(filepath.Join(dir, name)); fi.Mode().Perm() != 0o400 {
+		if fi, _ := os.Stat(filepath.Join(dir, name)); fi.Mode().Perm() != sharedFileMode {
 			t.Errorf("%s: mode %v, want read-only", name, fi.Mode())
 		}
 	}

@@ -7,10 +7,11 @@ import (
 	"testing"
 )
 
-// TestCacheIsRootOnly (issue 13, defect 11): a tenant's image files are
-// private: the cache and its entries can be traversed, not listed, and
-// no file of an entry can be read by anyone but root (qemu gets the ones
-// its VM boots from libvirt, for the VM's life).
+// TestCacheIsRootOnly (issue 13, defect 11; issue 36): the cache and its
+// entries can be traversed, not listed; the record is root's alone; an
+// image's files are root's and read-only for all, since VMs of many
+// identities read one disk and none may write it (libvirt no longer lends
+// it by chowning it to one qemu user).
 func TestCacheIsRootOnly(t *testing.T) {
 	store := newFakeStore()
 	im := vmImage(t, qcow2Image(nil))
@@ -36,8 +37,12 @@ func TestCacheIsRootOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fi.Mode().Perm()&0o077 != 0 {
-			t.Errorf("%s: mode %v, readable beyond root", f.Name(), fi.Mode().Perm())
+		want := os.FileMode(sharedFileMode)
+		if f.Name() == recordFile {
+			want = 0o400
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", f.Name(), fi.Mode().Perm(), want)
 		}
 	}
 }

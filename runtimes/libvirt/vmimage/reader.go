@@ -337,14 +337,27 @@ func (r *Reader) removeStale() {
 	}
 }
 
-// restrictEntry gives an entry's directory 0711 and its files 0400.
+// sharedFileMode is the mode of an image's files in the cache (disk,
+// kernel, initrd): VMs read them, each as a uid of its own (libvirt must
+// not chown a layer many VMs share), none writes them, and the cache's
+// directories (0711) let nobody but root list them: reaching one takes
+// its image's digest.
+const sharedFileMode = 0o444
+
+// restrictEntry gives an entry's directory 0711, its record 0400 and its
+// image's files sharedFileMode (whatever an older crimux gave them).
 func restrictEntry(dir string) {
 	_ = os.Chmod(dir, 0o711)
 	files, _ := os.ReadDir(dir)
 	for _, f := range files {
-		if f.Type().IsRegular() {
-			_ = os.Chmod(filepath.Join(dir, f.Name()), 0o400)
+		if !f.Type().IsRegular() {
+			continue
 		}
+		mode := os.FileMode(sharedFileMode)
+		if f.Name() == recordFile {
+			mode = 0o400
+		}
+		_ = os.Chmod(filepath.Join(dir, f.Name()), mode)
 	}
 }
 

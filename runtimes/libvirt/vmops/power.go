@@ -132,9 +132,9 @@ func (r *Ops) powerStep(ctx context.Context, l virt.Libvirt, dom virt.Domain, c 
 		// chosen when it is started.
 		err = l.ManagedSave(dom)
 	case stepCreate:
-		err = r.StartingQemu(c.Domain, func() error { return l.Start(dom) })
+		err = r.StartingQemu(c, func() error { return l.Start(dom) })
 	case stepCreatePaused:
-		err = r.StartingQemu(c.Domain, func() error { return l.StartPaused(dom) })
+		err = r.StartingQemu(c, func() error { return l.StartPaused(dom) })
 	}
 	return forced, err
 }

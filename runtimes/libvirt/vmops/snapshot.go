@@ -21,7 +21,7 @@ import (
 // domain with its snapshot metadata and deletes the overlay.
 
 // CreateSnapshot snapshots the VM: its disk, and its memory when it runs
-// or is paused.
+// or is paused; at most max_snapshots_per_vm of them (snapshot_cap.go).
 func (r *Ops) CreateSnapshot(ctx context.Context, id, name, description string) (vmtypes.SnapshotInfo, error) {
 	if err := vmtypes.ValidateSnapshotName(name); err != nil {
 		return vmtypes.SnapshotInfo{}, err
@@ -35,6 +35,9 @@ func (r *Ops) CreateSnapshot(ctx context.Context, id, name, description string) 
 	if _, err := l.LookupSnapshot(dom, name); err == nil {
 		return vmtypes.SnapshotInfo{}, fmt.Errorf("snapshot_name %q: the VM already has a snapshot of that name: %w", name, errdefs.ErrAlreadyExists)
 	} else if !virt.IsNoSnapshot(err) {
+		return vmtypes.SnapshotInfo{}, err
+	}
+	if err := r.snapshotRoom(l, dom); err != nil {
 		return vmtypes.SnapshotInfo{}, err
 	}
 	if op.View.State != virt.StateShutoff {
@@ -103,7 +106,7 @@ func (r *Ops) RestoreSnapshot(ctx context.Context, id, name string) (vmtypes.Pow
 			return "", err
 		}
 	}
-	err = r.StartingQemu(c.Domain, func() error { return l.RevertToSnapshot(snap) })
+	err = r.StartingQemu(c, func() error { return l.RevertToSnapshot(snap) })
 	r.settlePower(l, dom, c, prev)
 	if err != nil {
 		return c.Power(), fmt.Errorf("restore snapshot %q of domain %s: %w", name, c.Domain, err)

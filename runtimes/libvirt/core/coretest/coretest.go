@@ -39,6 +39,9 @@ type Options struct {
 	NoNetwork bool
 	// Instance is crimux's identity; "i" when empty.
 	Instance string
+	// Identities gives every VM pod a uid and gid of its own (root only:
+	// its files are chowned); none by default.
+	Identities core.IdentityRange
 }
 
 // New returns a runtime core on fakes, closed at the end of the test.
@@ -67,7 +70,7 @@ func New(t testing.TB, opts ...Options) *Env {
 		p.Net = e.Net
 	}
 	e.R = core.New(core.Options{StateDir: dir, Accel: "tcg", Emulator: "/usr/bin/true", Instance: o.Instance,
-		MemoryOverheadMiB: 64, Counters: e.Counters}, p)
+		MemoryOverheadMiB: 64, Counters: e.Counters, Identities: o.Identities}, p)
 	t.Cleanup(e.R.Console.StopAll)
 	return e
 }

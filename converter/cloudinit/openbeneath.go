@@ -1,0 +1,226 @@
+package cloudinit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// The volume under /crimux/cloud-init is the tenant's: it may change
+// while crimux reads it (a directory swapped for a link, a PVC's other
+// users writing) and it may hold anything a filesystem can. So its file
+// is found once, on descriptors, never by checking a path and opening it
+// again; and it is only opened for reading once it is known to be a
+// regular file.
+
+// beneath is how the volume's file is resolved: from the volume's root,
+// never above it (an absolute link or a ".." past the root is EXDEV),
+// never through /proc's magic links, never across a mount point.
+//
+// RESOLVE_BENEATH rather than RESOLVE_IN_ROOT: IN_ROOT would confine a
+// link out of the volume into it ("/etc/shadow" read as
+// <volume>/etc/shadow), reading a file the tenant did not mean; a link
+// that leaves the volume is a mistake or an attack, and the pod is told
+// so (InvalidArgument) rather than given another file. Kubelet's own
+// links (user-data -> ..data/user-data, ..data -> ..<timestamp>) are
+// relative and stay inside, so both resolve them alike.
+var beneath = unix.OpenHow{
+	Flags:   unix.O_PATH | unix.O_CLOEXEC,
+	Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+}
+
+// openat2 is unix.Openat2; tests make it ENOSYS to run walkBeneath.
+var openat2 = unix.Openat2
+
+const (
+	// openRetries: openat2 says EAGAIN when a rename raced a ".." of
+	// the walk; a tenant renaming in a loop gets a refusal, not a spin.
+	openRetries = 16
+	// maxLinks is the kernel's own limit (MAXSYMLINKS).
+	maxLinks = 40
+)
+
+// openRegularBeneath opens dir/name for reading, resolved beneath dir,
+// if it is a regular file. dir itself is kubelet's directory for the
+// volume (a tmpfs, a PVC's mount point, a subPath bind mount; a
+// hostPath's own path): a real directory, so a link as its last
+// component is nothing kubelet makes and is not followed (O_NOFOLLOW);
+// its parents are the node's (/var/lib/kubelet may be a link) and are.
+// The file is first held by an O_PATH descriptor, which opens nothing:
+// a FIFO is not waited on, a device's driver never sees an open (some
+// act on one: a watchdog starts, a tape rewinds). Only a regular file is
+// then opened, through /proc/self/fd, so the very inode checked.
+func openRegularBeneath(dir, name string) (*os.File, error) {
+	root, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOTDIR) {
+		return nil, fmt.Errorf("the volume's host path %s is not a directory (a symbolic link there is not followed)", dir)
+	} else if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(root)
+	fd, err := pathBeneath(root, name)
+	switch {
+	case errors.Is(err, unix.EXDEV):
+		return nil, fmt.Errorf("%s resolves outside the volume (a symbolic link out of it, or a mount point in it)", name)
+	case err != nil:
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("%s is %s, not a regular file", name, fileKind(st.Mode))
+	}
+	// O_NONBLOCK and O_NOCTTY cannot matter for a regular file; they are
+	// there in case the check above is ever wrong.
+	rfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "reopen", Path: name, Err: err}
+	}
+	f := os.NewFile(uintptr(rfd), name)
+	var rst unix.Stat_t
+	if err := unix.Fstat(rfd, &rst); err != nil || rst.Dev != st.Dev || rst.Ino != st.Ino {
+		f.Close()
+		return nil, fmt.Errorf("%s changed while it was opened", name)
+	}
+	return f, nil
+}
+
+// pathBeneath resolves name beneath the directory root to an O_PATH
+// descriptor: openat2, or on kernels without it (before 5.6) the same
+// resolution done by hand.
+func pathBeneath(root int, name string) (int, error) {
+	for try := 0; ; try++ {
+		how := beneath
+		fd, err := openat2(root, name, &how)
+		switch {
+		case errors.Is(err, unix.EAGAIN) && try < openRetries:
+			continue
+		case errors.Is(err, unix.ENOSYS):
+			return walkBeneath(root, name)
+		}
+		return fd, err
+	}
+}
+
+// walkBeneath is what openat2 does with beneath's flags, one component
+// at a time: each opened O_PATH|O_NOFOLLOW, a link read and spliced into
+// what is left (an absolute one refused), and ".." going back to the
+// directory held open rather than being looked up, so neither a link nor
+// a rename can take the walk above root. A mount point is known by its
+// device number (a bind mount of root's own filesystem is not; only the
+// node makes mounts).
+func walkBeneath(root int, name string) (int, error) {
+	var rootSt unix.Stat_t
+	if err := unix.Fstat(root, &rootSt); err != nil {
+		return -1, err
+	}
+	dirs := []int{root} // dirs[0] is the caller's to close
+	defer func() {
+		for _, d := range dirs[1:] {
+			unix.Close(d)
+		}
+	}()
+	todo, links := components(name), 0
+	for len(todo) > 0 {
+		c := todo[0]
+		todo = todo[1:]
+		if c == ".." {
+			if len(dirs) == 1 {
+				return -1, unix.EXDEV
+			}
+			unix.Close(dirs[len(dirs)-1])
+			dirs = dirs[:len(dirs)-1]
+			continue
+		}
+		fd, err := unix.Openat(dirs[len(dirs)-1], c, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return -1, err
+		}
+		switch kind := st.Mode & unix.S_IFMT; {
+		case st.Dev != rootSt.Dev:
+			err = unix.EXDEV
+		case kind == unix.S_IFLNK:
+			var target string
+			target, err = readLink(fd)
+			links++
+			switch {
+			case err != nil:
+			case links > maxLinks:
+				err = unix.ELOOP
+			case strings.HasPrefix(target, "/"):
+				err = unix.EXDEV
+			default:
+				todo = append(components(target), todo...)
+			}
+		case len(todo) == 0:
+			return fd, nil
+		case kind == unix.S_IFDIR:
+			dirs = append(dirs, fd)
+			continue
+		default:
+			err = unix.ENOTDIR
+		}
+		unix.Close(fd)
+		if err != nil {
+			return -1, err
+		}
+	}
+	// name ended at a directory (".." or a link to one): the caller
+	// refuses it as not a regular file.
+	return unix.Openat(dirs[len(dirs)-1], ".", unix.O_PATH|unix.O_CLOEXEC, 0)
+}
+
+// components splits a path into its names, "" and "." dropped.
+func components(path string) []string {
+	var out []string
+	for _, c := range strings.Split(path, "/") {
+		if c != "" && c != "." {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// readLink reads the link an O_PATH descriptor holds.
+func readLink(fd int) (string, error) {
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(fd, "", buf)
+	if err != nil {
+		return "", err
+	}
+	if n == len(buf) {
+		return "", unix.ENAMETOOLONG
+	}
+	return string(buf[:n]), nil
+}
+
+// fileKind names a file type for an error message.
+func fileKind(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFBLK:
+		return "a block device"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFLNK:
+		return "a symbolic link"
+	}
+	return "of an unknown kind"
+}

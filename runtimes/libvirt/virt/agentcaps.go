@@ -1,0 +1,117 @@
+package virt
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/crimux/crimux/internal/errdefs"
+)
+
+// A guest-agent call holds one of libvirtd's workers for as long as the
+// guest takes to answer: libvirtd runs one agent command per domain at a
+// time (its agent job) and the others wait for it in their workers, up to
+// libvirt's 30 s job timeout, and one the guest never answers lasts the
+// call's timeout. libvirtd has few workers (max_workers, 20 by default)
+// for all its clients: a guest whose agent never answers, with parallel
+// kubectl execs or exec probes, held them all, and every other VM's
+// define, start and stop queued behind it. So crimux bounds the agent
+// calls it has in flight, per VM and for the node, and refuses one past
+// either bound (ResourceExhausted) rather than queue it in libvirtd; an
+// agent call also never uses the shared connection's request slots
+// (remote.AgentCommand).
+
+// AgentCaps bound the guest-agent calls in flight ([libvirt]
+// agent_calls_per_vm and agent_calls_per_node); 0 is the default.
+type AgentCaps struct {
+	PerVM, PerNode int
+}
+
+// DefaultAgentCaps: four calls per VM are one running and three waiting
+// for it in libvirtd, each at most one agent timeout (5 s for an exec's
+// calls) behind the one before, within libvirt's 30 s job timeout; eight
+// for the node leave libvirtd's other 12 default workers to crimux's
+// shared connection (5 requests at once, libvirtd's max_client_requests),
+// its starts, stops and saves on connections of their own, and other
+// clients (virsh). Two VMs with stuck agents fill the node's cap: the
+// execs of others are refused, retryable, while their lifecycle goes on.
+var DefaultAgentCaps = AgentCaps{PerVM: 4, PerNode: 8}
+
+// AgentSlots count the agent calls in flight against their caps. Shared
+// by every connection of a Conn, so calls still in flight on a lost
+// connection keep counting until they return.
+type AgentSlots struct {
+	caps AgentCaps
+	mu   sync.Mutex
+	node int
+	vms  map[string]int
+}
+
+// NewAgentSlots counts against caps (a 0 field is its default's).
+func NewAgentSlots(caps AgentCaps) *AgentSlots {
+	if caps.PerVM <= 0 {
+		caps.PerVM = DefaultAgentCaps.PerVM
+	}
+	if caps.PerNode <= 0 {
+		caps.PerNode = DefaultAgentCaps.PerNode
+	}
+	return &AgentSlots{caps: caps, vms: map[string]int{}}
+}
+
+// Caps are the caps counted against.
+func (s *AgentSlots) Caps() AgentCaps { return s.caps }
+
+// InFlight is how many calls are in flight to domain's agent and on the
+// node.
+func (s *AgentSlots) InFlight(domain string) (vm, node int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.vms[domain], s.node
+}
+
+// Take reserves a slot for a call to domain's agent, released by the
+// function it returns (once), or refuses the call, naming the cap.
+func (s *AgentSlots) Take(domain string) (release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.vms[domain] >= s.caps.PerVM:
+		return nil, fmt.Errorf("guest-agent call to %s refused: %d calls to its agent are in flight, the per-VM cap "+
+			"(libvirt.agent_calls_per_vm = %d); retry once they end: %w", domain, s.vms[domain], s.caps.PerVM, errdefs.ErrResourceExhausted)
+	case s.node >= s.caps.PerNode:
+		return nil, fmt.Errorf("guest-agent call to %s refused: %d guest-agent calls are in flight on this node, the per-node cap "+
+			"(libvirt.agent_calls_per_node = %d); retry once they end: %w", domain, s.node, s.caps.PerNode, errdefs.ErrResourceExhausted)
+	}
+	s.vms[domain]++
+	s.node++
+	var once sync.Once
+	return func() { once.Do(func() { s.give(domain) }) }, nil
+}
+
+func (s *AgentSlots) give(domain string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.node--
+	if s.vms[domain]--; s.vms[domain] <= 0 {
+		delete(s.vms, domain)
+	}
+}
+
+// CapAgentCalls is l with its guest-agent calls counted against slots.
+func CapAgentCalls(l Libvirt, slots *AgentSlots) Libvirt { return agentCapped{l, slots} }
+
+// agentCapped is a Libvirt whose agent calls take a slot first. It stays
+// comparable (callers compare connections).
+type agentCapped struct {
+	Libvirt
+	slots *AgentSlots
+}
+
+func (a agentCapped) AgentCommand(d Domain, cmd string, timeout time.Duration) (string, error) {
+	release, err := a.slots.Take(d.Name)
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	return a.Libvirt.AgentCommand(d, cmd, timeout)
+}

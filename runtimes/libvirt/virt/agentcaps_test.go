@@ -1,0 +1,168 @@
+package virt_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	"github.com/crimux/crimux/runtimes/libvirt/virt/virtfake"
+)
+
+// stuckAgents are guests whose agents answer only when told to: each
+// call waits in the fake's AgentCommand, as a call to an agent that does
+// not answer waits in libvirtd.
+type stuckAgents struct {
+	answer  chan struct{}
+	mu      sync.Mutex
+	waiting int
+}
+
+func (s *stuckAgents) agent(string) (string, error) {
+	s.mu.Lock()
+	s.waiting++
+	s.mu.Unlock()
+	<-s.answer
+	s.mu.Lock()
+	s.waiting--
+	s.mu.Unlock()
+	return `{"return":{}}`, nil
+}
+
+func (s *stuckAgents) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiting
+}
+
+// define defines name on f.
+func define(t *testing.T, f *virtfake.Libvirt, name string) virt.Domain {
+	t.Helper()
+	d, err := f.Define("<domain type='qemu'><name>" + name + "</name></domain>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// runningWithAgent defines and starts name on f with agent.
+func runningWithAgent(t *testing.T, f *virtfake.Libvirt, name string, agent func(string) (string, error)) virt.Domain {
+	t.Helper()
+	d := define(t, f, name)
+	if err := f.Start(d); err != nil {
+		t.Fatal(err)
+	}
+	f.Edit(name, func(dd *virtfake.Domain) { dd.Agent = agent })
+	d, err := f.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestAgentCallsAreCapped: agent calls past the per-VM or the per-node
+// cap are refused at once (ResourceExhausted, naming the cap), while the
+// admitted ones wait on a guest that does not answer; other calls of the
+// connection (another VM's lifecycle) are not held; the slots come back
+// when the calls end.
+func TestAgentCallsAreCapped(t *testing.T) {
+	t.Parallel()
+	f := virtfake.New()
+	stuck := &stuckAgents{answer: make(chan struct{})}
+	a := runningWithAgent(t, f, "a", stuck.agent)
+	b := runningWithAgent(t, f, "b", stuck.agent)
+	slots := virt.NewAgentSlots(virt.AgentCaps{PerVM: 2, PerNode: 3})
+	l := virt.CapAgentCalls(f, slots)
+
+	var wg sync.WaitGroup
+	admitted := func(d virt.Domain) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := l.AgentCommand(d, `{"execute":"guest-ping"}`, time.Second); err != nil {
+				t.Errorf("admitted call to %s: %v", d.Name, err)
+			}
+		}()
+	}
+	waitStuck := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for stuck.count() != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d calls wait on the agents, want %d", stuck.count(), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	refused := func(d virt.Domain, words string) {
+		t.Helper()
+		start := time.Now()
+		_, err := l.AgentCommand(d, `{"execute":"guest-ping"}`, time.Second)
+		if errdefs.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), words) || !strings.Contains(err.Error(), d.Name) {
+			t.Fatalf("call to %s past the cap: %v (%s), want ResourceExhausted naming %s and %q", d.Name, err, errdefs.Code(err), d.Name, words)
+		}
+		if time.Since(start) > time.Second {
+			t.Fatalf("a refusal took %v: it must not wait", time.Since(start))
+		}
+	}
+
+	admitted(a)
+	admitted(a)
+	waitStuck(2)
+	refused(a, "per-VM cap (libvirt.agent_calls_per_vm = 2)")
+	admitted(b)
+	waitStuck(3)
+	refused(b, "per-node cap (libvirt.agent_calls_per_node = 3)")
+	if vm, node := slots.InFlight("a"); vm != 2 || node != 3 {
+		t.Fatalf("in flight: %d to a, %d on the node; want 2 and 3", vm, node)
+	}
+
+	// Lifecycle calls of the connection go on meanwhile.
+	c := define(t, f, "c")
+	if err := l.Start(c); err != nil {
+		t.Fatalf("another VM's start while agent calls wait: %v", err)
+	}
+	if err := l.Destroy(c); err != nil {
+		t.Fatalf("another VM's destroy while agent calls wait: %v", err)
+	}
+
+	close(stuck.answer)
+	wg.Wait()
+	if vm, node := slots.InFlight("a"); vm != 0 || node != 0 {
+		t.Fatalf("after the calls ended: %d to a, %d on the node in flight; want none", vm, node)
+	}
+	if _, err := l.AgentCommand(a, `{"execute":"guest-ping"}`, time.Second); err != nil {
+		t.Fatalf("a call once the slots are back: %v", err)
+	}
+}
+
+// TestAgentSlotsDefaults: a zero cap is its default, and a release given
+// twice returns one slot.
+func TestAgentSlotsDefaults(t *testing.T) {
+	t.Parallel()
+	s := virt.NewAgentSlots(virt.AgentCaps{})
+	if s.Caps() != virt.DefaultAgentCaps {
+		t.Fatalf("caps %+v, want the defaults %+v", s.Caps(), virt.DefaultAgentCaps)
+	}
+	if d := virt.DefaultAgentCaps; d.PerVM < 1 || d.PerNode < d.PerVM || d.PerNode >= 20-5 {
+		t.Fatalf("default caps %+v: want 1 <= per VM <= per node, and per node below libvirtd's 20 workers less the shared connection's 5 requests", d)
+	}
+	release, err := s.Take("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.Take("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	release()
+	if vm, node := s.InFlight("b"); vm != 1 || node != 1 {
+		t.Fatalf("after releasing a's slot twice: %d to b, %d on the node; want 1 and 1", vm, node)
+	}
+	other()
+}
