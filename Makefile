@@ -18,16 +18,17 @@ UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e /test/e2e -e '/test/bench$$')
 # Packages whose tests include integration tests against the test bed
 # (internal/testbed): they skip under `make unit` and run under `make e2e`.
 INTEG_PKGS = ./runtimes/libvirt/placer/ ./runtimes/libvirt/virt/ ./runtimes/libvirt/podnet/ ./runtimes/libvirt/vmimage/ ./runtimes/libvirt/qcow2/
-# make install: binaries in $(PREFIX)/bin, the qemu wrapper in
-# $(PREFIX)/lib/crimux, the unit, the RuntimeClass manifest, the node
-# agent's RBAC and admission policy, and a default config unless one exists.
+# make install: what make dist ships, through its install.sh: binaries in
+# $(PREFIX)/bin, the qemu wrapper in $(PREFIX)/lib/crimux, the unit,
+# kubelet's drop-in, the RuntimeClass manifest, the node agent's RBAC and
+# admission policy, and a default config unless one exists.
 PREFIX     ?= /usr/local
 SYSCONFDIR ?= /etc
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 DESTDIR    ?=
 E2E_ENV   := CRIMUX_E2E=1 CRIMUX_BIN=$(BIN)/crimux CRIMUX_CTL=$(BIN)/crimuxctl CRIMUX_TESTBED=$(TESTBED)
 
-.PHONY: all build install host-tools e2e-node e2e-kubelet e2e-cluster run test vet fmt-check unit bed bed-down e2e e2e-guest e2e-vm e2e-vm-net e2e-vm-api e2e-vm-storage chaos critest proto clean
+.PHONY: all build install dist dist-tree host-tools e2e-node e2e-kubelet e2e-cluster run test vet fmt-check unit bed bed-down e2e e2e-guest e2e-vm e2e-vm-net e2e-vm-api e2e-vm-storage chaos critest proto clean
 
 all: build
 
@@ -36,25 +37,20 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/crimuxctl ./cmd/crimuxctl
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/crimux-qemu-wrapper ./cmd/crimux-qemu-wrapper
 
-install: build
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/crimux $(DESTDIR)$(UNITDIR) \
-		$(DESTDIR)$(PREFIX)/share/crimux $(DESTDIR)$(SYSCONFDIR)/crimux
-	install -m 0755 $(BIN)/crimux $(BIN)/crimuxctl $(DESTDIR)$(PREFIX)/bin/
-	install -m 0755 $(BIN)/crimux-qemu-wrapper $(DESTDIR)$(PREFIX)/lib/crimux/
-	sed -e 's#/usr/local/bin/crimux#$(PREFIX)/bin/crimux#' -e 's#/etc/crimux/#$(SYSCONFDIR)/crimux/#g' \
-		$(if $(filter-out /etc,$(SYSCONFDIR)),-e 's#^ExecStart=.*#& --config $(SYSCONFDIR)/crimux/config.toml#') \
-		systemd/crimux.service >$(DESTDIR)$(UNITDIR)/crimux.service
-	chmod 0644 $(DESTDIR)$(UNITDIR)/crimux.service
-	install -m 0644 systemd/runtimeclass-vm.yaml systemd/crimux-node-agent-rbac.yaml systemd/crimux-node-agent-policy.yaml \
-		$(DESTDIR)$(PREFIX)/share/crimux/
-	@if [ -e $(DESTDIR)$(SYSCONFDIR)/crimux/config.toml ]; then \
-		echo "kept $(DESTDIR)$(SYSCONFDIR)/crimux/config.toml"; \
-	else \
-		$(BIN)/crimux config default | sed 's#/usr/local/lib/crimux/#$(PREFIX)/lib/crimux/#' \
-			>$(DESTDIR)$(SYSCONFDIR)/crimux/config.toml && \
-		echo "wrote $(DESTDIR)$(SYSCONFDIR)/crimux/config.toml"; \
-	fi
-	@echo "installed; then: systemctl daemon-reload && systemctl enable --now crimux"
+install: dist-tree
+	DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) SYSCONFDIR=$(SYSCONFDIR) UNITDIR=$(UNITDIR) $(DIST)/crimux-$(VERSION)-linux-amd64/install.sh
+
+# dist: the release tarball, dist/crimux-VERSION-linux-amd64.tar.gz (and
+# its .sha256): static binaries, the unit, kubelet's drop-in, the
+# manifests, install.sh and SHA256SUMS (hack/dist.sh). A node installs
+# from it alone: tar xzf ...; sudo ./crimux-*/install.sh.
+DIST ?= $(CURDIR)/dist
+dist: dist-tree
+dist-tree:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/static/crimux ./cmd/crimux
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/static/crimuxctl ./cmd/crimuxctl
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/static/crimux-qemu-wrapper ./cmd/crimux-qemu-wrapper
+	./hack/dist.sh $(DIST) $(VERSION) $(BIN)/static
 
 # host-tools: systemd-analyze, for the e2e test that verifies the unit.
 # Debian's systemd package installs it without systemd running.
@@ -201,4 +197,4 @@ critest: build bed
 	TESTBED=$(TESTBED) ./test/bed/critest-both.sh $(BIN)/crimux
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DIST)

@@ -3,7 +3,7 @@
 # kernel) into systemd on the unified cgroup v2 hierarchy, with containerd
 # (the test bed's build, SystemdCgroup = true), runc, CNI plugins, libvirt
 # and qemu from Debian (libvirt's cgroup handling off), openssh-server,
-# crictl, a loopback image registry, and crimux installed by `make install`
+# crictl, a loopback image registry, and crimux installed from `make dist`'s tarball
 # with its unit enabled. Prints the qcow2's path as its last line; the SSH
 # key to log in as root is id_ed25519 beside it.
 #
@@ -102,13 +102,16 @@ bins=$work/bin
 mkdir -p "$bins"
 (cd "$repo" && CGO_ENABLED=0 nice_ go build -trimpath -o "$bins/crimux-test-registry" ./test/registry) >>"$log" 2>&1 ||
 	fail "building the test registry"
-(cd "$repo" && nice_ make -s build) >>"$log" 2>&1 || fail "make build"
+# crimux comes to the node as it comes to any node: the release tarball of
+# make dist, unpacked and installed by its install.sh alone.
+(cd "$repo" && nice_ make -s dist DIST="$work/dist") >>"$log" 2>&1 || fail "make dist"
+tarball=$(ls "$work"/dist/crimux-*-linux-amd64.tar.gz)
 key=$( (
 	echo "$base_key $SIZE_GIB $LABEL"
 	cd "$repo"
 	find test/node/files test/lib systemd -type f | LC_ALL=C sort | xargs sha256sum
 	sha256sum test/node/{build.sh,setup.sh,grub.cfg,packages}
-	sha256sum Makefile bin/crimux bin/crimuxctl bin/crimux-qemu-wrapper "$bins/crimux-test-registry" \
+	sha256sum Makefile "$tarball" "$bins/crimux-test-registry" \
 		"$TESTBED"/bin/{containerd,containerd-shim-runc-v2,ctr,crictl} | cut -d' ' -f1
 	dpkg-query -W -f='${Package} ${Version}\n' grub-pc-bin qemu-utils e2fsprogs
 ) | sha256sum | cut -c1-16)
@@ -123,7 +126,8 @@ cp -a "$base/root" "$root"
 cp -r "$here/files/." "$root/"
 install -m 0755 "$TESTBED"/bin/{containerd,containerd-shim-runc-v2,ctr,crictl} "$bins/crimux-test-registry" "$root/usr/local/bin/"
 mkdir -p "$root/var/lib/crimux-node/images"
-(cd "$repo" && make -s install DESTDIR="$root") >>"$log" 2>&1 || fail "make install"
+tar -C "$work/dist" -xzf "$tarball"
+DESTDIR="$root" "${tarball%.tar.gz}/install.sh" >>"$log" 2>&1 || fail "install.sh of $(basename "$tarball")"
 cp "$here/setup.sh" "$root/crimux-setup.sh"
 chroot "$root" /bin/sh -eu /crimux-setup.sh >>"$log" 2>&1 || fail "the setup in the root"
 rm -f "$root/crimux-setup.sh"
