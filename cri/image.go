@@ -68,7 +68,27 @@ func (s *Server) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest
 	if resp.GetImageRef() == "" {
 		return nil, fmt.Errorf("runtime %q returned an empty image_ref for %q: %w", rt.Name, req.Image.Image, errdefs.ErrUnavailable)
 	}
+	s.prepareImage(ctx, req.Image.Image)
 	return resp, nil
+}
+
+// prepareImage has every backend that makes files of images ahead of use
+// (registry.ImagePreparer: the VM runtime's disk) make them now, within
+// the pull. A failure is logged, not returned: the image is pulled, and
+// what it is for (a VM's CreateContainer) prepares it again and reports
+// why it cannot.
+func (s *Server) prepareImage(ctx context.Context, image string) {
+	for _, rt := range s.reg.Load().Backends() {
+		p, ok := registry.Ability[registry.ImagePreparer](rt)
+		if !ok {
+			continue
+		}
+		start := time.Now()
+		if err := p.PrepareImage(ctx, image); err != nil {
+			s.logger(ctx).Warn("image pulled, but its files were not prepared; its first use prepares them",
+				"runtime", rt.Name, "image", image, "took", time.Since(start), "err", err)
+		}
+	}
 }
 
 // ImageStatus asks the image's runtime store.

@@ -47,6 +47,15 @@ type ImageCollector interface {
 	CollectImages(ctx context.Context) error
 }
 
+// ImagePreparer is a backend that makes files of an image ahead of its
+// first use (the VM runtime's disk out of a VM image): the CRI server
+// asks it after every PullImage, so the wait falls in the pull, where
+// kubelet and crictl expect one, not in CreateContainer. An image that
+// is none of the backend's is no error.
+type ImagePreparer interface {
+	PrepareImage(ctx context.Context, ref string) error
+}
+
 // ImageFsContributor is a backend whose files of images (and of what runs
 // from them) live outside any image store; kubelet's image garbage
 // collection and eviction must see them in ImageFsInfo.

@@ -25,7 +25,26 @@ import (
 var (
 	_ registry.ImageCollector     = (*backend)(nil)
 	_ registry.ImageFsContributor = (*backend)(nil)
+	_ registry.ImagePreparer      = (*backend)(nil)
 )
+
+// PrepareImage extracts a VM image's files into the image cache right
+// after its pull when its top layer shows it is one (vmimage.LooksLikeVM:
+// a few tar headers, cheap for a container image), so the VM's
+// CreateContainer finds its disk ready. Other images, and a VM image
+// whose files lie deeper, are prepared at CreateContainer as before.
+func (rt *Runtime) PrepareImage(ctx context.Context, ref string) error {
+	vi, ok := rt.core.Images.(vmImages)
+	if !ok {
+		return nil
+	}
+	isVM, err := vi.r.LooksLikeVM(ctx, ref)
+	if err != nil || !isVM {
+		return err
+	}
+	_, err = vi.r.Prepare(ctx, ref)
+	return err
+}
 
 // imageCacheDir is where the image cache of the runtime with state dir
 // stateDir lives.

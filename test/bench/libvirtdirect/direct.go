@@ -138,7 +138,8 @@ func (d *Client) spec(name, dir string, sh Shape) vm.Spec {
 		s.Boot = &vm.KernelBoot{Kernel: d.layout.Kernel, Initrd: d.layout.Initrd, Args: d.layout.KernelArgs}
 	}
 	if d.layout.DiskPath != "" {
-		s.Disk = &vm.Disk{Path: filepath.Join(dir, "disk.qcow2"), Format: "qcow2"}
+		s.Disk = &vm.Disk{Path: filepath.Join(dir, "disk.qcow2"), Format: "qcow2",
+			Backing: &vm.Disk{Path: d.layout.DiskPath, Format: d.layout.DiskFormat}}
 	}
 	if sh.CIData != nil {
 		s.CIData = filepath.Join(dir, "cidata.iso")
