@@ -167,7 +167,9 @@ func (b *backend) PowerStateCounts() (map[string]int, error) { return b.rt.Power
 func (b *backend) CollectImages(ctx context.Context) error { return b.rt.CollectImages(ctx) }
 
 // PrepareImage makes a VM image's files after its pull (image_files.go).
-func (b *backend) PrepareImage(ctx context.Context, ref string) error { return b.rt.PrepareImage(ctx, ref) }
+func (b *backend) PrepareImage(ctx context.Context, ref string) error {
+	return b.rt.PrepareImage(ctx, ref)
+}
 
 // ImageFsUsage is what the VM runtime's files of images take
 // (registry.ImageFsContributor).
