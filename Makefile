@@ -4,6 +4,7 @@
 #   make test    everything CI runs: vet, gofmt, unit tests (-race), e2e, a real kubelet, chaos, critest,
 #                and the cgroup v2 / systemd node (a VM: test/node)
 #   make install install crimux on a node (DESTDIR, PREFIX, SYSCONFDIR, UNITDIR)
+#   make dist    the release tarball, dist/crimux-VERSION-linux-amd64.tar.gz (docs/node.md)
 #
 # The test bed (test/bed) installs and starts containerd, runc, CNI, crictl,
 # critest and a loopback image registry; see test/bed/README.md.
@@ -122,7 +123,7 @@ e2e-vm-net: build bed
 # e2e-node: crimux on the node people run (issue 17): a Debian 12 VM
 # booted under qemu TCG (test/node: systemd as init, cgroup v2, containerd
 # with SystemdCgroup = true, libvirt and qemu from Debian, crimux installed
-# by make install and run by its unit), driven with crictl over SSH: a
+# from make dist's tarball by its install.sh and run by its unit), driven with crictl over SSH: a
 # container pod and a VM pod in kubelet's systemd pod slices, limits, stats,
 # update, and crimux killed, reloaded, stopped and frozen under systemd;
 # then critest in the node through crimux, and directly when a spec fails

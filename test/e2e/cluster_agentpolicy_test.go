@@ -13,7 +13,7 @@ import (
 )
 
 // agentManifests are what an operator applies for the node agent
-// (README, "The node agent"), applied by the test as shipped.
+// (docs/node.md, "On a node of a cluster": the node agent), applied by the test as shipped.
 var agentManifests = []string{
 	"systemd/crimux-node-agent-rbac.yaml",
 	"systemd/crimux-node-agent-policy.yaml",

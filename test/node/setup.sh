@@ -9,7 +9,7 @@ printf '127.0.0.1 localhost\n127.0.1.1 crimux-node\n' >/etc/hosts
 systemctl mask apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer \
 	fstrim.timer e2scrub_reap.service man-db.timer >/dev/null 2>&1 || true
 # libvirt must not manage qemu's cgroups: crimux places qemu in the pod's
-# cgroup itself (README "VM pods", Cgroups).
+# cgroup itself (docs/vm-pods.md, "Cgroups").
 echo "# crimux: libvirt must not manage qemu's cgroups" >>/etc/libvirt/qemu.conf
 echo 'cgroup_controllers = [ ]' >>/etc/libvirt/qemu.conf
 systemctl enable systemd-networkd.service ssh.service containerd.service \

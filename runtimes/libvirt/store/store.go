@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -158,13 +159,17 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open VM store: %w", err)
 	}
+	if err := db.View(func(tx *bolt.Tx) error { return checkFormat(tx, db.Path()) }); err != nil {
+		db.Close()
+		return nil, err
+	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketSandboxes, bucketContainers} {
+		for _, b := range [][]byte{bucketSandboxes, bucketContainers, bucketMeta} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
-		return nil
+		return tx.Bucket(bucketMeta).Put(keyFormat, []byte(strconv.Itoa(FormatVersion)))
 	})
 	if err != nil {
 		db.Close()
