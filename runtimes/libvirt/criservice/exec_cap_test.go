@@ -75,11 +75,15 @@ func TestExecSyncPastTheAgentCap(t *testing.T) {
 			t.Fatalf("%d of the %d execs past the cap were refused; the others wait", i, execs-perVM)
 		}
 	}
-	mu.Lock()
-	if waiting != perVM {
-		t.Errorf("%d agent calls reached libvirt, want the cap's %d", waiting, perVM)
+	// The admitted calls hold their slots before they reach libvirt: wait
+	// for them to arrive, then none beyond them may have.
+	reached := func() int { mu.Lock(); defer mu.Unlock(); return waiting }
+	for deadline := time.Now().Add(5 * time.Second); reached() < perVM && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
 	}
-	mu.Unlock()
+	if n := reached(); n != perVM {
+		t.Errorf("%d agent calls reached libvirt, want the cap's %d", n, perVM)
+	}
 	if _, err := s.StopContainer(context.Background(), &runtimeapi.StopContainerRequest{ContainerId: "c2"}); err != nil {
 		t.Fatalf("another VM's stop while the execs wait: %v", err)
 	}
