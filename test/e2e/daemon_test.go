@@ -63,7 +63,7 @@ func startDaemon(t *testing.T, configTOML string, env []string, extraArgs ...str
 	sock := filepath.Join(bed.runDir, fmt.Sprintf("e2e-d%d.sock", time.Now().UnixNano()%1e9))
 	args := append([]string{"--config", d.configPath, "--listen", sock, "--state-dir", filepath.Join(dir, "state"),
 		"--containerd-endpoint", bed.containerd, "--log-level", "debug", "--cni-conf-dir", bed.cniConfDir}, extraArgs...)
-	d.crimux = &crimux{t: t, socket: sock, endpoint: "unix://" + sock, stateDir: filepath.Join(dir, "state"), logs: &syncBuffer{}, args: args}
+	d.crimux = &crimux{t: t, socket: sock, endpoint: "unix://" + sock, stateDir: filepath.Join(dir, "state"), logs: &testutil.SyncBuffer{}, args: args}
 	d.cmd = exec.Command(bed.crimuxBin, args...)
 	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile

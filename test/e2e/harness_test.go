@@ -15,13 +15,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/internal/testutil"
 )
 
 // bed describes the test bed, from the environment with test/bed defaults.
@@ -88,7 +89,7 @@ type crimux struct {
 	endpoint string
 	stateDir string
 	args     []string
-	logs     *syncBuffer
+	logs     *testutil.SyncBuffer
 	// libvirtd is libvirtd's pid when crimux last started ("": none ran).
 	libvirtd string
 }
@@ -119,7 +120,7 @@ func startCrimux(t *testing.T, containerdEndpoint string, extraArgs ...string) *
 	if err := os.WriteFile(filepath.Join(dir, "absent.toml"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := &crimux{t: t, socket: sock, endpoint: "unix://" + sock, stateDir: filepath.Join(dir, "state"), logs: &syncBuffer{}, args: args}
+	c := &crimux{t: t, socket: sock, endpoint: "unix://" + sock, stateDir: filepath.Join(dir, "state"), logs: &testutil.SyncBuffer{}, args: args}
 	c.start()
 	t.Cleanup(c.stop)
 	return c
@@ -264,24 +265,4 @@ func writeJSON(t *testing.T, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// syncBuffer is crimux's output: written by exec's copying goroutine while
-// a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// String is what was written so far.
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
