@@ -90,6 +90,8 @@ type crimux struct {
 	stateDir string
 	args     []string
 	logs     *testutil.SyncBuffer
+	// bin is the crimux binary run; "" is the one under test.
+	bin string
 	// libvirtd is libvirtd's pid when crimux last started ("": none ran).
 	libvirtd string
 }
@@ -97,6 +99,14 @@ type crimux struct {
 // startCrimux runs the crimux binary in front of containerdEndpoint with a
 // state dir and socket of the test's own, and stops it at cleanup.
 func startCrimux(t *testing.T, containerdEndpoint string, extraArgs ...string) *crimux {
+	t.Helper()
+	return startCrimuxBin(t, "", containerdEndpoint, extraArgs...)
+}
+
+// startCrimuxBin is startCrimux of another crimux binary (bin; "" is the
+// one under test). Another binary is given --listen as a path, as every
+// crimux has taken it.
+func startCrimuxBin(t *testing.T, bin, containerdEndpoint string, extraArgs ...string) *crimux {
 	t.Helper()
 	// Not t.TempDir(): qemu runs as libvirt's qemu user and must traverse
 	// the state dir to reach a VM's disk and console.
@@ -120,7 +130,10 @@ func startCrimux(t *testing.T, containerdEndpoint string, extraArgs ...string) *
 	if err := os.WriteFile(filepath.Join(dir, "absent.toml"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := &crimux{t: t, socket: sock, endpoint: "unix://" + sock, stateDir: filepath.Join(dir, "state"), logs: &testutil.SyncBuffer{}, args: args}
+	c := &crimux{t: t, socket: sock, endpoint: "unix://" + sock, stateDir: filepath.Join(dir, "state"), logs: &testutil.SyncBuffer{}, args: args, bin: bin}
+	if bin != "" {
+		c.args = downgradedArgs(args)
+	}
 	c.start()
 	t.Cleanup(c.stop)
 	return c
@@ -131,7 +144,11 @@ func (c *crimux) start() {
 	c.t.Helper()
 	_ = os.Remove(c.socket)
 	c.libvirtd = libvirtdRunning()
-	c.cmd = exec.Command(bed.crimuxBin, c.args...)
+	bin := c.bin
+	if bin == "" {
+		bin = bed.crimuxBin
+	}
+	c.cmd = exec.Command(bin, c.args...)
 	c.cmd.Stdout, c.cmd.Stderr = c.logs, c.logs
 	if err := c.cmd.Start(); err != nil {
 		c.t.Fatalf("start crimux: %v", err)

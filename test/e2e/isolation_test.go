@@ -127,29 +127,57 @@ func pathsOf(t *testing.T, c *crimux, v *testVM) vmPaths {
 	return p
 }
 
-// TestTwoTenants (issue 36, defect 1): VM pods A and B run from one image.
-// Each qemu runs as a uid and gid of its own, neither root nor libvirt's
-// shared qemu user. Acting as A's qemu (its uid, gids, no capabilities),
-// every reach into B fails: signal or ptrace B's qemu, read its
-// /proc/<pid>/environ, read B's cloud-init ISO, open B's root disk, open
-// the image's shared disk for writing, connect to B's console socket. The
-// same identity does reach A's own (the harness acts with A's rights, so
-// the test can fail). B keeps running, its qemu the same process. On
-// c78de64 both qemu ran as libvirt-qemu and every one of these succeeded.
+// vmImageOther is a second good VM image: vm-busybox's files under an
+// image of its own (its own digest, so its own image cache entry).
+const vmImageOther = "127.0.0.1:5117/crimux/vm-busybox-b:latest"
+
+// TestTwoTenants (issue 36, defect 1): VM pods A and B run from one image,
+// C from another. Each qemu runs as a uid and gid of its own, neither
+// root nor libvirt's shared qemu user. Acting as A's qemu (its uid, gids,
+// no capabilities), every reach into B and into C fails: signal or ptrace
+// its qemu, read its /proc/<pid>/environ, read its cloud-init ISO, open
+// its root disk, open its image's disk for writing, connect to its
+// console socket. The same identity does reach A's own (the harness acts
+// with A's rights, so the test can fail). B and C keep running, their
+// qemu the same processes. On c78de64 all qemu ran as libvirt-qemu and
+// every reach but the image disk's write succeeded.
 func TestTwoTenants(t *testing.T) {
 	requireVM(t)
 	c := startVMAPICrimux(t)
 	a := startTestVM(t, c, "tenant-a")
-	b := startTestVM(t, c, "tenant-b")
-	pidA, pidB := qemuPID(t, a.domain), qemuPID(t, b.domain)
-	idA, idB := identityOf(t, pidA), identityOf(t, pidB)
-	t.Logf("A's qemu (pid %d) runs as %+v, B's (pid %d) as %+v", pidA, idA, pidB, idB)
-	if idA.uid == idB.uid || idA.gid == idB.gid || idA.uid == 0 || idA.uid == qemuUserUID(t) {
-		t.Errorf("A's qemu runs as %+v and B's as %+v: want a uid and gid of each one's own", idA, idB)
+	victims := map[string]*testVM{
+		"B (same image)":    startTestVM(t, c, "tenant-b"),
+		"C (another image)": startTestVMOf(t, c, "tenant-c", vmImageOther),
 	}
-	pa, pb := pathsOf(t, c, a), pathsOf(t, c, b)
+	pidA := qemuPID(t, a.domain)
+	idA := identityOf(t, pidA)
+	if idA.uid == 0 || idA.uid == qemuUserUID(t) {
+		t.Errorf("A's qemu runs as %+v: want a uid of its own", idA)
+	}
+	pa := pathsOf(t, c, a)
+	requireOwnReachable(t, idA, pidA, pa)
+	for name, v := range victims {
+		pid := qemuPID(t, v.domain)
+		id := identityOf(t, pid)
+		t.Logf("A's qemu (pid %d) runs as %+v, %s's (pid %d) as %+v", pidA, idA, name, pid, id)
+		if id.uid == idA.uid || id.gid == idA.gid {
+			t.Errorf("A and %s share an identity: %+v, %+v", name, idA, id)
+		}
+		requireUnreachable(t, idA, name, pid, pathsOf(t, c, v))
+		if now := qemuPID(t, v.domain); now != pid {
+			t.Fatalf("%s's qemu is pid %d now, was %d", name, now, pid)
+		}
+		if st := strings.TrimSpace(virsh(t, "domstate", v.domain)); st != "running" {
+			t.Fatalf("%s is %q, want running", name, st)
+		}
+	}
+}
+
+// requireOwnReachable: acting as A's qemu reaches A's own files and
+// process, or the harness proves nothing.
+func requireOwnReachable(t *testing.T, idA identity, pidA int, pa vmPaths) {
+	t.Helper()
 	err := asIdentity(t, idA, func() error {
-		// A's own: reachable, or the harness proves nothing.
 		for what, err := range map[string]error{
 			"signal its own qemu": unix.Kill(pidA, 0),
 			"read its own disk":   openFile(pa.disk, unix.O_RDONLY),
@@ -160,37 +188,42 @@ func TestTwoTenants(t *testing.T) {
 				return fmt.Errorf("as A's qemu, %s: %v: the harness does not act as A", what, err)
 			}
 		}
-		var reached []string
-		for what, err := range map[string]error{
-			"signal B's qemu":             unix.Kill(pidB, 0),
-			"ptrace B's qemu":             unix.PtraceAttach(pidB),
-			"read B's environ":            openFile(fmt.Sprintf("/proc/%d/environ", pidB), unix.O_RDONLY),
-			"read B's cloud-init ISO":     openFile(pb.cidata, unix.O_RDONLY),
-			"read B's root disk":          openFile(pb.disk, unix.O_RDONLY),
-			"write B's root disk":         openFile(pb.disk, unix.O_WRONLY),
-			"write the shared image disk": openFile(pb.base, unix.O_WRONLY),
-			"connect to B's console":      connectUnix(pb.console),
-		} {
-			t.Logf("as A's qemu, %s: %v", what, err)
-			if err == nil {
-				reached = append(reached, what)
-			} else if !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EACCES) {
-				return fmt.Errorf("%s: %v, want EPERM or EACCES", what, err)
-			}
-		}
-		if len(reached) > 0 {
-			return fmt.Errorf("as A's qemu, these reached B: %s", strings.Join(reached, "; "))
-		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pid := qemuPID(t, b.domain); pid != pidB {
-		t.Fatalf("B's qemu is pid %d now, was %d", pid, pidB)
-	}
-	if st := strings.TrimSpace(virsh(t, "domstate", b.domain)); st != "running" {
-		t.Fatalf("B is %q, want running", st)
+}
+
+// requireUnreachable: acting as A's qemu reaches nothing of victim's.
+func requireUnreachable(t *testing.T, idA identity, victim string, pid int, p vmPaths) {
+	t.Helper()
+	err := asIdentity(t, idA, func() error {
+		var reached []string
+		for what, err := range map[string]error{
+			"signal its qemu":         unix.Kill(pid, 0),
+			"ptrace its qemu":         unix.PtraceAttach(pid),
+			"read its environ":        openFile(fmt.Sprintf("/proc/%d/environ", pid), unix.O_RDONLY),
+			"read its cloud-init ISO": openFile(p.cidata, unix.O_RDONLY),
+			"read its root disk":      openFile(p.disk, unix.O_RDONLY),
+			"write its root disk":     openFile(p.disk, unix.O_WRONLY),
+			"write its image's disk":  openFile(p.base, unix.O_WRONLY),
+			"connect to its console":  connectUnix(p.console),
+		} {
+			t.Logf("as A's qemu, %s of %s: %v", what, victim, err)
+			if err == nil {
+				reached = append(reached, what)
+			} else if !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EACCES) {
+				return fmt.Errorf("%s of %s: %v, want EPERM or EACCES", what, victim, err)
+			}
+		}
+		if len(reached) > 0 {
+			return fmt.Errorf("as A's qemu, these reached %s: %s", victim, strings.Join(reached, "; "))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
 	}
 }
 

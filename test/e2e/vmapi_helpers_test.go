@@ -102,12 +102,19 @@ type testVM struct {
 // guest has booted and mounted its disk. The pod is removed at cleanup.
 func startTestVM(t *testing.T, c *crimux, name string) *testVM {
 	t.Helper()
-	c.crictl("pull", vmImage)
+	return startTestVMOf(t, c, name, vmImage)
+}
+
+// startTestVMOf is startTestVM of image, a VM image with the test VM's
+// files (vmImage, vmImageOther).
+func startTestVMOf(t *testing.T, c *crimux, name, image string) *testVM {
+	t.Helper()
+	c.crictl("pull", image)
 	parent := testCgroupParent(t)
 	pod := vmPodJSON(t, name, parent, "")
 	podID := c.crictl("runp", "--runtime", "vm", pod)
 	t.Cleanup(func() { c.crictlErr("rmp", "-f", podID) })
-	ctrID := c.crictl("create", podID, vmContainerJSON(t, vmImage, vmMemory, ""), pod)
+	ctrID := c.crictl("create", podID, vmContainerJSON(t, image, vmMemory, ""), pod)
 	c.crictl("start", ctrID)
 	v := &testVM{c: c, podID: podID, ctrID: ctrID, domain: domainOf(ctrID)}
 	t.Cleanup(func() {
@@ -432,10 +439,17 @@ func installVMAPIWrapper(t *testing.T) {
 // startVMAPICrimux starts crimux (TCG) with the VM API tests' wrapper.
 func startVMAPICrimux(t *testing.T) *crimux {
 	t.Helper()
+	return startVMAPICrimuxWith(t, "")
+}
+
+// startVMAPICrimuxWith is startVMAPICrimux of crimux binary bin ("": the
+// one under test).
+func startVMAPICrimuxWith(t *testing.T, bin string) *crimux {
+	t.Helper()
 	installVMAPIWrapper(t)
 	if err := os.MkdirAll(filepath.Dir(vmapiPlacement), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	cfg := writeJSON(t, "crimux.toml", fmt.Sprintf("[libvirt]\nemulator = %q\nplacement_socket = %q\n", vmapiWrapper, vmapiPlacement))
-	return startCrimux(t, bed.containerd, "--vm-accel", "tcg", "--config", cfg)
+	return startCrimuxBin(t, bin, bed.containerd, "--vm-accel", "tcg", "--config", cfg)
 }

@@ -192,6 +192,10 @@ func vmImageSpecs(tmp string, in vmInputs) ([]oci.ImageSpec, error) {
 		// containerdisks); the hostile ones as bare manifests.
 		{ID: "crimux-vm-busybox", Refs: []string{"crimux/vm-busybox:latest"},
 			Layers: []oci.SpecLayer{kernelL, initrdL, diskL}, Config: oci.ContainerConfig{Labels: args}, MultiPlatform: true},
+		// The same files as an image of its own (its own digest and cache
+		// entry): tenants of different images (e2e TestTwoTenants).
+		{ID: "crimux-vm-busybox-b", Refs: []string{"crimux/vm-busybox-b:latest"},
+			Layers: []oci.SpecLayer{kernelL, initrdL, diskL}, Config: oci.ContainerConfig{Labels: args}, MultiPlatform: true},
 		{ID: "crimux-vm-bad-empty", Refs: []string{"crimux/vm-bad-empty:latest"}, Layers: []oci.SpecLayer{emptyL}},
 		{ID: "crimux-vm-bad-twodisks", Refs: []string{"crimux/vm-bad-twodisks:latest"}, Layers: []oci.SpecLayer{diskL, secondDiskL}},
 		{ID: "crimux-vm-bad-symlink", Refs: []string{"crimux/vm-bad-symlink:latest"},
