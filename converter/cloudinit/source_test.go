@@ -13,6 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/internal/testutil"
 )
 
 const (
@@ -255,7 +256,7 @@ func TestUserDataRefusesDevice(t *testing.T) {
 				if fs.Flags&unix.ST_NODEV != 0 {
 					t.Skipf("%s is on a nodev mount: no device could be opened there anyway", vol)
 				}
-				opens := watchOpens(t, node)
+				opens := testutil.WatchOpens(t, node)
 				s, err := fromVolume(vol)
 				wantRefused(t, s, err, "not a regular file")
 				if n := opens(); n > 0 {
@@ -264,28 +265,6 @@ func TestUserDataRefusesDevice(t *testing.T) {
 			})
 		}
 	})
-}
-
-// watchOpens counts the opens of path (inotify's IN_OPEN: an O_PATH
-// descriptor, which does no I/O, is not an open).
-func watchOpens(t *testing.T, path string) func() int {
-	t.Helper()
-	in, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(in) })
-	if _, err := unix.InotifyAddWatch(in, path, unix.IN_OPEN); err != nil {
-		t.Fatal(err)
-	}
-	return func() int {
-		buf := make([]byte, 4096)
-		n, err := unix.Read(in, buf)
-		if err != nil {
-			return 0
-		}
-		return n / unix.SizeofInotifyEvent
-	}
 }
 
 // TestUserDataSwapRace: the tenant swaps a directory of its volume for a

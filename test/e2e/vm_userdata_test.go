@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/crimux/crimux/internal/testutil"
 )
 
 // userDataBudget is how long a refused create, and then the pod's stop
@@ -61,7 +63,7 @@ func TestVMUserDataHostile(t *testing.T) {
 					unix.Close(fd)
 				}
 			})
-			opens := watchOpens(t, userData) // the device, or the host file the link names
+			opens := testutil.WatchOpens(t, userData) // the device, or the host file the link names
 			ctr := vmStorageContainerJSON(t, 0, fmt.Sprintf(
 				`"mounts": [{"container_path": "/crimux/cloud-init", "host_path": %q, "readonly": true}]`, vol))
 
@@ -93,28 +95,6 @@ func TestVMUserDataHostile(t *testing.T) {
 				assertNoPodFiles(t, c)
 			}
 		})
-	}
-}
-
-// watchOpens counts the opens of path (inotify's IN_OPEN; an O_PATH
-// descriptor, which does no I/O, is not one).
-func watchOpens(t *testing.T, path string) func() int {
-	t.Helper()
-	in, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(in) })
-	if _, err := unix.InotifyAddWatch(in, path, unix.IN_OPEN); err != nil {
-		t.Fatal(err)
-	}
-	return func() int {
-		buf := make([]byte, 4096)
-		n, err := unix.Read(in, buf)
-		if err != nil {
-			return 0
-		}
-		return n / unix.SizeofInotifyEvent
 	}
 }
 
