@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path"
 	"strings"
 	"time"
 
@@ -32,7 +33,26 @@ const scopeTimeout = 30 * time.Second
 
 // scoped tells whether s's leaf is a systemd scope on this layout.
 func (l Layout) scoped(s Spec) bool {
-	return l.Systemd && strings.HasSuffix(s.Parent, ".slice") && !strings.Contains(s.Parent, "/")
+	return l.Systemd && podSlice(s.Parent) != ""
+}
+
+// podSlice is the systemd slice unit a CRI cgroup_parent names, or "" if
+// it names none. Both of the systemd driver's forms name one: the unit
+// ("kubepods-burstable-pod1.slice", as crictl users and containerd write
+// it) and the path systemd gives it ("/kubepods.slice/kubepods-burstable.slice/
+// kubepods-burstable-pod1.slice", what kubelet's systemd driver sends).
+func podSlice(parent string) string {
+	if !strings.HasSuffix(parent, ".slice") {
+		return ""
+	}
+	if !strings.Contains(parent, "/") {
+		return parent
+	}
+	unit := path.Base(parent)
+	if expanded, err := expandSlice(unit); err != nil || expanded != parent {
+		return ""
+	}
+	return unit
 }
 
 // scopeName is the unit name of s's leaf.
@@ -107,7 +127,7 @@ func (l Layout) placeInScope(s Spec, pid int) error {
 	name := scopeName(s)
 	props := append([]sddbus.Property{
 		sddbus.PropDescription("crimux VM " + s.Name),
-		sddbus.PropSlice(s.Parent),
+		sddbus.PropSlice(podSlice(s.Parent)),
 		{Name: "Delegate", Value: godbus.MakeVariant(true)},
 		{Name: "DefaultDependencies", Value: godbus.MakeVariant(false)},
 		sddbus.PropPids(uint32(pid)),

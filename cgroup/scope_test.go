@@ -53,6 +53,12 @@ func TestLeafPathScoped(t *testing.T) {
 	sd.Systemd = true
 	slice := Spec{Parent: "kubepods-burstable-pod1.slice", Name: "crimux-vm-1"}
 	path := Spec{Parent: "/kubepods/burstable/pod1", Name: "crimux-vm-1"}
+	// kubelet's systemd driver sends the slice expanded (cm.CgroupName's
+	// ToSystemd): the same pod slice, so the same scope.
+	expanded := Spec{Parent: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice", Name: "crimux-vm-1"}
+	// A path whose last element is a slice it is not the expansion of is
+	// no systemd slice: a directory.
+	odd := Spec{Parent: "/kubepods/kubepods-burstable-pod1.slice", Name: "crimux-vm-1"}
 	tests := []struct {
 		name string
 		l    Layout
@@ -61,7 +67,10 @@ func TestLeafPathScoped(t *testing.T) {
 	}{
 		{"systemd, slice parent: a scope", sd, slice,
 			"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/crimux-vm-1.scope"},
+		{"systemd, slice parent as kubelet expands it: a scope", sd, expanded,
+			"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/crimux-vm-1.scope"},
 		{"systemd, cgroupfs parent: a directory", sd, path, "/kubepods/burstable/pod1/crimux-vm-1"},
+		{"systemd, a path ending in a slice it does not expand: a directory", sd, odd, "/kubepods/kubepods-burstable-pod1.slice/crimux-vm-1"},
 		{"no systemd, slice parent: a directory", v2, slice,
 			"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/crimux-vm-1"},
 	}
