@@ -116,9 +116,11 @@ e2e-vm-storage: build bed
 	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMStorage|TestVMImageCacheCollected)$$' ./test/e2e/
 
 # e2e-vm-net: VM pod networking alone (CNI, DHCP in the guest, container
-# <-> VM, 20 create/delete cycles without leaks), against the bed's network.
+# <-> VM, 20 create/delete cycles without leaks, CNI 1.1 GC of leaked
+# addresses and STATUS as the VM runtime's network readiness), against
+# the bed's network.
 e2e-vm-net: build bed
-	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMNetwork|TestVMNetworkDelRetried|TestVMAndContainerReachEachOther|TestVMNetworkCycles)$$' ./test/e2e/
+	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMNetwork|TestVMNetworkDelRetried|TestVMAndContainerReachEachOther|TestVMNetworkCycles|TestVMNetworkGC|TestVMNetworkStatus)$$' ./test/e2e/
 
 # e2e-node: crimux on the node people run (issue 17): a Debian 12 VM
 # booted under qemu TCG (test/node: systemd as init, cgroup v2, containerd

@@ -20,7 +20,9 @@ const statusTimeout = 3 * time.Second
 // Status reports the primary runtime's RuntimeReady and NetworkReady (the
 // node's readiness) and adds one condition per other runtime, named
 // "<Name>RuntimeReady", so a node whose VM runtime is down stays Ready for
-// containers and says why VM pods fail.
+// containers and says why VM pods fail; a runtime that reports its own
+// NetworkReady (the VM runtime: its network's CNI STATUS) gets
+// "<Name>NetworkReady" too.
 func (s *Server) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
 	reg := s.reg.Load()
 	runtimes := reg.Runtimes()
@@ -55,7 +57,12 @@ func mergeStatus(answers []statusAnswer, verbose bool) *runtimeapi.StatusRespons
 	var info statusinfo.Info
 	for _, a := range answers {
 		ready, reason, msg := conditionOf(a, runtimeapi.RuntimeReady)
-		info.Runtimes = append(info.Runtimes, statusinfo.Runtime{Name: a.rt.Name, Type: a.rt.Type, Handlers: a.rt.Handlers, Primary: a.rt.Primary, Ready: ready, Reason: reason, Message: msg})
+		rinfo := statusinfo.Runtime{Name: a.rt.Name, Type: a.rt.Type, Handlers: a.rt.Handlers, Primary: a.rt.Primary, Ready: ready, Reason: reason, Message: msg}
+		netCond := reportedCondition(a, runtimeapi.NetworkReady)
+		if netCond != nil {
+			rinfo.Network = &statusinfo.Condition{Ready: netCond.Status, Reason: netCond.Reason, Message: netCond.Message}
+		}
+		info.Runtimes = append(info.Runtimes, rinfo)
 		if a.rt.Primary {
 			out.Status.Conditions = append(out.Status.Conditions, primaryConditions(a)...)
 			out.Features = a.resp.GetFeatures()
@@ -66,6 +73,11 @@ func mergeStatus(answers []statusAnswer, verbose bool) *runtimeapi.StatusRespons
 		out.Status.Conditions = append(out.Status.Conditions, &runtimeapi.RuntimeCondition{
 			Type: conditionType(a.rt.Name), Status: ready, Reason: reason, Message: msg,
 		})
+		if netCond != nil {
+			out.Status.Conditions = append(out.Status.Conditions, &runtimeapi.RuntimeCondition{
+				Type: networkConditionType(a.rt.Name), Status: netCond.Status, Reason: netCond.Reason, Message: netCond.Message,
+			})
+		}
 		out.RuntimeHandlers = append(out.RuntimeHandlers, handlersOf(a)...)
 	}
 	if verbose {
@@ -104,6 +116,20 @@ func conditionOf(a statusAnswer, typ string) (bool, string, string) {
 	return false, "ConditionMissing", "runtime reported no " + typ + " condition"
 }
 
+// reportedCondition is a condition of a runtime's answer; nil when it
+// did not answer or reported none of that type.
+func reportedCondition(a statusAnswer, typ string) *runtimeapi.RuntimeCondition {
+	if a.err != nil {
+		return nil
+	}
+	for _, c := range a.resp.GetStatus().GetConditions() {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return nil
+}
+
 // handlersOf lists the handlers crimux routes to a runtime, with the
 // features the runtime reports for each (the primary also serves "").
 func handlersOf(a statusAnswer) []*runtimeapi.RuntimeHandler {
@@ -128,7 +154,13 @@ func handlersOf(a statusAnswer) []*runtimeapi.RuntimeHandler {
 
 // conditionType names a runtime's condition: "vm" → "VMRuntimeReady",
 // "kata-vm" → "KataVMRuntimeReady".
-func conditionType(name string) string {
+func conditionType(name string) string { return conditionPrefix(name) + "RuntimeReady" }
+
+// networkConditionType names a runtime's network condition: "vm" →
+// "VMNetworkReady".
+func networkConditionType(name string) string { return conditionPrefix(name) + "NetworkReady" }
+
+func conditionPrefix(name string) string {
 	var b strings.Builder
 	for _, part := range strings.Split(name, "-") {
 		if len(part) <= 2 {
@@ -137,5 +169,5 @@ func conditionType(name string) string {
 			b.WriteString(strings.ToUpper(part[:1]) + part[1:])
 		}
 	}
-	return b.String() + "RuntimeReady"
+	return b.String()
 }

@@ -3,6 +3,7 @@ package cri_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,8 +43,8 @@ func TestStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 		conds := conditions(t, resp)
-		if len(conds) != 4 {
-			t.Errorf("conditions = %v, want the primary's three and VMRuntimeReady", resp.Status.Conditions)
+		if len(conds) != 5 {
+			t.Errorf("conditions = %v, want the primary's three, VMRuntimeReady and VMNetworkReady", resp.Status.Conditions)
 		}
 		if c := conds[runtimeapi.RuntimeReady]; c == nil || !c.Status {
 			t.Errorf("RuntimeReady = %v, want the primary's true", c)
@@ -91,6 +92,27 @@ func TestStatus(t *testing.T) {
 		}
 		if c := conds[runtimeapi.RuntimeReady]; c == nil || !c.Status {
 			t.Errorf("RuntimeReady = %v; the node must stay ready for containers", c)
+		}
+	})
+
+	t.Run("vm network not ready", func(t *testing.T) {
+		h.vm.SetStatus(&runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
+			{Type: runtimeapi.RuntimeReady, Status: true},
+			{Type: runtimeapi.NetworkReady, Status: false, Reason: "NetworkPluginNotReady", Message: `plugin type="bridge" failed (status): no host-local`},
+		}}})
+		resp, err := h.rs.Status(ctx(t), &runtimeapi.StatusRequest{Verbose: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conds := conditions(t, resp)
+		if c := conds["VMNetworkReady"]; c == nil || c.Status || c.Reason != "NetworkPluginNotReady" || !strings.Contains(c.Message, "no host-local") {
+			t.Errorf("VMNetworkReady = %v, want false with the plugin's message", c)
+		}
+		if c := conds[runtimeapi.NetworkReady]; c == nil || c.Message != "cni config uninitialized" {
+			t.Errorf("NetworkReady = %v, want the primary's, untouched by the VM runtime's", c)
+		}
+		if !strings.Contains(resp.Info["crimux"], `"network":{"ready":false,"reason":"NetworkPluginNotReady"`) {
+			t.Errorf("verbose info lacks the VM runtime's network: %s", resp.Info["crimux"])
 		}
 	})
 

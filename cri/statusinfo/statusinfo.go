@@ -23,4 +23,14 @@ type Runtime struct {
 	Ready    bool     `json:"ready"`
 	Reason   string   `json:"reason,omitempty"`
 	Message  string   `json:"message,omitempty"`
+	// Network is the runtime's own NetworkReady, for a runtime that
+	// reports one besides the primary's (the VM runtime: CNI STATUS).
+	Network *Condition `json:"network,omitempty"`
+}
+
+// Condition is a readiness condition: ready, or why not.
+type Condition struct {
+	Ready   bool   `json:"ready"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
 }

@@ -45,12 +45,18 @@ func (f Factory) New(ctx context.Context, rc config.Runtime, codec *idcodec.Code
 	if err != nil {
 		return nil, err
 	}
-	rt, err := New(ctx, f.Options, images, cgroups, f.Log)
+	rtOpts, closePeers, err := f.withPeers()
 	if err != nil {
 		closeImages()
 		return nil, err
 	}
-	rt.closers = append(rt.closers, closeImages)
+	rt, err := New(ctx, rtOpts, images, cgroups, f.Log)
+	if err != nil {
+		closeImages()
+		closePeers()
+		return nil, err
+	}
+	rt.closers = append(rt.closers, closeImages, closePeers)
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(serverInterceptor),
@@ -95,6 +101,21 @@ func serverInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h 
 	defer endHolds()
 	resp, err := h(ctx, req)
 	return resp, errdefs.ToGRPC(err)
+}
+
+// withPeers lists containerd's pods for CNI GC (peers.go) when VM pods
+// have a network and the caller named no other lister.
+func (f Factory) withPeers() (Options, func() error, error) {
+	opts := f.Options
+	if opts.Network == nil || opts.PeerSandboxes != nil || f.ContainerdEndpoint == "" {
+		return opts, func() error { return nil }, nil
+	}
+	list, closePeers, err := containerdSandboxes(f.ContainerdEndpoint)
+	if err != nil {
+		return opts, nil, err
+	}
+	opts.PeerSandboxes = list
+	return opts, closePeers, nil
 }
 
 func (f Factory) hostParts() (ImageReader, Cgroups, func() error, error) {

@@ -14,14 +14,13 @@ command -v go >/dev/null || die "go is not installed (expected in PATH or /usr/l
 mkdir -p "$BIN" "$CACHE"
 
 # --- Debian packages ---------------------------------------------------------
-# runc, CNI plugins (bridge, host-local, portmap, loopback in /usr/lib/cni),
-# iptables for portmap, iproute2 (ip, ss), util-linux (unshare, nsenter,
+# runc, iptables for portmap (the CNI plugins are built below), iproute2 (ip, ss), util-linux (unshare, nsenter,
 # ipcmk for critest), dpkg (dpkg-deb, for the busybox package); for the VM
 # images: Debian's cloud kernel and its modules, e2fsprogs (mkfs.ext4,
 # debugfs), qemu-utils (qemu-img), xz-utils (xz-compressed modules);
 # openssh-client (ssh, ssh-keygen) for the guest e2e's ssh through
 # port-forward.
-packages=(runc containernetworking-plugins iptables iproute2 util-linux dpkg
+packages=(runc iptables iproute2 util-linux dpkg
 	linux-image-cloud-amd64 e2fsprogs qemu-utils xz-utils openssh-client)
 missing=()
 for p in "${packages[@]}"; do
@@ -44,10 +43,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 	fi
 	did+=("apt: ${missing[*]}")
 fi
-for f in "$CNI_BIN_DIR"/{bridge,host-local,portmap,loopback}; do
-	[ -x "$f" ] || die "$f is missing (containernetworking-plugins)"
-done
-
 # cached_deb VAR PACKAGE: sets VAR to the path of PACKAGE's .deb in
 # $CACHE, downloading it (not installing it) first if needed.
 cached_deb() {
@@ -71,6 +66,10 @@ cached_deb() {
 busybox_deb='' busybox_static_deb=''
 cached_deb busybox_deb busybox
 cached_deb busybox_static_deb busybox-static
+# Debian's qemu-guest-agent for crimux/vm-busybox-agent's initramfs (with
+# the libraries it links, taken from this host: qemu-utils brings them).
+qemu_ga_deb=''
+cached_deb qemu_ga_deb qemu-guest-agent
 
 # The VM images' kernel: the newest installed Debian cloud kernel, with its
 # modules (virtio, ACPI button, evdev) for the initramfs.
@@ -100,6 +99,18 @@ if $need_ctd; then
 		"github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" \
 		"github.com/containerd/containerd/v2/cmd/ctr@$CONTAINERD_VERSION"
 	did+=("containerd $CONTAINERD_VERSION")
+fi
+
+# The CNI plugins (CNI 1.1) into $CNI_BIN_DIR, as containerd is built.
+need_cni=()
+for p in "${CNI_PLUGINS[@]}"; do
+	built_ok "$CNI_BIN_DIR/${p##*/}" "$CNI_PLUGINS_MODULE" "$CNI_PLUGINS_VERSION" ||
+		need_cni+=("$CNI_PLUGINS_MODULE/plugins/$p@$CNI_PLUGINS_VERSION")
+done
+if [ ${#need_cni[@]} -gt 0 ]; then
+	mkdir -p "$CNI_BIN_DIR"
+	quiet go-install-cni env GOBIN="$CNI_BIN_DIR" CGO_ENABLED=0 go install "${need_cni[@]}"
+	did+=("CNI plugins $CNI_PLUGINS_VERSION")
 fi
 
 if ! built_ok "$BIN/crictl" sigs.k8s.io/cri-tools "$CRITOOLS_VERSION"; then
@@ -140,13 +151,13 @@ stamp=$( (
 	echo "$guest_disk"
 	find test/images -type f -name '*.go' | LC_ALL=C sort | xargs sha256sum
 	go version
-	sha256sum "$busybox_deb" "$busybox_static_deb" "$vm_kernel" "/lib/modules/$vm_release/modules.dep" | cut -d' ' -f1
+	sha256sum "$busybox_deb" "$busybox_static_deb" "$qemu_ga_deb" "$vm_kernel" "/lib/modules/$vm_release/modules.dep" | cut -d' ' -f1
 	echo "$vm_kernel"
-	dpkg-query -W -f='${Package} ${Version}\n' libc6 e2fsprogs qemu-utils "linux-image-$vm_release" 2>/dev/null || true
+	dpkg-query -W -f='${Package} ${Version}\n' libc6 libglib2.0-0 e2fsprogs qemu-utils "linux-image-$vm_release" 2>/dev/null || true
 ) | sha256sum | cut -d' ' -f1)
 if [ ! -s "$IMAGES/images.txt" ] || [ "$(cat "$TESTBED/images.stamp" 2>/dev/null)" != "$stamp" ]; then
 	(cd "$REPO_ROOT" && quiet build-images go run ./test/images -out "$IMAGES" -busybox-deb "$busybox_deb" \
-		-busybox-static-deb "$busybox_static_deb" -vm-kernel "$vm_kernel" -vm-modules "/lib/modules/$vm_release" \
+		-busybox-static-deb "$busybox_static_deb" -qemu-ga-deb "$qemu_ga_deb" -vm-kernel "$vm_kernel" -vm-modules "/lib/modules/$vm_release" \
 		-vm-cache "$CACHE/vm-layers" -guest-disk "$guest_disk")
 	echo "$stamp" >"$TESTBED/images.stamp"
 	did+=("images")
@@ -159,4 +170,4 @@ else
 	what=$(printf ', %s' "${did[@]}")
 	what="installed ${what#, }"
 fi
-echo "install: $what; containerd $CONTAINERD_VERSION, crictl+critest $CRITOOLS_VERSION, $nimages image tags in $IMAGES ($((SECONDS - start))s)"
+echo "install: $what; containerd $CONTAINERD_VERSION, CNI plugins $CNI_PLUGINS_VERSION, crictl+critest $CRITOOLS_VERSION, $nimages image tags in $IMAGES ($((SECONDS - start))s)"

@@ -9,6 +9,11 @@ IMAGES=$TESTBED/images
 
 CONTAINERD_VERSION=v2.4.2
 CRITOOLS_VERSION=v1.37.0
+# The CNI plugins, built from the module proxy: CNI 1.1 (GC in host-local,
+# STATUS in bridge) came after Debian's 1.1.1, which speaks CNI 1.0 only.
+CNI_PLUGINS_MODULE=github.com/containernetworking/plugins
+CNI_PLUGINS_VERSION=v1.10.0
+CNI_PLUGINS=(main/bridge ipam/host-local meta/portmap main/loopback)
 
 RUN_DIR=/run/crimux-testbed
 ETC_DIR=/etc/crimux-testbed
@@ -28,7 +33,9 @@ CTD_SHIM_SOCKETS=$CTD_STATE/s # at most 42 characters (containerd limit)
 RUNC_ROOT=$RUN_DIR/runc
 
 CNI_CONF_DIR=$ETC_DIR/cni/net.d
-CNI_BIN_DIR=/usr/lib/cni
+# /opt/cni/bin: the first of crimux's default cni_bin_dirs (and
+# containerd's default), so every crimux on this host finds these plugins.
+CNI_BIN_DIR=/opt/cni/bin
 CNI_DATA_DIR=$LIB_DIR/cni/networks
 CNI_NETWORK=crimux-testbed
 BRIDGE=crimuxbr0

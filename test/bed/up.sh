@@ -151,9 +151,14 @@ EOF
 done
 
 # --- CNI ---------------------------------------------------------------------
-write_file "$CNI_CONF_DIR/10-$CNI_NETWORK.conflist" <<EOF
+# CNI 1.1.0: the plugins (install.sh) answer STATUS and GC. containerd
+# reads this file live but its bin dir only at start: while a containerd
+# runs with an older config (Debian's CNI 1.0 plugins, say), the file
+# is left as it is (see the warning below) so its pods keep working.
+cni_conflist=$(
+	cat <<EOF
 {
-  "cniVersion": "1.0.0",
+  "cniVersion": "1.1.0",
   "name": "$CNI_NETWORK",
   "plugins": [
     {
@@ -176,6 +181,7 @@ write_file "$CNI_CONF_DIR/10-$CNI_NETWORK.conflist" <<EOF
   ]
 }
 EOF
+)
 
 # --- registry ------------------------------------------------------------------
 (cd "$REPO_ROOT" && quiet build-registry env CGO_ENABLED=0 go build -trimpath -o "$REG_BIN" ./test/registry)
@@ -200,13 +206,16 @@ fi
 
 # --- containerd ----------------------------------------------------------------
 [ -s "$IP_FORWARD_SAVED" ] || cat /proc/sys/net/ipv4/ip_forward >"$IP_FORWARD_SAVED"
-config_hash=$(cat "$CTD_CONFIG" "$CNI_CONF_DIR"/*.conflist | sha256sum | cut -d' ' -f1)
+config_hash=$({ cat "$CTD_CONFIG"; printf '%s\n' "$cni_conflist"; } | sha256sum | cut -d' ' -f1)
 ctd_state=running
 if ctd_pid=$(pid_running "$CTD_PID" "$BIN/containerd"); then
 	if [ "$(cat "$CTD_CONFIG_HASH" 2>/dev/null)" != "$config_hash" ]; then
-		warn "containerd (pid $ctd_pid) runs with an older config; run down.sh and up.sh to apply the new one"
+		warn "containerd (pid $ctd_pid) runs with an older config; run down.sh and up.sh to apply the new one (CNI config left as it is)"
+	else
+		printf '%s\n' "$cni_conflist" | write_file "$CNI_CONF_DIR/10-$CNI_NETWORK.conflist"
 	fi
 else
+	printf '%s\n' "$cni_conflist" | write_file "$CNI_CONF_DIR/10-$CNI_NETWORK.conflist"
 	for port in 12000 12001 12002 12003; do
 		if ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; then
 			warn "port $port is in use: critest's port-mapping specs need 12000-12003 free"

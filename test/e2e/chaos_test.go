@@ -32,14 +32,17 @@ const (
 // moments and restarted, as kubelet would see it: every call retried until
 // it succeeds. At the end, with every pod removed and one collector pass
 // done, it counts from the host — virsh, the state dir, the netns dir,
-// cgroupfs, the IPAM directory — what was leaked, and whether any VM was
+// cgroupfs, host-local's allocations on disk — what was leaked, and whether any VM was
 // recreated (its qemu process replaced).
 func TestChaos(t *testing.T) {
 	requireVM(t)
 	if os.Getenv("CRIMUX_CHAOS") != "1" {
 		t.Skip("CRIMUX_CHAOS is not 1 (run make chaos)")
 	}
-	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg", "--log-level", "info")
+	// The bed's network at CNI 1.1: the collector's CNI GC runs through
+	// the kills too, and must release no live pod's address.
+	confDir, _ := cni11ConfDir(t)
+	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg", "--log-level", "info", "--cni-conf-dir", confDir)
 	c.crictl("pull", busyboxImage)
 	c.crictl("pull", vmImage)
 	parent := fmt.Sprintf("/crimux-chaos/run%d", time.Now().UnixNano())
@@ -308,6 +311,25 @@ func (ch *chaos) removeAll() {
 	})
 }
 
+// hostLocalAllocations counts host-local's own allocations on disk: the
+// reservation files of every network under the bed's IPAM data dir (not
+// its lock or last_reserved_ip.* markers), whoever made them — crimux's
+// VM pods, containerd's pods, or an ADD nobody recorded (which CNI GC
+// releases).
+func hostLocalAllocations() int {
+	n := 0
+	nets, _ := os.ReadDir(filepath.Dir(bed.ipamDir))
+	for _, nw := range nets {
+		files, _ := os.ReadDir(filepath.Join(filepath.Dir(bed.ipamDir), nw.Name()))
+		for _, f := range files {
+			if f.Type().IsRegular() && f.Name() != "lock" && !strings.HasPrefix(f.Name(), "last_reserved_ip") {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // hostCounts counts, from the host and not from crimux, what pods leave
 // behind.
 func hostCounts(t *testing.T, c *crimux, parent string) map[string]int {
@@ -332,12 +354,7 @@ func hostCounts(t *testing.T, c *crimux, parent string) map[string]int {
 			counts["netns"]++
 		}
 	}
-	ips, _ := os.ReadDir(bed.ipamDir)
-	for _, e := range ips {
-		if strings.Count(e.Name(), ".") == 3 {
-			counts["ips"]++
-		}
-	}
+	counts["ips"] = hostLocalAllocations()
 	// Cgroups the pods' workloads had: VM leaves and container leaves below
 	// each pod's parent, in every hierarchy (pod parents themselves are
 	// kubelet's to remove).

@@ -29,10 +29,12 @@ import (
 var bed = struct {
 	testbed, containerd, crimuxBin, runDir string
 	// cniConfDir is the bed's CNI config (containerd's), which VM pods
-	// join too; ipamDir is where its host-local IPAM keeps addresses.
-	cniConfDir, ipamDir, bridge string
+	// join too; ipamDir is where its host-local IPAM keeps addresses;
+	// cniBinDir holds the bed's plugins (test/bed/install.sh).
+	cniConfDir, ipamDir, bridge, cniBinDir string
 }{
 	cniConfDir: env("CRIMUX_CNI_CONF_DIR", "/etc/crimux-testbed/cni/net.d"),
+	cniBinDir:  env("CRIMUX_CNI_BIN_DIR", "/opt/cni/bin"),
 	ipamDir:    "/var/lib/crimux-testbed/cni/networks/crimux-testbed",
 	bridge:     "crimuxbr0",
 	testbed:    env("CRIMUX_TESTBED", "/opt/crimux-testbed"),

@@ -326,7 +326,7 @@ func bridgePorts(t *testing.T) []string {
 func TestVMNetworkDelRetried(t *testing.T) {
 	requireVM(t)
 	bin := t.TempDir()
-	plugins, _ := filepath.Glob("/usr/lib/cni/*")
+	plugins, _ := filepath.Glob(filepath.Join(bed.cniBinDir, "*"))
 	for _, p := range plugins {
 		if err := os.Symlink(p, filepath.Join(bin, filepath.Base(p))); err != nil {
 			t.Fatal(err)
@@ -354,7 +354,7 @@ func TestVMNetworkDelRetried(t *testing.T) {
 		t.Fatalf("the lease of %s went although DEL failed (%q, %v): the test proves nothing", snap.ip, b, err)
 	}
 
-	if err := os.Symlink("/usr/lib/cni/bridge", filepath.Join(bin, "bridge")); err != nil {
+	if err := os.Symlink(filepath.Join(bed.cniBinDir, "bridge"), filepath.Join(bin, "bridge")); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

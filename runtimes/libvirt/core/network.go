@@ -26,6 +26,10 @@ type PodNetwork interface {
 	OpenTap(a *podnet.Attachment) (*os.File, error)
 	Namespaces() (own map[string]string, foreign []string, err error)
 	Collect(ctx context.Context, sandboxID string) error
+	// Status is CNI STATUS of the node's network (nil: ready); GC is CNI
+	// GC naming the sandboxes live returns (podnet/cni11.go).
+	Status(ctx context.Context) error
+	GC(ctx context.Context, live func(context.Context) ([]string, error)) (int, error)
 	// AdoptNamespace and DeleteNamespace act on a namespace of another
 	// crimux identity, by file name, on an operator's command
 	// (gc_foreign.go).

@@ -75,6 +75,10 @@ type Options struct {
 	// Counters receives what the runtime counts (metrics); nil counts
 	// nothing.
 	Counters Counters
+	// PeerSandboxes lists the pods other runtimes of the node put on the
+	// same network (containerd's), so that CNI GC keeps their addresses;
+	// nil: there are none.
+	PeerSandboxes func(ctx context.Context) ([]string, error)
 	// Identities are the uids and gids VM pods' qemu run as, one each
 	// (identity.go); Count 0: all run as qemu.conf's user.
 	Identities IdentityRange

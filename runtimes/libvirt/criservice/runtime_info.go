@@ -14,7 +14,8 @@ func (r *Service) Version(ctx context.Context, req *runtimeapi.VersionRequest) (
 }
 
 // Status is ready when libvirtd answers and the emulator (the qemu
-// wrapper) exists: checked for real on every call.
+// wrapper) exists: checked for real on every call. NetworkReady is the
+// pod network's CNI STATUS (core/cni.go).
 func (r *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
 	ready := &runtimeapi.RuntimeCondition{Type: runtimeapi.RuntimeReady, Status: true}
 	if reason, msg := r.notReady(); reason != "" {
@@ -22,7 +23,7 @@ func (r *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 	}
 	return &runtimeapi.StatusResponse{
 		Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
-			ready, {Type: runtimeapi.NetworkReady, Status: true},
+			ready, r.NetworkCondition(ctx),
 		}},
 		RuntimeHandlers: []*runtimeapi.RuntimeHandler{{Name: "vm"}},
 	}, nil
@@ -42,7 +43,8 @@ func (r *Service) notReady() (reason, msg string) {
 	return "", ""
 }
 
-// UpdateRuntimeConfig has nothing to do for VMs yet (no pod network).
+// UpdateRuntimeConfig has nothing to do for VMs (their network is the
+// node's CNI config, read for each pod).
 func (r *Service) UpdateRuntimeConfig(ctx context.Context, req *runtimeapi.UpdateRuntimeConfigRequest) (*runtimeapi.UpdateRuntimeConfigResponse, error) {
 	return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
 }

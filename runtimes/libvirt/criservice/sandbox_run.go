@@ -34,6 +34,9 @@ func (r *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		return nil, errdefs.Invalid("config.linux.security_context.namespace_options.network",
 			"host networking is not supported for VM pods: a VM has its own kernel and cannot share the node's network stack")
 	}
+	if err := r.RequireNetworkReady(ctx); err != nil {
+		return nil, err
+	}
 	sb := &store.Sandbox{
 		ID: core.NewID(), Config: cfg, Handler: req.GetRuntimeHandler(),
 		CreatedAt: time.Now().UnixNano(), State: runtimeapi.PodSandboxState_SANDBOX_READY, Creating: true,

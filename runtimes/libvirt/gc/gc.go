@@ -4,7 +4,8 @@
 // pod networks too), adopts running domains that carry crimux's identity
 // but have no record (a wiped state dir), deletes stopped ones and VM
 // directories nobody owns, prunes the image cache of entries no VM needs
-// (images.go), and reports — never touches — resources of
+// (images.go), tells the pod network's CNI plugins which attachments
+// live (CNI GC, network.go), and reports — never touches — resources of
 // another crimux identity (foreign.go), which an operator adopts or
 // deletes one at a time through the VM API (crimuxctl gc). It runs when
 // libvirtd (re)connects and every gcInterval.

@@ -115,7 +115,21 @@ func (r *Collector) collectNetworks(rep *GCReport, afterStart, orphans bool) {
 	r.finishSandboxes(ctx, rep, afterStart)
 	if orphans && r.Net != nil {
 		r.collectNamespaces(ctx, rep)
+		r.collectCNI(ctx)
 	}
+}
+
+// collectCNI tells the network's plugins which attachments live (CNI
+// GC), once the records are settled: whatever a plugin holds for any
+// other (an address leaked by a DEL that never came) is released. A
+// network older than CNI 1.1 gets no GC (podnet logs it once).
+func (r *Collector) collectCNI(ctx context.Context) {
+	n, err := r.Net.GC(ctx, r.LiveAttachments)
+	if err != nil {
+		r.Log.Warn("CNI GC not done in this pass", "err", err)
+		return
+	}
+	r.Log.Debug("CNI GC", "live_attachments", n)
 }
 
 // adoptNetwork gives an adopted pod (found running, record lost) the

@@ -40,4 +40,9 @@
 // the namespace (with it go the bridge and the tap). Every step is
 // idempotent; a caller records the attachment before creating anything
 // and forgets it only after Teardown succeeded, retrying until then.
+//
+// With a network config at CNI 1.1 or later, Status is the network's
+// CNI STATUS (may new pods join?) and GC its CNI GC, naming every
+// attachment that lives so the plugins drop the rest (cni11.go); an ADD
+// or DEL in flight is never left off that list (inflight.go).
 package podnet

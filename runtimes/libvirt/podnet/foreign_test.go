@@ -32,11 +32,8 @@ func foreignManager(t *testing.T) (m *Manager, netnsDir, calls, failDel string) 
 	if err := os.WriteFile(filepath.Join(bin, "logcni"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	m = &Manager{
-		cfg: Config{ConfDir: conf, BinDirs: []string{bin}, CacheDir: filepath.Join(dir, "cache"), NetnsDir: netnsDir, Instance: "crimux-me"},
-		cni: libcni.NewCNIConfigWithCacheDir([]string{bin}, filepath.Join(dir, "cache"), nil),
-		log: testLogger(t), responders: map[string]*responder{},
-	}
+	m = newManager(Config{ConfDir: conf, BinDirs: []string{bin}, CacheDir: filepath.Join(dir, "cache"), NetnsDir: netnsDir, Instance: "crimux-me"},
+		libcni.NewCNIConfigWithCacheDir([]string{bin}, filepath.Join(dir, "cache"), nil), testLogger(t))
 	return m, netnsDir, calls, failDel
 }
 

@@ -65,11 +65,16 @@ type Attachment struct {
 // Manager wires VM pods to the pod network.
 type Manager struct {
 	cfg Config
-	cni *libcni.CNIConfig
+	cni cniRunner
 	log *slog.Logger
+	// inflight holds GC back from attachments an ADD or DEL works on.
+	inflight *inflight
 
 	mu         sync.Mutex
 	responders map[string]*responder // by sandbox ID
+	// oldNetworks are the networks (name@cniVersion) already logged as
+	// older than CNI 1.1.
+	oldNetworks map[string]bool
 }
 
 // NewManager checks the directories and prepares the namespace dir.
@@ -83,10 +88,15 @@ func NewManager(cfg Config, log *slog.Logger) (*Manager, error) {
 	if err := os.MkdirAll(cfg.CacheDir, 0o700); err != nil {
 		return nil, err
 	}
+	cni := withIPAMGC{libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, cfg.CacheDir, nil), cfg.BinDirs}
+	return newManager(cfg, cni, log), nil
+}
+
+func newManager(cfg Config, cni cniRunner, log *slog.Logger) *Manager {
 	return &Manager{
-		cfg: cfg, cni: libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, cfg.CacheDir, nil),
-		log: log, responders: map[string]*responder{},
-	}, nil
+		cfg: cfg, cni: cni, log: log, inflight: newInflight(),
+		responders: map[string]*responder{}, oldNetworks: map[string]bool{},
+	}
 }
 
 // NetNSPath is where the namespace of a sandbox lives.
@@ -112,6 +122,7 @@ func (m *Manager) Setup(ctx context.Context, pod *Pod, a *Attachment) error {
 	if err != nil {
 		return fmt.Errorf("CNI config: %w", err)
 	}
+	defer m.inflight.begin(pod.SandboxID)()
 	if err := createNetNS(a.NetNS); err != nil {
 		return err
 	}
@@ -140,6 +151,7 @@ func (m *Manager) Setup(ctx context.Context, pod *Pod, a *Attachment) error {
 // left for the next call.
 func (m *Manager) Teardown(ctx context.Context, pod *Pod, a *Attachment) error {
 	m.StopDHCP(pod.SandboxID)
+	defer m.inflight.begin(pod.SandboxID)()
 	netns := a.NetNS
 	if !isNetNS(netns) {
 		netns = "" // gone: DEL still releases the IP, CNI allows it

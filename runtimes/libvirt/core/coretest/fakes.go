@@ -34,6 +34,10 @@ type Net struct {
 	DHCPStarted        []string
 	// Foreign namespaces adopted and deleted (by file name).
 	AdoptedNS, DeletedNS []string
+	// StatusErr is what STATUS answers; GCLists the sandboxes each GC
+	// named, sorted.
+	StatusErr error
+	GCLists   [][]string
 }
 
 func upAttachment(id string) *podnet.Attachment {
@@ -94,6 +98,25 @@ func (f *Net) Collect(_ context.Context, id string) error {
 }
 
 func (f *Net) Close() {}
+
+// Status answers StatusErr.
+func (f *Net) Status(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.StatusErr
+}
+
+// GC records the sandboxes live names.
+func (f *Net) GC(ctx context.Context, live func(context.Context) ([]string, error)) (int, error) {
+	ids, err := live(ctx)
+	if err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.GCLists = append(f.GCLists, slices.Sorted(slices.Values(ids)))
+	return len(ids), nil
+}
 
 // AdoptNamespace moves a foreign name to own, as podnet renames it.
 func (f *Net) AdoptNamespace(name string) (string, error) {
