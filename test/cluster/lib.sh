@@ -6,6 +6,11 @@
 CLUSTER_DIR=$LIB_DIR/cluster
 CLUSTER_PKI=$CLUSTER_DIR/pki
 CLUSTER_NODE=crimux-e2e-node
+# The cgroup-v2 node VM (test/node), a second node of the cluster: its
+# kubelet reaches kube-apiserver through qemu's user network, where
+# 10.0.2.2 is this host's loopback.
+NODE_VM_NAME=crimux-node
+NODE_VM_APISERVER=https://10.0.2.2:16443
 ETCD_DATA=$CLUSTER_DIR/etcd
 ETCD_URL=http://127.0.0.1:23790
 ETCD_PEER_URL=http://127.0.0.1:23800

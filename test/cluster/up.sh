@@ -47,8 +47,14 @@ wait_for() {
 
 # Each part is started only if it is not running: a test that stopped
 # kube-apiserver runs this again to bring it back on the same etcd.
-[ -s "$ADMIN_KUBECONFIG" ] ||
-	quiet pki go run "$REPO_ROOT/test/cluster/pki" -dir "$CLUSTER_PKI" -node "$CLUSTER_NODE" -server "$APISERVER_URL"
+# Certificates of an older bed (without the node VM's) are made again, with
+# a control plane that serves them.
+if [ ! -s "$CLUSTER_PKI/$NODE_VM_NAME/kubelet.kubeconfig" ]; then
+	"$here/down.sh" >/dev/null
+	rm -rf "$CLUSTER_PKI"
+	quiet pki go run "$REPO_ROOT/test/cluster/pki" -dir "$CLUSTER_PKI" -node "$CLUSTER_NODE" -server "$APISERVER_URL" \
+		-other-node "$NODE_VM_NAME=$NODE_VM_APISERVER"
+fi
 
 started=()
 if ! pid_running "$ETCD_PID" "$k8s/etcd" >/dev/null; then

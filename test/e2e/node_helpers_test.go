@@ -29,11 +29,16 @@ func requireNode(t *testing.T) {
 
 // nodeTry runs a shell script in the node and returns its output.
 func nodeTry(script string) (string, error) {
+	return runNode("set -eu\n" + script)
+}
+
+// runNode runs test/node/run.sh with args (a script, or --put/--get).
+func runNode(args ...string) (string, error) {
 	run, err := filepath.Abs("../node/run.sh")
 	if err != nil {
 		return "", err
 	}
-	out, err := exec.Command(run, "set -eu\n"+script).CombinedOutput()
+	out, err := exec.Command(run, args...).CombinedOutput()
 	s := strings.TrimSpace(string(out))
 	if err != nil {
 		return s, fmt.Errorf("%w: %s", err, s)

@@ -31,6 +31,7 @@ func TestNode(t *testing.T) {
 		{"systemctl stop leaves the VM running", nodeStop},
 		{"the watchdog restarts a frozen crimux", nodeWatchdog},
 		{"rmp leaves no cgroup, scope, domain or disk", nodeVMRemove},
+		{"upgrade from " + upgradeFrom + " through the unit keeps every VM", nodeUpgrade},
 	}
 	failed := false
 	for _, s := range steps {

@@ -49,6 +49,7 @@ func main() {
 	vmKernel := flag.String("vm-kernel", "", "kernel of the VM images, /boot/vmlinuz-<release> (default: the newest /boot/vmlinuz-*-cloud-amd64)")
 	vmModules := flag.String("vm-modules", "", "the kernel's module directory (default: /lib/modules/<release>)")
 	busyboxStaticDeb := flag.String("busybox-static-deb", "", "Debian busybox-static .deb, for the VM initramfs (default: busybox-static_*.deb next to -busybox-deb)")
+	qemuGADeb := flag.String("qemu-ga-deb", "", "Debian qemu-guest-agent .deb, for crimux/vm-busybox-agent (default: qemu-guest-agent_*.deb next to -busybox-deb)")
 	guestDisk := flag.String("guest-disk", "", "the Debian guest's qcow2 (test/guest/build.sh), packaged as crimux/vm-debian; \"\" builds no such image")
 	vmCache := flag.String("vm-cache", "", "cache of the VM images' kernel, initramfs and disk layers (default: vm-layers next to -busybox-deb; \"none\" for no cache)")
 	flag.Parse()
@@ -59,7 +60,7 @@ func main() {
 	var vm *vmInputs
 	if *withVM {
 		var err error
-		if vm, err = vmDefaults(*busyboxDeb, vmInputs{kernel: *vmKernel, modules: *vmModules, busyboxStaticDeb: *busyboxStaticDeb, cache: *vmCache, guestDisk: *guestDisk}); err != nil {
+		if vm, err = vmDefaults(*busyboxDeb, vmInputs{kernel: *vmKernel, modules: *vmModules, busyboxStaticDeb: *busyboxStaticDeb, qemuGADeb: *qemuGADeb, cache: *vmCache, guestDisk: *guestDisk}); err != nil {
 			fmt.Fprintln(os.Stderr, "images:", err)
 			os.Exit(1)
 		}

@@ -22,7 +22,7 @@ import (
 
 // vmInputs are the host files the VM images are made of.
 type vmInputs struct {
-	kernel, modules, busyboxStaticDeb, cache string
+	kernel, modules, busyboxStaticDeb, qemuGADeb, cache string
 	// guestDisk is the Debian guest's disk (test/guest/build.sh); ""
 	// builds no crimux/vm-debian.
 	guestDisk string
@@ -92,14 +92,20 @@ func vmImageSpecs(tmp string, in vmInputs) ([]oci.ImageSpec, error) {
 	for _, m := range mods {
 		keyParts = append(keyParts, []byte(m.name), m.data)
 	}
+	initrdKey := hashOf(keyParts...)
 	initrdL, err := cached("COPY initrd.img /boot/initrd.img (busybox-static, virtio/button/evdev modules of "+release+", /init)",
-		hashOf(keyParts...), func(l *oci.LayerBuilder) error {
+		initrdKey, func(l *oci.LayerBuilder) error {
 			data, err := initramfs(tmp, bb, mods)
 			l.File("boot/initrd.img", 0o644, data)
 			return err
 		})
 	if err != nil {
 		return nil, fmt.Errorf("initramfs layer: %w", err)
+	}
+
+	agentL, err := agentInitrdLayer(tmp, in, initrdKey, func() ([]byte, error) { return initramfs(tmp, bb, mods) }, cached)
+	if err != nil {
+		return nil, err
 	}
 
 	// Disk.
@@ -196,6 +202,9 @@ func vmImageSpecs(tmp string, in vmInputs) ([]oci.ImageSpec, error) {
 		// entry): tenants of different images (e2e TestTwoTenants).
 		{ID: "crimux-vm-busybox-b", Refs: []string{"crimux/vm-busybox-b:latest"},
 			Layers: []oci.SpecLayer{kernelL, initrdL, diskL}, Config: oci.ContainerConfig{Labels: args}, MultiPlatform: true},
+		// The same VM with Debian's qemu-guest-agent (vmagent.go).
+		{ID: "crimux-vm-busybox-agent", Refs: []string{"crimux/vm-busybox-agent:latest"},
+			Layers: []oci.SpecLayer{kernelL, agentL, diskL}, Config: oci.ContainerConfig{Labels: args}, MultiPlatform: true},
 		{ID: "crimux-vm-bad-empty", Refs: []string{"crimux/vm-bad-empty:latest"}, Layers: []oci.SpecLayer{emptyL}},
 		{ID: "crimux-vm-bad-twodisks", Refs: []string{"crimux/vm-bad-twodisks:latest"}, Layers: []oci.SpecLayer{diskL, secondDiskL}},
 		{ID: "crimux-vm-bad-symlink", Refs: []string{"crimux/vm-bad-symlink:latest"},
@@ -222,12 +231,14 @@ func vmDefaults(busyboxDeb string, in vmInputs) (*vmInputs, error) {
 		in.modules = "/lib/modules/" + release
 	}
 	if in.busyboxStaticDeb == "" {
-		found, _ := filepath.Glob(filepath.Join(filepath.Dir(busyboxDeb), "busybox-static_*.deb"))
-		if len(found) == 0 {
-			return nil, fmt.Errorf("no busybox-static_*.deb next to %s (apt-get download busybox-static, or -busybox-static-deb)", busyboxDeb)
+		if in.busyboxStaticDeb, err = debNextTo(busyboxDeb, "busybox-static"); err != nil {
+			return nil, err
 		}
-		sort.Slice(found, func(i, j int) bool { return versionLess(found[i], found[j]) })
-		in.busyboxStaticDeb = found[len(found)-1]
+	}
+	if in.qemuGADeb == "" {
+		if in.qemuGADeb, err = debNextTo(busyboxDeb, "qemu-guest-agent"); err != nil {
+			return nil, err
+		}
 	}
 	switch in.cache {
 	case "":
@@ -236,4 +247,14 @@ func vmDefaults(busyboxDeb string, in vmInputs) (*vmInputs, error) {
 		in.cache = ""
 	}
 	return &in, nil
+}
+
+// debNextTo is the newest PACKAGE_*.deb in the directory of busyboxDeb.
+func debNextTo(busyboxDeb, pkg string) (string, error) {
+	found, _ := filepath.Glob(filepath.Join(filepath.Dir(busyboxDeb), pkg+"_*.deb"))
+	if len(found) == 0 {
+		return "", fmt.Errorf("no %s_*.deb next to %s (apt-get download %s, or name it with its flag)", pkg, busyboxDeb, pkg)
+	}
+	sort.Slice(found, func(i, j int) bool { return versionLess(found[i], found[j]) })
+	return found[len(found)-1], nil
 }

@@ -66,6 +66,8 @@ done
 [ $i -lt 100 ] || echo "CRIMUX-WARN: acpid did not open the input devices"
 # After a newline: the firmware leaves its last console line unterminated.
 printf '\nCRIMUX-VM-BOOTED\n'
+# The guest agent, in the images that have one (vmagent.go).
+[ -x /etc/crimux-guest-agent ] && /etc/crimux-guest-agent &
 
 # The pod network (crimux gives the guest eth0 and serves it DHCP), after
 # the marker: the marker stands for the same boot with a NIC or without

@@ -12,7 +12,7 @@
 # list, the suite and the host's debootstrap), and <key>/disk.qcow2, that
 # root plus crimux, containerd and the configs (about a minute, keyed by
 # everything that goes in: a new crimux commit makes a new disk, not a new
-# base). Needs root, Debian 12, and the test bed's binaries
+# base), and the release tarball beside it. Needs root, Debian 12, and the test bed's binaries
 # (test/bed/install.sh). MIRROR as in test/guest/build.sh.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -133,6 +133,9 @@ chroot "$root" /bin/sh -eu /crimux-setup.sh >>"$log" 2>&1 || fail "the setup in 
 rm -f "$root/crimux-setup.sh"
 mkdir -p "$out"
 rm -f "$out"/id_ed25519*
+# The release the disk was installed from, for the upgrade test (up.sh
+# copies it into the node).
+cp "$tarball" "$out/crimux-release.tar.gz"
 ssh-keygen -q -t ed25519 -N '' -C crimux-node-test -f "$out/id_ed25519"
 install -d -m 0700 "$root/root/.ssh"
 install -m 0600 "$out/id_ed25519.pub" "$root/root/.ssh/authorized_keys"

@@ -4,13 +4,10 @@
 # then, if a spec failed there (or CRITEST_DIRECT=1), against the node's
 # containerd directly on the same specs, to tell crimux's failures from
 # the node's.
-# Under nested TCG the whole suite (142 specs, ~5 s each here) does not fit
-# in CI's time, so only the specs matching CRITEST_FOCUS run. The default,
-# 40 specs, about 4 minutes a side: every PodSandbox and Container runtime
-# spec (lifecycle, exec, stats, attributes), Streaming (exec, attach,
-# port-forward), Idempotence and Runtime info. Left out: Networking (4
-# specs, 36 s a side), and Container OOM, whose reason the node's containerd
-# reports now "OOMKilled", now "Error" (seen failing directly against it).
+# The whole suite runs, as on the host (make critest, test/bed/critest.sh:
+# every spec but the benchmarks and the pull of a public image by digest,
+# which no registry here serves); CRITEST_FOCUS narrows it to the specs matching a regexp
+# when one is being looked at.
 # Prints, last,
 #   critest node direct: N passed, M failed, K skipped   (or: not run ...)
 #   critest node crimux: N passed, M failed, K skipped
@@ -20,7 +17,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$here/lib.sh"
-CRITEST_FOCUS=${CRITEST_FOCUS:-'\[k8s.io\] (PodSandbox|Container runtime|Streaming|Runtime info|Idempotence) '}
+CRITEST_FOCUS=${CRITEST_FOCUS:-}
 node_running || { echo "node/critest.sh: the node is not running (test/node/up.sh)" >&2; exit 1; }
 
 # Every test image, and critest itself, into the node.
@@ -30,7 +27,8 @@ node_ssh 'cat >/usr/local/bin/critest && chmod 0755 /usr/local/bin/critest' <"$T
 run() {
 	local label=$1 endpoint=$2 start=$SECONDS
 	node_ssh "cd /tmp && timeout 1800 critest --runtime-endpoint=$endpoint --image-endpoint=$endpoint \
-		--ginkgo.focus='$CRITEST_FOCUS' --ginkgo.skip='\\[Benchmark\\]' --ginkgo.no-color --ginkgo.v" \
+		${CRITEST_FOCUS:+--ginkgo.focus='$CRITEST_FOCUS'} --ginkgo.skip='\\[Benchmark\\]' \
+		--ginkgo.skip='public image with digest should be pulled and removed' --ginkgo.no-color --ginkgo.v" \
 		>"$NODE_RUN/critest-$label.log" 2>&1 || true
 	local counts passed failed skipped
 	counts=$(grep -aoE '[0-9]+ Passed \| [0-9]+ Failed \| [0-9]+ Pending \| [0-9]+ Skipped' "$NODE_RUN/critest-$label.log" | tail -n 1 || true)
@@ -45,7 +43,7 @@ run() {
 }
 run crimux unix:///run/crimux/crimux.sock
 # The direct run is the reference for specs that fail through crimux: when
-# none does, it is skipped (four minutes of CI), unless CRITEST_DIRECT=1.
+# none does, it is skipped (minutes of CI), unless CRITEST_DIRECT=1.
 if [ "${CRITEST_DIRECT:-}" != 1 ] && grep -q ' 0 failed,' "$NODE_RUN/critest-crimux.summary"; then
 	echo "critest node direct: not run (no spec failed through crimux; CRITEST_DIRECT=1 runs it)"
 	cat "$NODE_RUN/critest-crimux.summary"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stops the test node's qemu and removes its run directory (the overlay,
-# the serial log, the key copy): nothing is left on the host. The cached
+# the serial log, the key copy) and its tap: nothing is left on the host. The cached
 # disk stays.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -13,4 +13,5 @@ if node_running; then
 	kill -9 "$pid" 2>/dev/null || true
 fi
 if [ "${KEEP_LOG:-}" = 1 ] && [ -f "$NODE_SERIAL" ]; then cp "$NODE_SERIAL" /tmp/crimux-node-serial.log; fi
+ip link del "$NODE_TAP" 2>/dev/null || true
 rm -rf "$NODE_RUN"

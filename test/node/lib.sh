@@ -4,6 +4,15 @@ TESTBED=${TESTBED:-/opt/crimux-testbed}
 NODE_RUN=${NODE_RUN:-/run/crimux-node}
 # The host port forwarded to the node's sshd (qemu user-mode networking).
 NODE_SSH_PORT=${NODE_SSH_PORT:-2222}
+# The node's second NIC, on a tap of the host's: kube-apiserver reaches
+# the node's kubelet at NODE_IP (exec, logs, attach, port-forward); the
+# host end is NODE_HOST_IP. The first NIC, qemu's user network, carries SSH
+# and the way to kube-apiserver (10.0.2.2, the host's loopback).
+NODE_TAP=${NODE_TAP:-crimuxnode0}
+NODE_HOST_IP=10.89.0.1
+NODE_IP=10.89.0.2
+NODE_UPLINK_MAC=52:54:00:12:34:56
+NODE_CLUSTER_MAC=52:54:00:59:00:02
 NODE_PID=$NODE_RUN/qemu.pid
 NODE_KEY=$NODE_RUN/id_ed25519
 NODE_SERIAL=$NODE_RUN/serial.log

@@ -9,8 +9,10 @@
 //	admin.kubeconfig                system:masters (the tests' kubectl)
 //	kubelet.kubeconfig              system:node:<node> in system:nodes
 //	crimux.kubeconfig               crimux's node agent (its own user; RBAC in test/cluster/rbac.yaml)
+//	<other>/kubelet.kubeconfig,     with -other-node NAME=URL: a second node's two (the
+//	<other>/crimux.kubeconfig       cgroup-v2 node VM's, which reaches kube-apiserver at URL)
 //
-// Run as `go run ./test/cluster/pki -dir DIR -node NAME -server URL`.
+// Run as `go run ./test/cluster/pki -dir DIR -node NAME -server URL [-other-node NAME=URL]`.
 package main
 
 import (
@@ -26,8 +28,10 @@ import (
 	"log"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -42,18 +46,28 @@ func main() {
 	dir := flag.String("dir", "", "output directory")
 	node := flag.String("node", "", "the kubelet's node name")
 	server := flag.String("server", "https://127.0.0.1:16443", "kube-apiserver URL for the kubeconfigs")
+	other := flag.String("other-node", "", "NAME=URL: a second node's kubelet and node agent kubeconfigs in DIR/NAME/, for kube-apiserver at URL (an IP in the serving certificate)")
 	flag.Parse()
 	if *dir == "" || *node == "" {
 		log.Fatal("pki: -dir and -node are required")
 	}
-	if err := run(*dir, *node, *server); err != nil {
+	if err := run(*dir, *node, *server, *other); err != nil {
 		log.Fatalf("pki: %v", err)
 	}
 }
 
-func run(dir, node, server string) error {
+func run(dir, node, server, other string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
+	}
+	otherName, otherURL, _ := strings.Cut(other, "=")
+	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 96, 0, 1)}
+	if other != "" {
+		u, err := url.Parse(otherURL)
+		if err != nil || otherName == "" || net.ParseIP(u.Hostname()) == nil {
+			return fmt.Errorf("-other-node %q: want NAME=https://IP:PORT", other)
+		}
+		ips = append(ips, net.ParseIP(u.Hostname()))
 	}
 	ca, caKey, err := newCA()
 	if err != nil {
@@ -65,7 +79,7 @@ func run(dir, node, server string) error {
 	serving, err := issue(ca, caKey, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 96, 0, 1)},
+		IPAddresses: ips,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	})
 	if err != nil {
@@ -84,11 +98,31 @@ func run(dir, node, server string) error {
 	if err := writeSAKey(dir); err != nil {
 		return err
 	}
-	for _, id := range []identity{
-		{file: "admin", user: "crimux-e2e-admin", groups: []string{"system:masters"}},
+	ids := append([]identity{{file: "admin", user: "crimux-e2e-admin", groups: []string{"system:masters"}}}, nodeIdentities(node)...)
+	if err := writeKubeconfigs(dir, server, ca, caKey, ids); err != nil {
+		return err
+	}
+	if other == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(dir, otherName), 0o700); err != nil {
+		return err
+	}
+	return writeKubeconfigs(filepath.Join(dir, otherName), otherURL, ca, caKey, nodeIdentities(otherName))
+}
+
+// nodeIdentities are a node's kubelet and crimux node agent.
+func nodeIdentities(node string) []identity {
+	return []identity{
 		{file: "kubelet", user: "system:node:" + node, groups: []string{"system:nodes"}},
 		{file: "crimux", user: "crimux-node-agent:" + node, groups: []string{"crimux:node-agents"}},
-	} {
+	}
+}
+
+// writeKubeconfigs issues each identity a client certificate and writes
+// its kubeconfig for server into dir.
+func writeKubeconfigs(dir, server string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, ids []identity) error {
+	for _, id := range ids {
 		c, err := issue(ca, caKey, clientTemplate(id.user, id.groups))
 		if err != nil {
 			return err
