@@ -122,16 +122,17 @@ e2e-vm-storage: build bed
 e2e-vm-net: build bed
 	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMNetwork|TestVMNetworkDelRetried|TestVMAndContainerReachEachOther|TestVMNetworkCycles|TestVMNetworkGC|TestVMNetworkStatus)$$' ./test/e2e/
 
-# e2e-node: crimux on the node people run (issue 17): a Debian 12 VM
+# e2e-node: crimux on the node people run (issues 17, 37): a Debian 12 VM
 # booted under qemu TCG (test/node: systemd as init, cgroup v2, containerd
 # with SystemdCgroup = true, libvirt and qemu from Debian, crimux installed
-# from make dist's tarball by its install.sh and run by its unit), driven with crictl over SSH: a
-# container pod and a VM pod in kubelet's systemd pod slices, limits, stats,
-# update, and crimux killed, reloaded, stopped and frozen under systemd;
-# then critest in the node through crimux, and directly when a spec fails
-# there (test/node/critest.sh).
-# The node disk is cached by its inputs (test/node/build.sh). Prints last:
-# node: cgroup v2, systemd driver: N passed, M failed, K skipped
+# from make dist's tarball by its install.sh and run by its unit): TestNode
+# with crictl (pod slices, limits, stats, update, crimux killed, reloaded,
+# stopped, frozen and upgraded through its unit), then kubelet as a systemd
+# unit joined to the bed's cluster and the cluster's VM scenarios
+# (TestNodeKubelet), then the whole of critest in the node
+# (docs/testing.md, "The cgroup v2 node"). The node disk is cached by its
+# inputs (test/node/build.sh). Prints last:
+# node: cgroup v2, systemd driver, kubelet: N passed, M failed, K skipped
 e2e-node: build
 	TESTBED=$(TESTBED) ./test/bed/install.sh
 	TESTBED=$(TESTBED) GO=$(GO) ./test/node/e2e.sh

@@ -6,7 +6,11 @@
 # the node's.
 # The whole suite runs, as on the host (make critest, test/bed/critest.sh:
 # every spec but the benchmarks and the pull of a public image by digest,
-# which no registry here serves); CRITEST_FOCUS narrows it to the specs matching a regexp
+# which no registry here serves), less one spec containerd's own CI skips
+# on the systemd cgroup driver: Container OOM, whose reason containerd
+# reports now OOMKilled, now Error there (containerd #12260, #12819; seen
+# here directly against the node's containerd too). AppArmor is off in the
+# node's kernel (grub.cfg), as on the host, so its specs skip themselves.; CRITEST_FOCUS narrows it to the specs matching a regexp
 # when one is being looked at.
 # Prints, last,
 #   critest node direct: N passed, M failed, K skipped   (or: not run ...)
@@ -28,7 +32,8 @@ run() {
 	local label=$1 endpoint=$2 start=$SECONDS
 	node_ssh "cd /tmp && timeout 1800 critest --runtime-endpoint=$endpoint --image-endpoint=$endpoint \
 		${CRITEST_FOCUS:+--ginkgo.focus='$CRITEST_FOCUS'} --ginkgo.skip='\\[Benchmark\\]' \
-		--ginkgo.skip='public image with digest should be pulled and removed' --ginkgo.no-color --ginkgo.v" \
+		--ginkgo.skip='public image with digest should be pulled and removed' \
+		--ginkgo.skip='should terminate with exitCode 137 and reason OOMKilled' --ginkgo.no-color --ginkgo.v" \
 		>"$NODE_RUN/critest-$label.log" 2>&1 || true
 	local counts passed failed skipped
 	counts=$(grep -aoE '[0-9]+ Passed \| [0-9]+ Failed \| [0-9]+ Pending \| [0-9]+ Skipped' "$NODE_RUN/critest-$label.log" | tail -n 1 || true)
