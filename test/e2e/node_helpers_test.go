@@ -111,3 +111,23 @@ func atoi(t *testing.T, s string) int64 {
 	}
 	return n
 }
+
+// step is one of a node test's steps: they share the node and run in
+// order, as subtests (make e2e-node counts them).
+type step struct {
+	name string
+	run  func(t *testing.T)
+}
+
+// runSteps runs steps in order; once one fails, the rest are skipped
+// (each builds on what the one before left).
+func runSteps(t *testing.T, steps []step) {
+	failed := false
+	for _, s := range steps {
+		if failed {
+			t.Run(s.name, func(t *testing.T) { t.Skip("an earlier step failed") })
+			continue
+		}
+		failed = !t.Run(s.name, s.run)
+	}
+}

@@ -62,10 +62,7 @@ func TestNodeKubelet(t *testing.T) {
 	requireNode(t)
 	k8s := k8sDir(t)
 	n := &nodeCluster{k8s: k8s}
-	steps := []struct {
-		name string
-		run  func(t *testing.T)
-	}{
+	runSteps(t, []step{
 		{"kubelet is a systemd unit with the systemd driver, node Ready", n.kubeletUnit},
 		{"a VM pod and a container pod Running through RuntimeClass vm", n.podsRunning},
 		{"kubectl logs shows the VM's console", n.logs},
@@ -75,15 +72,7 @@ func TestNodeKubelet(t *testing.T) {
 		{"the power-state annotation: Hibernate, Running, Paused, Running", n.power},
 		{"in-place resize: 2 CPUs and +256 MiB, then back", n.resize},
 		{"kubectl delete leaves nothing on the node", n.deleteLeavesNothing},
-	}
-	failed := false
-	for _, s := range steps {
-		if failed {
-			t.Run(s.name, func(t *testing.T) { t.Skip("an earlier step failed") })
-			continue
-		}
-		failed = !t.Run(s.name, s.run)
-	}
+	})
 }
 
 // nodeCluster is what the steps share.

@@ -15,10 +15,7 @@ import (
 func TestNode(t *testing.T) {
 	requireNode(t)
 	nodeRun(t, "rm -rf /tmp/e2e-node && mkdir -p /tmp/e2e-node/c1 /tmp/e2e-node/v1")
-	steps := []struct {
-		name string
-		run  func(t *testing.T)
-	}{
+	runSteps(t, []step{
 		{"node is cgroup v2 with systemd and the systemd driver", nodeIsSystemdV2},
 		{"container pod in a systemd slice", nodeContainerPod},
 		{"VM pod in the pod slice with its limits", nodeVMPod},
@@ -32,15 +29,7 @@ func TestNode(t *testing.T) {
 		{"the watchdog restarts a frozen crimux", nodeWatchdog},
 		{"rmp leaves no cgroup, scope, domain or disk", nodeVMRemove},
 		{"upgrade from " + upgradeFrom + " through the unit keeps every VM", nodeUpgrade},
-	}
-	failed := false
-	for _, s := range steps {
-		if failed {
-			t.Run(s.name, func(t *testing.T) { t.Skip("an earlier step failed") })
-			continue
-		}
-		failed = !t.Run(s.name, s.run)
-	}
+	})
 }
 
 func nodeIsSystemdV2(t *testing.T) {

@@ -186,13 +186,7 @@ func vmNetworkCondition(t *testing.T, c *crimux) (ready bool, message string) {
 func TestVMNetworkStatus(t *testing.T) {
 	requireVM(t)
 	confDir, _ := cni11ConfDir(t)
-	bin := t.TempDir()
-	plugins, _ := filepath.Glob(filepath.Join(bed.cniBinDir, "*"))
-	for _, p := range plugins {
-		if err := os.Symlink(p, filepath.Join(bin, filepath.Base(p))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bin := linkedCNIBinDir(t)
 	cfg := writeJSON(t, "crimux.toml", fmt.Sprintf("[libvirt]\ncni_bin_dirs = [%q]\n", bin))
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg", "--config", cfg, "--cni-conf-dir", confDir)
 	c.crictl("pull", vmImage)

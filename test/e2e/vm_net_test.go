@@ -325,13 +325,7 @@ func bridgePorts(t *testing.T) []string {
 // and the namespace is gone.
 func TestVMNetworkDelRetried(t *testing.T) {
 	requireVM(t)
-	bin := t.TempDir()
-	plugins, _ := filepath.Glob(filepath.Join(bed.cniBinDir, "*"))
-	for _, p := range plugins {
-		if err := os.Symlink(p, filepath.Join(bin, filepath.Base(p))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bin := linkedCNIBinDir(t)
 	cfg := writeJSON(t, "crimux.toml", fmt.Sprintf("[libvirt]\ncni_bin_dirs = [%q]\n", bin))
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg", "--config", cfg)
 	podID := c.crictl("runp", "--runtime", "vm", vmNetPodJSON(t, "vm-del-retry", "/crimux-e2e/del-retry", 0))
@@ -370,4 +364,18 @@ func TestVMNetworkDelRetried(t *testing.T) {
 	})
 	snap.assertReleased(t, "after the retry")
 	t.Logf("released %.1f s after the restart", time.Since(start).Seconds())
+}
+
+// linkedCNIBinDir is a CNI bin dir of the test's own with a link to each
+// of the bed's plugins: the test can take one away or put another in.
+func linkedCNIBinDir(t *testing.T) string {
+	t.Helper()
+	bin := t.TempDir()
+	plugins, _ := filepath.Glob(filepath.Join(bed.cniBinDir, "*"))
+	for _, p := range plugins {
+		if err := os.Symlink(p, filepath.Join(bin, filepath.Base(p))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bin
 }
