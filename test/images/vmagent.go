@@ -10,8 +10,6 @@ package main
 // /init runs when it is there.
 
 import (
-	"bytes"
-	"compress/gzip"
 	"fmt"
 	"os"
 	"os/exec"
@@ -57,9 +55,10 @@ else
 fi
 `
 
-// agentArchive is the second initramfs archive (gzipped cpio) of
-// crimux/vm-busybox-agent, and what its cache key is made of.
-func agentArchive(tmp, qgaDeb, modDir string) (data []byte, key string, err error) {
+// agentArchive reads what the second initramfs archive of
+// crimux/vm-busybox-agent is made of and returns its cache key and what
+// builds it (a gzipped cpio), run only when the cache misses.
+func agentArchive(tmp, qgaDeb, modDir string) (build func() ([]byte, error), key string, err error) {
 	qga, err := extractFromDeb(qgaDeb, "./usr/sbin/qemu-ga")
 	if err != nil {
 		return nil, "", err
@@ -98,18 +97,7 @@ func agentArchive(tmp, qgaDeb, modDir string) (data []byte, key string, err erro
 	}
 	a.file("lib/modules/agent/load-order", 0o644, []byte(order.String()))
 	a.file("etc/crimux-guest-agent", 0o755, []byte(vmAgentScript))
-	var gz bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&gz, gzip.BestCompression)
-	if err != nil {
-		return nil, "", err
-	}
-	if _, err := zw.Write(a.bytes()); err != nil {
-		return nil, "", err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, "", err
-	}
-	return gz.Bytes(), hashOf(keyParts...), nil
+	return func() ([]byte, error) { return gzipBest(a.bytes()) }, hashOf(keyParts...), nil
 }
 
 var lddLine = regexp.MustCompile(`(?:=> )?(/\S+) \(0x[0-9a-f]+\)`)
@@ -146,7 +134,11 @@ func agentInitrdLayer(tmp string, in vmInputs, baseKey string, base func() ([]by
 	l, err := cached("COPY initrd.img /boot/initrd.img (the test VM's, then qemu-guest-agent of "+filepath.Base(in.qemuGADeb)+", its libraries, virtio_console, virtio_mem)",
 		hashOf([]byte(baseKey), []byte(key)), func(l *oci.LayerBuilder) error {
 			data, err := base()
-			l.File("boot/initrd.img", 0o644, append(data, archive...))
+			if err != nil {
+				return err
+			}
+			agent, err := archive()
+			l.File("boot/initrd.img", 0o644, append(data, agent...))
 			return err
 		})
 	if err != nil {

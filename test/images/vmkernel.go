@@ -249,12 +249,18 @@ func initramfs(tmp string, bb []byte, mods []kmod) ([]byte, error) {
 	a.file("etc/group", 0o644, []byte("root:x:0:\n"))
 	a.file("etc/os-release", 0o644, []byte("NAME=\"crimux test VM\"\nID=crimux-test-vm\n"))
 
+	return gzipBest(a.bytes())
+}
+
+// gzipBest compresses data at gzip's best compression (an initramfs
+// archive: the kernel unpacks it).
+func gzipBest(data []byte) ([]byte, error) {
 	var gz bytes.Buffer
 	zw, err := gzip.NewWriterLevel(&gz, gzip.BestCompression)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := zw.Write(a.bytes()); err != nil {
+	if _, err := zw.Write(data); err != nil {
 		return nil, err
 	}
 	if err := zw.Close(); err != nil {
