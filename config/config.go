@@ -107,6 +107,11 @@ type Libvirt struct {
 	// use them. Count 0: every qemu runs as qemu.conf's user (unsafe).
 	VMIDBase  uint32 `toml:"vm_id_base"`
 	VMIDCount uint32 `toml:"vm_id_count"`
+	// GuestBootTimeout is how long a cold-booted VM's guest may show no
+	// sign of an operating system (a packet on its pod network, its agent
+	// connected) before it is reported stuck in its firmware or boot
+	// loader; 0 turns the watch off.
+	GuestBootTimeout Duration `toml:"guest_boot_timeout"`
 }
 
 // Kubernetes configures the node agent (package nodeagent), which applies
@@ -174,6 +179,7 @@ func Default() Config {
 			NetnsDir:              "/run/crimux/netns",
 			VMIDBase:              DefaultVMIDBase,
 			VMIDCount:             DefaultVMIDCount,
+			GuestBootTimeout:      Duration{3 * time.Minute},
 		},
 		Runtimes: []Runtime{
 			{Name: "containerd", Type: TypeContainer, Handlers: []string{"runc"}, Primary: true},
@@ -262,6 +268,9 @@ func (c Config) Validate() error {
 	case NetworkNone:
 	default:
 		errs = append(errs, fmt.Errorf("libvirt.network: %q is not one of %s, %s", c.Libvirt.Network, NetworkCNI, NetworkNone))
+	}
+	if c.Libvirt.GuestBootTimeout.Duration < 0 {
+		errs = append(errs, fmt.Errorf("libvirt.guest_boot_timeout: %s is negative (0 turns the watch off)", c.Libvirt.GuestBootTimeout.Duration))
 	}
 	if !strings.HasPrefix(c.Libvirt.Emulator, "/") || !strings.HasPrefix(c.Libvirt.PlacementSocket, "/") {
 		errs = append(errs, fmt.Errorf("libvirt.emulator and libvirt.placement_socket: must be absolute paths"))

@@ -87,6 +87,12 @@ netns_dir = "/run/crimux/netns"
 # qemu as qemu.conf's one user, as crimux before 0.3 did: not isolated.
 vm_id_base = 1879048192
 vm_id_count = 65536
+# A VM whose guest shows no sign of an operating system this long after it
+# was booted (no packet on its pod network, its guest agent not connected) is
+# reported stuck in its firmware or boot loader: reason GuestNotBooted in its
+# CRI status, a line in its log, a GuestNotBooted event on its pod. "0s" turns
+# the watch off.
+guest_boot_timeout = "3m0s"
 
 [kubernetes]
 # The node agent: with a kubeconfig, crimux watches this node's pods and

@@ -74,6 +74,11 @@
 // RestoreFailed, NotAVM. Events go out once a pass's patch is written; a
 // result reported again after an outage is announced again.
 //
+// The agent also records the VM runtime's word on a guest's boot
+// (guestboot.go): Warning GuestNotBooted when a VM pod's guest showed no
+// sign of an operating system within [libvirt] guest_boot_timeout, Normal
+// GuestBooted when it shows itself later. These need no annotation.
+//
 // Pods without request annotations are never looked at further (no VM API
 // call). A container pod that carries them is told it is not a VM
 // (NotAVM, the errors and results above); a VM pod whose VM does not run

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -13,6 +16,7 @@ import (
 	"github.com/crimux/crimux/config"
 	"github.com/crimux/crimux/internal/version"
 	"github.com/crimux/crimux/nodeagent"
+	"github.com/crimux/crimux/runtimes/libvirt"
 )
 
 // startNodeAgent starts the node agent when [kubernetes] kubeconfig is
@@ -37,8 +41,10 @@ func (d *daemon) startNodeAgent(ctx context.Context) (stop func()) {
 		defer close(done)
 		agent.Run(ctx)
 	}()
+	d.guestBoots.agent.Store(agent)
 	d.log.Info("node agent started", "node", node, "api_server", host, "kubeconfig", k.Kubeconfig)
 	return func() {
+		d.guestBoots.agent.Store(nil)
 		cancel()
 		<-done
 	}
@@ -81,4 +87,19 @@ func nodeName(configured string) (string, error) {
 		return "", errors.New("node name: kubernetes.node_name is empty and so is the host name")
 	}
 	return host, nil
+}
+
+// guestBootRelay passes the VM runtime's guest-boot reports (a guest stuck
+// in its firmware, or late) to the node agent as events on the pod; with
+// no agent running they are in crimux's log, the VM's log and its CRI
+// status only.
+type guestBootRelay struct {
+	agent atomic.Pointer[nodeagent.Agent]
+}
+
+func (g *guestBootRelay) report(b libvirt.GuestBoot) {
+	if a := g.agent.Load(); a != nil {
+		md := b.Pod
+		a.GuestBoot(nodeagent.PodRef{Namespace: md.GetNamespace(), Name: md.GetName(), UID: types.UID(md.GetUid())}, b.Booted, b.Message)
+	}
 }

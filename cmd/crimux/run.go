@@ -84,6 +84,9 @@ type daemon struct {
 	calls   *callTracker
 	notify  notifier
 	health  *healthState
+	// guestBoots hands the VM runtime's guest-boot reports to the node
+	// agent while one runs.
+	guestBoots *guestBootRelay
 }
 
 func newDaemon(cfg config.Config, f flags, fs *flag.FlagSet, logTo io.Writer) *daemon {
@@ -92,7 +95,7 @@ func newDaemon(cfg config.Config, f flags, fs *flag.FlagSet, logTo io.Writer) *d
 	log := slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: level}))
 	d := &daemon{
 		flags: f, fs: fs, log: log, level: level, cfg: cfg,
-		calls: newCallTracker(), notify: notifier{log: log}, health: &healthState{},
+		calls: newCallTracker(), notify: notifier{log: log}, health: &healthState{}, guestBoots: &guestBootRelay{},
 	}
 	d.metrics = metrics.New(metrics.Options{Version: version.Version, VMPowerStates: d.vmPowerStates})
 	d.newFactories = d.factories
@@ -120,8 +123,9 @@ func (d *daemon) factories(cfg config.Config, log *slog.Logger) map[string]regis
 				AgentCalls:         libvirt.AgentCaps{PerVM: cfg.Libvirt.AgentCallsPerVM, PerNode: cfg.Libvirt.AgentCallsPerNode},
 				MaxSnapshotsPerVM:  cfg.Libvirt.MaxSnapshotsPerVM,
 				PlacementSocket:    cfg.Libvirt.PlacementSocket, Network: vmNetwork(cfg),
-				Identities: libvirt.IdentityRange{Base: cfg.Libvirt.VMIDBase, Count: cfg.Libvirt.VMIDCount},
-				Counters:   d.metrics,
+				Identities:       libvirt.IdentityRange{Base: cfg.Libvirt.VMIDBase, Count: cfg.Libvirt.VMIDCount},
+				Counters:         d.metrics,
+				GuestBootTimeout: cfg.Libvirt.GuestBootTimeout.Duration, OnGuestBoot: d.guestBoots.report,
 			},
 			ContainerdEndpoint: cfg.Containerd.Endpoint,
 			Log:                log,

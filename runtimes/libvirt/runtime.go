@@ -41,6 +41,9 @@ import (
 // Options configure the VM runtime (see core.Options).
 type Options = core.Options
 
+// GuestBoot is what Options.OnGuestBoot hears of a guest's boot.
+type GuestBoot = core.GuestBoot
+
 // IdentityRange is the uids and gids VM pods' qemu run as (see core.IdentityRange).
 type IdentityRange = core.IdentityRange
 
@@ -180,6 +183,7 @@ func (rt *Runtime) Close() error {
 		rt.core.Log.Warn("libvirtd connection not closed in time", "timeout", closeTimeout)
 	}
 	rt.core.Console.StopAll()
+	rt.core.Boots.ForgetAll()
 	if rt.core.Net != nil {
 		rt.core.Net.Close()
 	}

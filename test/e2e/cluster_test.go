@@ -79,17 +79,19 @@ func TestClusterVMPods(t *testing.T) {
 	requireVM(t)
 	wrapper := installKubeletWrapper(t)
 	prepareKubeletCgroups(t)
-	c := startDaemon(t, fmt.Sprintf("[libvirt]\nemulator = %q\nplacement_socket = %q\n[kubernetes]\nkubeconfig = %q\nnode_name = %q\n",
+	c := startDaemon(t, fmt.Sprintf("[libvirt]\nemulator = %q\nplacement_socket = %q\nguest_boot_timeout = \"30s\"\n[kubernetes]\nkubeconfig = %q\nnode_name = %q\n",
 		wrapper, kubeletPlacementSocket, filepath.Join(clusterPKI, "crimux.kubeconfig"), kubeletNode), nil, "--vm-accel", "tcg")
 	t.Cleanup(func() { removeClusterPods(c) })
 	if out, err := c.crictlTimeout(10*time.Minute, "pull", debianImage); err != nil {
 		t.Fatalf("crictl pull %s: %v\n%s", debianImage, err, out)
 	}
+	c.crictl("pull", stuckImage)
 	startClusterKubelet(t, k8s, c.endpoint)
 	clusterNamespaceFor(t, k8s)
 	_, pub := sshKey(t)
 	kubectlApply(t, k8s, fmt.Sprintf(clusterVMPod, pub))
 	kubectlApply(t, k8s, clusterCtrPod)
+	kubectlApply(t, k8s, clusterStuckPod)
 
 	var vmID, ctrID string
 	var vm clusterPod
@@ -140,6 +142,7 @@ func TestClusterVMPods(t *testing.T) {
 		t.Fatalf("kubectl logs ctr = %q, want %s", logs, ctrMarker)
 	}
 	requireSSHBanner(t, k8s, "vm")
+	checkGuestNotBootedEvent(t, k8s)
 	streamUntil(t, time.Minute, "\n", "login:", filepath.Join(k8s, "kubectl"),
 		"--kubeconfig", filepath.Join(clusterPKI, "admin.kubeconfig"), "-n", clusterNamespace, "attach", "-i", "vm")
 

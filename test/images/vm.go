@@ -184,6 +184,16 @@ func vmImageSpecs(tmp string, in vmInputs) ([]oci.ImageSpec, error) {
 	if err != nil {
 		return nil, err
 	}
+	halting, err := haltingDisk(tmp)
+	if err != nil {
+		return nil, err
+	}
+	haltingL, err := single("COPY disk.qcow2 /disk/disk.qcow2 (1M, a boot sector that halts)", func(l *oci.LayerBuilder) {
+		l.File("disk/disk.qcow2", 0o644, halting)
+	})
+	if err != nil {
+		return nil, err
+	}
 	debian, err := debianImageSpec(cached, in.guestDisk)
 	if err != nil {
 		return nil, err
@@ -205,6 +215,8 @@ func vmImageSpecs(tmp string, in vmInputs) ([]oci.ImageSpec, error) {
 		// The same VM with Debian's qemu-guest-agent (vmagent.go).
 		{ID: "crimux-vm-busybox-agent", Refs: []string{"crimux/vm-busybox-agent:latest"},
 			Layers: []oci.SpecLayer{kernelL, agentL, diskL}, Config: oci.ContainerConfig{Labels: args}, MultiPlatform: true},
+		// A VM that never gets past its boot sector (the boot watch).
+		{ID: "crimux-vm-stuck", Refs: []string{"crimux/vm-stuck:latest"}, Layers: []oci.SpecLayer{haltingL}},
 		{ID: "crimux-vm-bad-empty", Refs: []string{"crimux/vm-bad-empty:latest"}, Layers: []oci.SpecLayer{emptyL}},
 		{ID: "crimux-vm-bad-twodisks", Refs: []string{"crimux/vm-bad-twodisks:latest"}, Layers: []oci.SpecLayer{diskL, secondDiskL}},
 		{ID: "crimux-vm-bad-symlink", Refs: []string{"crimux/vm-bad-symlink:latest"},

@@ -99,3 +99,20 @@ func sizedQcow2(tmp, name, size string, extra ...string) ([]byte, error) {
 	}
 	return os.ReadFile(p)
 }
+
+// haltingDisk is a 1 MiB disk whose boot sector halts the CPU for good
+// (cli; hlt; jmp back to hlt): SeaBIOS boots it and the guest never gets
+// further, as a guest hung in its firmware or boot loader looks.
+func haltingDisk(tmp string) ([]byte, error) {
+	raw := make([]byte, 1<<20)
+	copy(raw, []byte{0xfa, 0xf4, 0xeb, 0xfd})
+	raw[510], raw[511] = 0x55, 0xaa
+	rawPath, qcow := filepath.Join(tmp, "halting.raw"), filepath.Join(tmp, "halting.qcow2")
+	if err := os.WriteFile(rawPath, raw, 0o644); err != nil {
+		return nil, err
+	}
+	if err := runTool(nil, "qemu-img", "convert", "-q", "-f", "raw", "-O", "qcow2", rawPath, qcow); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(qcow)
+}

@@ -63,7 +63,7 @@ func (cs *Consoles) Start(id, dir, logPath string) {
 		return
 	}
 	cp := &copier{src: filepath.Join(dir, "console.log"), dst: logPath, offsetFile: filepath.Join(dir, offsetFileName),
-		done: make(chan struct{}), stopped: make(chan struct{}), reopen: make(chan chan error), log: cs.log.With("container", id),
+		done: make(chan struct{}), stopped: make(chan struct{}), reopen: make(chan chan error), notes: make(chan note), log: cs.log.With("container", id),
 		wake: make(chan struct{}, 1), recheck: consolePoll}
 	cs.watch(cp, dir)
 	cs.copiers[id] = cp

@@ -30,6 +30,7 @@ type copier struct {
 	src, dst, offsetFile string
 	done, stopped        chan struct{}
 	reopen               chan chan error
+	notes                chan note
 	log                  *slog.Logger
 
 	out     *os.File // the CRI log; nil while it cannot be opened
@@ -83,6 +84,9 @@ func (cp *copier) run() {
 				cp.out = nil
 			}
 			errc <- cp.openDst()
+			continue
+		case n := <-cp.notes:
+			cp.writeNote(n)
 			continue
 		case <-cp.wake:
 		case <-timer.C:
@@ -275,8 +279,15 @@ func (cp *copier) saveOffset() {
 
 // writeCRILine formats one CRI log line.
 func writeCRILine(w *bytes.Buffer, line []byte, tag string) {
+	writeCRILineOn(w, "stdout", line, tag)
+}
+
+// writeCRILineOn formats one CRI log line of stream.
+func writeCRILineOn(w *bytes.Buffer, stream string, line []byte, tag string) {
 	w.WriteString(time.Now().Format(time.RFC3339Nano))
-	w.WriteString(" stdout ")
+	w.WriteByte(' ')
+	w.WriteString(stream)
+	w.WriteByte(' ')
 	w.WriteString(tag)
 	w.WriteByte(' ')
 	w.Write(line)

@@ -99,6 +99,7 @@ func (r *Runtime) MarkExited(c *store.Container, code int32, reason, msg string)
 	}
 	c.State, c.FinishedAt, c.ExitCode, c.Reason, c.Message = runtimeapi.ContainerState_CONTAINER_EXITED, time.Now().UnixNano(), code, reason, msg
 	r.Console.Stop(c.ID)
+	r.Boots.Forget(c.ID)
 	return true
 }
 
@@ -131,6 +132,7 @@ func (r *Runtime) RemoveVM(ctx context.Context, id string) error {
 		return err
 	}
 	r.Console.Stop(c.ID)
+	r.Boots.Forget(c.ID)
 	if sb, err := r.Store.Sandbox(c.SandboxID); err == nil && sb.ContainerID == c.ID {
 		sb.ContainerID = ""
 		if err := r.Store.PutSandbox(sb); err != nil {

@@ -24,6 +24,9 @@ type PodNetwork interface {
 	StartDHCP(pod *podnet.Pod, a *podnet.Attachment) error
 	StopDHCP(sandboxID string)
 	OpenTap(a *podnet.Attachment) (*os.File, error)
+	// GuestPackets counts what the guest sent on its tap (the boot
+	// watch's sign of an operating system).
+	GuestPackets(a *podnet.Attachment) (uint64, error)
 	Namespaces() (own map[string]string, foreign []string, err error)
 	Collect(ctx context.Context, sandboxID string) error
 	// Status is CNI STATUS of the node's network (nil: ready); GC is CNI

@@ -26,7 +26,9 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
+	"github.com/crimux/crimux/runtimes/libvirt/bootwatch"
 	"github.com/crimux/crimux/runtimes/libvirt/console"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
@@ -82,6 +84,11 @@ type Options struct {
 	// Identities are the uids and gids VM pods' qemu run as, one each
 	// (identity.go); Count 0: all run as qemu.conf's user.
 	Identities IdentityRange
+	// GuestBootTimeout is how long a cold-booted guest may show no sign
+	// of an operating system before it is reported stuck (guestboot.go);
+	// 0 watches nothing. OnGuestBoot hears of it (nil: nobody).
+	GuestBootTimeout time.Duration
+	OnGuestBoot      func(GuestBoot)
 }
 
 // ImageReader gets a VM image's files out of the image store.
@@ -171,7 +178,9 @@ type Runtime struct {
 	Events  *EventHub
 	Reboots *RebootWatch
 	// Starts are the qemu starts in flight, for the placement server.
-	Starts   *Starts
+	Starts *Starts
+	// Boots watch cold-booted guests for a sign of their OS.
+	Boots    *bootwatch.Watcher
 	Log      *slog.Logger
 	Counters Counters
 	// AfterResync runs on every (re)connect once the store has caught up
@@ -208,11 +217,13 @@ func New(opts Options, p Parts) *Runtime {
 	if p.CIData == nil {
 		p.CIData = ISOCIData{}
 	}
-	return &Runtime{
+	r := &Runtime{
 		Opts: opts, Accel: resolveAccel(opts.Accel, kvmProbe(opts), log), Store: p.Store, Conn: p.Conn, Images: p.Images, Cgroups: p.Cgroups,
 		Net: p.Net, CIData: p.CIData, Shares: p.Shares, Console: console.New(log), Events: NewEventHub(), Reboots: NewRebootWatch(), Starts: &Starts{}, Log: log,
 		Counters: opts.Counters, recovered: make(chan struct{}),
 	}
+	r.Boots = &bootwatch.Watcher{Timeout: opts.GuestBootTimeout, Reports: bootReports{r}}
+	return r
 }
 
 // kvmProbe is how auto decides KVM works: qemu must set a KVM vCPU up,

@@ -16,7 +16,11 @@ func (r *Runtime) StatusOf(ctx context.Context, id string) (*runtimeapi.Containe
 	if err != nil {
 		return nil, err
 	}
-	return ContainerStatus(c), nil
+	st := ContainerStatus(c)
+	if reason, msg, ok := r.bootStatus(c); ok && st.Reason == "" {
+		st.Reason, st.Message = reason, msg
+	}
+	return st, nil
 }
 
 // ContainerStatus is the CRI status of a VM container record.
@@ -101,6 +105,9 @@ func (r *Runtime) ResumeConsoles() {
 	for _, c := range recs {
 		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			r.Console.Start(c.ID, c.Dir, c.LogPath)
+			if c.Power() == vmtypes.PowerRunning {
+				r.WatchBoot(c, time.Unix(0, c.StartedAt), false)
+			}
 		}
 	}
 }

@@ -46,6 +46,7 @@ func (r *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		return nil, err
 	}
 	r.Events.Publish(r.Event(c, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT))
+	r.WatchBoot(c, time.Now(), true)
 	r.Log.Info("VM started", "container", c.ID, "domain", c.Domain)
 	return &runtimeapi.StartContainerResponse{}, nil
 }

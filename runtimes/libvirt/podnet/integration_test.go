@@ -88,12 +88,20 @@ func TestIntegrationPodNetworkLifecycle(t *testing.T) {
 	if err := m.StartDHCP(pod, a); err != nil {
 		t.Fatal(err)
 	}
+	before, err := m.GuestPackets(a)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tap, err := m.OpenTap(a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	offer := dhcpThroughTap(t, tap, a.GuestMAC)
 	tap.Close()
+	// What the guest sent counts (the boot watch's sign of a guest OS).
+	if after, err := m.GuestPackets(a); err != nil || after <= before {
+		t.Fatalf("guest packets %d before DHCP, %d (%v) after", before, after, err)
+	}
 	if !offer.YourIPAddr.Equal(net.ParseIP(a.IP)) || offer.HostName() != "vm-it" || len(offer.Router()) != 1 || offer.Router()[0].String() != a.Gateway {
 		t.Fatalf("offer: yiaddr %s hostname %q router %v; want %s, vm-it, %s", offer.YourIPAddr, offer.HostName(), offer.Router(), a.IP, a.Gateway)
 	}

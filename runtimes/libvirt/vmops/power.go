@@ -107,6 +107,7 @@ func (r *Ops) SetPowerState(ctx context.Context, id string, target vmtypes.Power
 	if stepErr != nil {
 		return vmtypes.PowerChange{Previous: prev, State: c.Power()}, fmt.Errorf("set power state %s: %w", target, stepErr)
 	}
+	r.watchPowerBoot(c, prev, step)
 	r.Log.Info("VM power state set", "container", c.ID, "domain", c.Domain, "from", prev, "to", c.PowerState, "forced", forced)
 	return vmtypes.PowerChange{Previous: prev, State: c.Power(), Forced: forced}, nil
 }
@@ -149,5 +150,18 @@ func (r *Ops) settlePower(l virt.Libvirt, dom virt.Domain, c *store.Container, f
 	c.PowerState = p
 	if err := r.Store.PutContainer(c); err != nil {
 		r.Log.Error("record VM power state", "container", c.ID, "power_state", p, "err", err)
+	}
+}
+
+// watchPowerBoot follows a power change in the boot watch: a VM booted
+// from Shutdown is watched for its guest's OS; one turned off is not
+// stuck any more. (Resumed from Hibernate, the guest runs its saved
+// memory: no boot to watch.)
+func (r *Ops) watchPowerBoot(c *store.Container, prev vmtypes.PowerState, step powerStep) {
+	switch {
+	case prev == vmtypes.PowerShutdown && (step == stepCreate || step == stepCreatePaused):
+		r.WatchBoot(c, time.Now(), true)
+	case c.Power().GuestOff():
+		r.Boots.Forget(c.ID)
 	}
 }

@@ -42,6 +42,10 @@ type Options struct {
 	// Identities gives every VM pod a uid and gid of its own (root only:
 	// its files are chowned); none by default.
 	Identities core.IdentityRange
+	// GuestBootTimeout and OnGuestBoot: core.Options' (no boot watch by
+	// default).
+	GuestBootTimeout time.Duration
+	OnGuestBoot      func(core.GuestBoot)
 }
 
 // New returns a runtime core on fakes, closed at the end of the test.
@@ -70,8 +74,10 @@ func New(t testing.TB, opts ...Options) *Env {
 		p.Net = e.Net
 	}
 	e.R = core.New(core.Options{StateDir: dir, Accel: "tcg", Emulator: "/usr/bin/true", Instance: o.Instance,
-		MemoryOverheadMiB: 64, Counters: e.Counters, Identities: o.Identities}, p)
+		MemoryOverheadMiB: 64, Counters: e.Counters, Identities: o.Identities,
+		GuestBootTimeout: o.GuestBootTimeout, OnGuestBoot: o.OnGuestBoot}, p)
 	t.Cleanup(e.R.Console.StopAll)
+	t.Cleanup(e.R.Boots.ForgetAll)
 	return e
 }
 

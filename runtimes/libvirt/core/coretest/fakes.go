@@ -38,6 +38,8 @@ type Net struct {
 	// named, sorted.
 	StatusErr error
 	GCLists   [][]string
+	// Packets is what GuestPackets counts (every sandbox alike).
+	Packets uint64
 }
 
 func upAttachment(id string) *podnet.Attachment {
@@ -82,6 +84,19 @@ func (f *Net) StartDHCP(p *podnet.Pod, _ *podnet.Attachment) error {
 func (f *Net) StopDHCP(string) {}
 
 func (f *Net) OpenTap(*podnet.Attachment) (*os.File, error) { return os.Open(os.DevNull) }
+
+func (f *Net) GuestPackets(*podnet.Attachment) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.Packets, nil
+}
+
+// SetPackets sets what GuestPackets counts.
+func (f *Net) SetPackets(n uint64) {
+	f.mu.Lock()
+	f.Packets = n
+	f.mu.Unlock()
+}
 
 func (f *Net) Namespaces() (map[string]string, []string, error) {
 	f.mu.Lock()
