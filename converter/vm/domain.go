@@ -106,7 +106,8 @@ func configureBoot(s Spec, d *libvirtxml.Domain) error {
 	return nil
 }
 
-// configureDisks attaches the overlay as the first virtio disk.
+// configureDisks attaches the root disk (the overlay, or a root volume's
+// disk) as the first virtio disk.
 func configureDisks(s Spec, d *libvirtxml.Domain) error {
 	if s.Disk == nil {
 		return nil
@@ -118,10 +119,14 @@ func configureDisks(s Spec, d *libvirtxml.Domain) error {
 	if err != nil {
 		return err
 	}
+	src := &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.Disk.Path}}
+	if s.Disk.Block {
+		src = &libvirtxml.DomainDiskSource{Block: &libvirtxml.DomainDiskSourceBlock{Dev: s.Disk.Path}}
+	}
 	devices(d).Disks = append(devices(d).Disks, libvirtxml.DomainDisk{
 		Device:       "disk",
 		Driver:       &libvirtxml.DomainDiskDriver{Name: "qemu", Type: s.Disk.Format, Cache: "none", IO: "native"},
-		Source:       &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.Disk.Path}},
+		Source:       src,
 		BackingStore: chain,
 		Target:       &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
 	})

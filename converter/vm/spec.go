@@ -64,6 +64,8 @@ type Identity struct {
 type Disk struct {
 	Path   string
 	Format string // qcow2 or raw
+	// Block: Path is a block device node (a root volume's), not a file.
+	Block bool
 	// Backing is the one file under Path (the image's disk), named in the
 	// domain so libvirt never reads the chain from Path's header, which
 	// qemu can write; nil names none (a disk without a backing file).

@@ -233,3 +233,23 @@ func deriveName(containerPath string, max int) string {
 	sum := sha256.Sum256([]byte(containerPath))
 	return name[:max-9] + "-" + hex.EncodeToString(sum[:4])
 }
+
+// Without is s less the device or share at containerPath (a VM's root
+// volume, which the guest gets as its root disk instead).
+func (s Storage) Without(containerPath string) Storage {
+	if containerPath == "" {
+		return s
+	}
+	out := Storage{Skipped: s.Skipped}
+	for _, d := range s.Devices {
+		if path.Clean(d.ContainerPath) != containerPath {
+			out.Devices = append(out.Devices, d)
+		}
+	}
+	for _, sh := range s.Shares {
+		if sh.ContainerPath != containerPath {
+			out.Shares = append(out.Shares, sh)
+		}
+	}
+	return out
+}

@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -163,7 +162,7 @@ func (r *Runtime) Teardown(c *store.Container) error {
 			return fmt.Errorf("remove cgroup of %s: %w", c.Domain, err)
 		}
 	}
-	if err := os.RemoveAll(c.Dir); err != nil {
+	if err := RemoveVMDir(c.Dir); err != nil {
 		return fmt.Errorf("remove VM files %s: %w", c.Dir, err)
 	}
 	return r.Store.DeleteContainer(c.ID)

@@ -19,6 +19,9 @@ import (
 // crimux, which did not record the backing file, must name one in the
 // image cache. A VM without a root disk has nothing to check.
 func (r *Runtime) CheckRootDisk(c *store.Container) error {
+	if c.RootVolume != nil {
+		return CheckRootVolume(c)
+	}
 	sb, err := r.Store.Sandbox(c.SandboxID)
 	if err != nil {
 		return err

@@ -193,6 +193,8 @@ type Runtime struct {
 	recovered    chan struct{}
 	// ids hands out Opts.Identities.
 	ids identities
+	// claims are the root volumes being prepared (rootvolume.go).
+	claims volumeClaims
 }
 
 // Parts are what a Runtime is made of besides its options.

@@ -26,6 +26,15 @@ func StorageOf(cfg *runtimeapi.ContainerConfig) (vm.Storage, error) {
 	return vm.StorageFrom(cfg, isHostFile)
 }
 
+// VMStorage is StorageOf VM c's config less its root volume.
+func VMStorage(c *store.Container) (vm.Storage, error) {
+	st, err := StorageOf(c.Config)
+	if err != nil || c.RootVolume == nil {
+		return st, err
+	}
+	return st.Without(c.RootVolume.ContainerPath), nil
+}
+
 func isHostFile(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.Mode().IsRegular()
@@ -61,7 +70,7 @@ func CheckStorageHost(st vm.Storage) error {
 // which saving is), and the shared directories' contents live on the host
 // anyway.
 func RequireNoShares(c *store.Container, what string) error {
-	st, err := StorageOf(c.Config)
+	st, err := VMStorage(c)
 	if err != nil || len(st.Shares) == 0 {
 		return nil
 	}
@@ -87,7 +96,7 @@ func (r *Runtime) StorageForDomain(domain string, placeholder func(i int) string
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := StorageOf(c.Config)
+	st, err := VMStorage(c)
 	if err != nil || st.Empty() {
 		return nil, nil, err
 	}

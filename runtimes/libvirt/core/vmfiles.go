@@ -56,9 +56,13 @@ func MakePodDir(dir string) error {
 	return nil
 }
 
-// DiskPathOf is the overlay disk VM c boots: its pod's root disk, or, for a
-// VM made by an older crimux, the disk in its own directory.
+// DiskPathOf is the disk VM c boots: its root volume's (attached in its
+// directory), its pod's root disk, or, for a VM made by an older crimux,
+// the disk in its own directory.
 func (r *Runtime) DiskPathOf(c *store.Container) string {
+	if c.RootVolume != nil {
+		return c.RootVolume.Path
+	}
 	if sb, err := r.Store.Sandbox(c.SandboxID); err == nil && sb.Disk != nil {
 		return sb.Disk.Path
 	}

@@ -3,9 +3,7 @@ package criservice
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -53,13 +51,16 @@ func (r *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, err
 	}
 	undo.Add("container record", func() error { return r.Store.DeleteContainer(plan.rec.ID) })
-	if err := r.makeVMFiles(sb, plan, &undo); err != nil {
+	release, err := r.makeVMFiles(ctx, sb, plan, &undo)
+	defer release()
+	if err != nil {
 		return nil, err
 	}
 	if err := r.defineDomain(plan, &undo); err != nil {
 		return nil, err
 	}
 	r.carrySnapshots(sb, plan)
+	r.redefineVolumeSnapshots(ctx, plan)
 	plan.rec.Creating = false
 	if err := r.Store.PutContainer(plan.rec); err != nil {
 		return nil, err
@@ -102,6 +103,10 @@ type vmPlan struct {
 	cidata cloudinit.Files
 	// reuseDisk: the VM boots its pod's existing root disk (pod_disk.go).
 	reuseDisk bool
+	// root is the volume the root disk is on (root_volume.go), nil for
+	// the pod's overlay; rootImported: the image was imported into it.
+	root         *vm.RootVolume
+	rootImported bool
 }
 
 // planVM validates the container config and reads the image: everything
@@ -126,6 +131,10 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	if err != nil {
 		return nil, err
 	}
+	root, storage, err := planRootVolume(sb, cfg, storage)
+	if err != nil {
+		return nil, err
+	}
 	if err := core.CheckStorageHost(storage); err != nil {
 		return nil, err
 	}
@@ -136,7 +145,7 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	if err != nil {
 		return nil, err
 	}
-	if err := r.checkDiskSize(cfg.GetImage().GetImage(), layout); err != nil {
+	if err := r.checkDiskSize(cfg.GetImage().GetImage(), layout, root); err != nil {
 		return nil, err
 	}
 	id := core.NewID()
@@ -168,7 +177,9 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 		}
 		spec.Boot = &vm.KernelBoot{Kernel: layout.Kernel, Initrd: layout.Initrd, Args: args}
 	}
-	if layout.DiskPath != "" {
+	if root != nil {
+		spec.Disk = rootVolumeDisk(root, rec.Dir)
+	} else if layout.DiskPath != "" {
 		spec.Disk = &vm.Disk{Path: filepath.Join(r.PodDir(sb.ID), core.DiskFile), Format: "qcow2",
 			Backing: &vm.Disk{Path: layout.DiskPath, Format: layout.DiskFormat}}
 	}
@@ -177,31 +188,36 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 		return nil, err
 	}
 	spec.CIData = filepath.Join(rec.Dir, core.CIDataFile)
-	return &vmPlan{rec: rec, spec: spec, layout: layout, cidata: files}, nil
+	return &vmPlan{rec: rec, spec: spec, layout: layout, cidata: files, root: root}, nil
 }
 
-// makeVMFiles makes the VM's directory and the pod's root disk
-// (pod_disk.go), and gives the VM's own files to its identity: run/, the
-// cloud-init ISO, the root disk, each readable by it alone.
-func (r *Service) makeVMFiles(sb *store.Sandbox, p *vmPlan, undo *core.Rollback) error {
+// makeVMFiles makes the VM's directory and its root disk (the pod's,
+// pod_disk.go, or a volume's, root_volume.go), and gives the VM's own
+// files to its identity: run/, the cloud-init ISO, the root disk, each
+// readable by it alone. release ends a root volume's claim.
+func (r *Service) makeVMFiles(ctx context.Context, sb *store.Sandbox, p *vmPlan, undo *core.Rollback) (release func(), err error) {
+	release = func() {}
 	if err := core.MakeVMDir(p.rec.Dir, sb.Identity); err != nil {
-		return err
+		return release, err
 	}
-	undo.Add("vm dir", func() error { return os.RemoveAll(p.rec.Dir) })
+	undo.Add("vm dir", func() error { return core.RemoveVMDir(p.rec.Dir) })
 	iso, err := r.CIData.WriteCIData(p.rec.Dir, p.cidata)
 	if err != nil {
-		return err
+		return release, err
 	}
 	if err := core.GiveTo(sb.Identity, iso); err != nil {
-		return err
+		return release, err
+	}
+	if p.root != nil {
+		return r.makeRootVolume(ctx, sb, p, undo)
 	}
 	if err := r.makePodDisk(sb, p, undo); err != nil {
-		return err
+		return release, err
 	}
 	if p.spec.Disk == nil {
-		return nil
+		return release, nil
 	}
-	return core.GiveTo(sb.Identity, p.spec.Disk.Path)
+	return release, core.GiveTo(sb.Identity, p.spec.Disk.Path)
 }
 
 // defineDomain defines (does not start) the VM's libvirt domain.
@@ -235,24 +251,14 @@ func (r *Service) identityOf(sb *store.Sandbox) (*vm.Identity, error) {
 // checkDiskSize refuses an image whose disk declares more than the cap:
 // the VM's overlay grows up to that size on the state dir's filesystem,
 // which every VM and the store share.
-func (r *Service) checkDiskSize(image string, l core.ImageLayout) error {
+func (r *Service) checkDiskSize(image string, l core.ImageLayout, root *vm.RootVolume) error {
 	limit := r.Opts.MaxDiskVirtualSize
 	if limit <= 0 {
 		limit = core.DefaultMaxDiskVirtualSize
 	}
-	if l.DiskPath == "" || l.DiskVirtualSize <= limit {
+	if l.DiskPath == "" || l.DiskVirtualSize <= limit || root != nil { // a root volume's own size bounds it
 		return nil
 	}
 	return errdefs.Invalid("config.image.image", "image %q declares a %d-byte disk (%s), more than the cap of %d bytes (%s; libvirt.max_disk_virtual_size_gib)",
-		image, l.DiskVirtualSize, humanBytes(l.DiskVirtualSize), limit, humanBytes(limit))
-}
-
-// humanBytes writes a size in the largest binary unit it fills.
-func humanBytes(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	f, i := float64(n), 0
-	for f >= 1024 && i < len(units)-1 {
-		f, i = f/1024, i+1
-	}
-	return strconv.FormatFloat(f, 'f', -1, 64) + " " + units[i]
+		image, l.DiskVirtualSize, core.HumanBytes(l.DiskVirtualSize), limit, core.HumanBytes(limit))
 }

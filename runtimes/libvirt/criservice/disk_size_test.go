@@ -44,7 +44,7 @@ func TestDiskBombRefused(t *testing.T) {
 		t.Fatalf("domains left: %v", names)
 	}
 	e.R.Opts.MaxDiskVirtualSize = 2 << 50
-	if err := s.checkDiskSize("bomb", e.Images.Layout); err != nil {
+	if err := s.checkDiskSize("bomb", e.Images.Layout, nil); err != nil {
 		t.Fatalf("a disk within a raised cap: %v", err)
 	}
 }

@@ -180,10 +180,13 @@ func (r *Service) podStats(sb *store.Sandbox) *runtimeapi.PodSandboxStats {
 
 // writableLayer is the VM's overlay disk as kubelet's eviction sees a
 // container's writable layer: the bytes the guest has written (allocated
-// on the host), on the state dir's filesystem.
+// on the host), on the state dir's filesystem; none for a VM whose root
+// disk is on a volume.
 func (r *Service) writableLayer(c *store.Container, now int64) *runtimeapi.FilesystemUsage {
 	var used, inodes uint64
-	if fi, err := os.Lstat(r.DiskPathOf(c)); err == nil {
+	if c.RootVolume != nil {
+		// The volume's, not the state dir's: kubelet counts the volume.
+	} else if fi, err := os.Lstat(r.DiskPathOf(c)); err == nil {
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().IsRegular() {
 			used, inodes = uint64(st.Blocks)*512, 1
 		}

@@ -149,7 +149,7 @@ func (r *Collector) collectDirs(rep *GCReport, present map[string]bool) {
 		if _, err := r.Store.AnyContainer(e.Name()); !errdefs.IsNotFound(err) {
 			continue
 		}
-		if os.RemoveAll(filepath.Join(r.Opts.StateDir, "vms", e.Name())) == nil {
+		if core.RemoveVMDir(filepath.Join(r.Opts.StateDir, "vms", e.Name())) == nil {
 			rep.Dirs++
 		}
 	}

@@ -48,6 +48,10 @@ func (d *decoded[T]) replace(seen map[string]decodedEntry[T]) {
 // copyContainer is a Container a caller may change.
 func copyContainer(c *Container) *Container {
 	cp := *c
+	if c.RootVolume != nil {
+		v := *c.RootVolume
+		cp.RootVolume = &v
+	}
 	return &cp
 }
 

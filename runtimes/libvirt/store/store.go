@@ -137,6 +137,26 @@ type Container struct {
 	// PowerState is the power state the user chose through the VM API
 	// (runtimes/libvirt/vmops); "" is Running.
 	PowerState vmtypes.PowerState `json:"power_state,omitempty"`
+	// RootVolume is the volume the VM's root disk lives on (issue 38);
+	// nil: the pod's overlay (Sandbox.Disk).
+	RootVolume *RootVolume `json:"root_volume,omitempty"`
+}
+
+// RootVolume is a VM's root disk on a volume (runtimes/libvirt/rootvol).
+type RootVolume struct {
+	// ContainerPath names the volume (crimux.io/root-disk); HostPath is
+	// the block device or the filesystem volume's directory.
+	ContainerPath string `json:"container_path"`
+	HostPath      string `json:"host_path"`
+	Block         bool   `json:"block,omitempty"`
+	Format        string `json:"format"`
+	// Key identifies the volume on the node however it is reached (the
+	// device number of a block volume; the device and inode of a
+	// filesystem volume's directory): two live VMs never share one.
+	Key string `json:"key"`
+	// Path is where qemu reaches the disk: a node or a bind mount in the
+	// VM's directory.
+	Path string `json:"path"`
 }
 
 // Store is the VM runtime's bbolt store.

@@ -267,3 +267,11 @@ func qcow2String(r io.ReaderAt, size int64, off uint64, n uint32) string {
 	}
 	return fmt.Sprintf("%q", b)
 }
+
+// CheckDisk reads a disk that is not an image's (a volume holding a VM's
+// root disk) as strictly as an image's: its format from its content (a
+// qcow2 must name no backing file nor external data file, and its tables
+// must lie within size), and the size of the disk the guest sees.
+func CheckDisk(r io.ReaderAt, size int64) (format string, virtualSize int64, err error) {
+	return diskInfo(r, size)
+}

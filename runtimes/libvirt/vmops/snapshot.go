@@ -152,6 +152,11 @@ func (r *Ops) beginSnapshottable(id string) (*core.VMOp, error) {
 		op.Done()
 		return nil, fmt.Errorf("the VM has no disk to snapshot: %w", errdefs.ErrFailedPrecondition)
 	}
+	if rv := op.C.RootVolume; rv != nil && rv.Format != "qcow2" {
+		op.Done()
+		return nil, fmt.Errorf("the VM's root disk %s is raw: snapshots live inside a qcow2 disk (crimux.io/root-disk-format: qcow2): %w",
+			rv.ContainerPath, errdefs.ErrFailedPrecondition)
+	}
 	if op.View.ManagedSave {
 		op.Done()
 		return nil, fmt.Errorf("the VM is hibernated: power it Running first: %w", errdefs.ErrFailedPrecondition)

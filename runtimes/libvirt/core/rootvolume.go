@@ -1,0 +1,218 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/rootvol"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/virt"
+)
+
+// A VM's root disk on a volume (issue 38; runtimes/libvirt/rootvol): at
+// CreateContainer the volume is claimed (no other live VM of the node has
+// it), examined, imported into when it holds nothing, and attached in the
+// VM's directory; before every start its disk is examined again (qemu
+// writes it: a header naming a backing file is refused, as an overlay's).
+
+// volumeClaims are the root volumes CreateContainers are preparing, by
+// key: the store has no record of them yet.
+type volumeClaims struct {
+	mu   sync.Mutex
+	keys map[string]string // key -> container ID
+}
+
+// ClaimRootVolume refuses a volume another VM of the node has that is not
+// exited (a live VM, or one being created), and holds it for container
+// id until release. A VM pod replacing its own exited VM keeps it.
+func (r *Runtime) ClaimRootVolume(v *vm.RootVolume, key, id string) (release func(), err error) {
+	r.claims.mu.Lock()
+	defer r.claims.mu.Unlock()
+	if other, ok := r.claims.keys[key]; ok {
+		return nil, r.volumeBusy(v, other)
+	}
+	all, err := r.Store.Containers()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range all {
+		if c.RootVolume != nil && c.RootVolume.Key == key && !c.Removing && c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+			return nil, r.volumeBusy(v, c.ID)
+		}
+	}
+	if r.claims.keys == nil {
+		r.claims.keys = map[string]string{}
+	}
+	r.claims.keys[key] = id
+	return func() {
+		r.claims.mu.Lock()
+		delete(r.claims.keys, key)
+		r.claims.mu.Unlock()
+	}, nil
+}
+
+func (r *Runtime) volumeBusy(v *vm.RootVolume, other string) error {
+	pod := ""
+	if c, err := r.Store.Container(other); err == nil {
+		if sb, err := r.Store.Sandbox(c.SandboxID); err == nil {
+			pod = " of pod " + PodName(sb.Config)
+		}
+	}
+	return fmt.Errorf("root disk %s (%s): the volume is the root disk of VM %s%s, which is not stopped: two VMs never write one disk; "+
+		"stop that VM first (a ReadWriteMany claim cannot be the root disk of two running VMs): %w",
+		v.ContainerPath, v.HostPath, other, pod, errdefs.ErrFailedPrecondition)
+}
+
+// progressEvery is how often an import writes its progress to the log.
+const progressEvery = 3 * time.Second
+
+// PrepareRootVolume makes the volume hold a disk for the VM: imported
+// from the image's disk (src) when it holds nothing or an unfinished
+// import, kept as it is when it holds a disk. What it does goes to the
+// VM's log (kubectl logs) through note. imported says which.
+func (r *Runtime) PrepareRootVolume(ctx context.Context, v *vm.RootVolume, src rootvol.Source, note func(string)) (imported bool, err error) {
+	capacity, err := rootvol.Capacity(v)
+	if err != nil {
+		return false, err
+	}
+	content, err := rootvol.Examine(v, capacity)
+	if err != nil {
+		return false, err
+	}
+	if content.Holds == rootvol.Disk {
+		note(fmt.Sprintf("crimux: root disk %s (%s) holds a %s disk of %s: booting it as it is, the image is not imported",
+			v.ContainerPath, v.HostPath, v.Format, shortBytes(content.VirtualSize)))
+		return false, nil
+	}
+	if src.Path == "" {
+		return false, fmt.Errorf("root disk %s (%s) is empty and the image has no disk to import into it: %w", v.ContainerPath, v.HostPath, errdefs.ErrFailedPrecondition)
+	}
+	size, err := rootvol.DiskSize(v, capacity, src)
+	if err != nil {
+		return false, err
+	}
+	if content.Holds == rootvol.Unfinished {
+		note(fmt.Sprintf("crimux: root disk %s (%s) holds an import that did not finish: importing again", v.ContainerPath, v.HostPath))
+	}
+	start := time.Now()
+	last := start
+	note(fmt.Sprintf("crimux: importing the image's disk (%s) into root disk %s (%s) as a %s disk of %s",
+		shortBytes(src.VirtualSize), v.ContainerPath, v.HostPath, v.Format, shortBytes(size)))
+	err = rootvol.Import(ctx, v, src, size, func(pct float64) {
+		if time.Since(last) >= progressEvery {
+			last = time.Now()
+			note(fmt.Sprintf("crimux: importing: %s of %s (%.0f%%)", shortBytes(int64(pct/100*float64(src.VirtualSize))), shortBytes(src.VirtualSize), pct))
+		}
+	})
+	if err != nil {
+		note("crimux: import failed: " + err.Error())
+		return false, err
+	}
+	took := time.Since(start)
+	note(fmt.Sprintf("crimux: imported %s into root disk %s in %s", shortBytes(src.VirtualSize), v.ContainerPath, took.Round(100*time.Millisecond)))
+	r.Log.Info("root volume imported", "volume", v.HostPath, "container_path", v.ContainerPath, "format", v.Format,
+		"size", size, "took", took)
+	return true, nil
+}
+
+// CheckRootVolume examines the root volume of VM c before it starts: it
+// must hold a disk crimux would boot (qemu may have rewritten its header).
+func CheckRootVolume(c *store.Container) error {
+	rv := c.RootVolume
+	if rv == nil {
+		return nil
+	}
+	v := VolumeOf(rv)
+	capacity, err := rootvol.Capacity(v)
+	if err != nil {
+		return err
+	}
+	content, err := rootvol.Examine(v, capacity)
+	if err == nil && content.Holds != rootvol.Disk {
+		err = fmt.Errorf("root disk %s (%s) holds no disk any more: %w", v.ContainerPath, v.HostPath, errdefs.ErrFailedPrecondition)
+	}
+	if err != nil {
+		return fmt.Errorf("VM %s not started: %w", c.ID, err)
+	}
+	return nil
+}
+
+// VolumeOf is the converter's view of a recorded root volume.
+func VolumeOf(rv *store.RootVolume) *vm.RootVolume {
+	return &vm.RootVolume{ContainerPath: rv.ContainerPath, HostPath: rv.HostPath, Block: rv.Block, Format: rv.Format, Field: "root volume"}
+}
+
+// RedefineVolumeSnapshots gives dom, a new domain on a qcow2 root
+// volume, libvirt's metadata of the snapshots the disk holds (made by an
+// earlier VM, perhaps of an earlier pod): each with dom's own definition,
+// the newest current. It returns how many.
+func (r *Runtime) RedefineVolumeSnapshots(ctx context.Context, l virt.Libvirt, dom virt.Domain, diskPath string) (int, error) {
+	snaps, err := rootvol.Snapshots(ctx, diskPath)
+	if err != nil || len(snaps) == 0 {
+		return 0, err
+	}
+	doc, err := l.XML(dom)
+	if err != nil {
+		return 0, err
+	}
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(doc); err != nil {
+		return 0, err
+	}
+	for i, s := range snaps {
+		x := libvirtxml.DomainSnapshot{Name: s.Name, CreationTime: fmt.Sprint(s.Created.Unix()), State: "shutoff", Domain: &def,
+			Disks: &libvirtxml.DomainSnapshotDisks{Disks: []libvirtxml.DomainSnapshotDisk{{Name: "vda", Snapshot: "internal"}}}}
+		if s.VMState {
+			x.State = "running"
+			x.Memory = &libvirtxml.DomainSnapshotMemory{Snapshot: "internal"}
+		}
+		out, err := x.Marshal()
+		if err != nil {
+			return i, err
+		}
+		if _, err := l.RedefineSnapshot(dom, out, i == len(snaps)-1); err != nil {
+			return i, fmt.Errorf("redefine snapshot %q on %s: %w", s.Name, dom.Name, err)
+		}
+	}
+	return len(snaps), nil
+}
+
+// HumanBytes writes a size in the largest binary unit it fills.
+func HumanBytes(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	f, i := float64(n), 0
+	for f >= 1024 && i < len(units)-1 {
+		f, i = f/1024, i+1
+	}
+	return strconv.FormatFloat(f, 'f', -1, 64) + " " + units[i]
+}
+
+// shortBytes writes a size with one decimal in the largest binary unit
+// it fills (the import's log lines).
+func shortBytes(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	f, i := float64(n), 0
+	for f >= 1024 && i < len(units)-1 {
+		f, i = f/1024, i+1
+	}
+	return strconv.FormatFloat(f, 'f', 1, 64) + " " + units[i]
+}
+
+// RemoveVMDir removes a VM's directory, a root volume's attachment in it
+// first (a bind mount would stop the removal; the volume is not the VM
+// directory's to remove).
+func RemoveVMDir(dir string) error {
+	if err := rootvol.Release(dir); err != nil {
+		return err
+	}
+	return os.RemoveAll(dir)
+}

@@ -1,0 +1,142 @@
+package rootvol
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/vmimage"
+)
+
+// What a volume holds.
+type Holds int
+
+const (
+	// Nothing: its first MiB is zero (or there is no disk file yet).
+	Nothing Holds = iota
+	// Disk: a disk of the format asked for, checked: it boots as it is.
+	Disk
+	// Unfinished: an import crimux began and did not finish.
+	Unfinished
+)
+
+// Content is what Examine found.
+type Content struct {
+	Holds Holds
+	// VirtualSize is the size of the disk the guest sees (a Disk's).
+	VirtualSize int64
+}
+
+// headProbe is how much of a volume decides whether it holds nothing.
+const headProbe = 1 << 20
+
+// qcow2 header facts.
+var qcow2Magic = []byte("QFI\xfb")
+
+const (
+	qcow2CompatOffset = 80      // compatible_features, v3
+	importingBit      = 1 << 63 // crimux's: an import under way
+)
+
+// Examine reads what the volume holds (capacity: Capacity's). A volume
+// holding anything but nothing, a disk of the format the pod asks for,
+// or crimux's unfinished import is refused, FailedPrecondition naming the
+// volume and what to do: its content is never touched.
+func Examine(v *vm.RootVolume, capacity int64) (Content, error) {
+	f, size, err := openForRead(v, capacity)
+	if err != nil || f == nil {
+		return Content{}, err
+	}
+	defer f.Close()
+	head := make([]byte, min(headProbe, size))
+	if _, err := io.ReadFull(io.NewSectionReader(f, 0, size), head); err != nil {
+		return Content{}, volumeErr(v, "read %s: %v", DiskPath(v), err)
+	}
+	switch {
+	case allZero(head):
+		return Content{Holds: Nothing}, nil
+	case bytes.HasPrefix(head, qcow2Magic):
+		return examineQcow2(v, f, head, size, capacity)
+	}
+	format, _, err := vmimage.CheckDisk(f, size)
+	if err != nil {
+		return Content{}, refused(v, "it holds data crimux cannot boot (%v): wipe it (blkdiscard, or write zeros over its first MiB) or name another volume", err)
+	}
+	if v.Format == vm.FormatRaw && format == vm.FormatRaw {
+		return Content{Holds: Disk, VirtualSize: size}, nil
+	}
+	return Content{}, refused(v, "it holds data that is not a qcow2 disk: crimux does not write over it; if it is a raw disk, set %s: raw; else wipe it (blkdiscard, or write zeros over its first MiB) or name another volume",
+		vm.AnnotationRootDiskFormat)
+}
+
+// openForRead opens the disk for reading and returns its size; nil, 0
+// for a filesystem volume without a disk file.
+func openForRead(v *vm.RootVolume, capacity int64) (*os.File, int64, error) {
+	if v.Block {
+		f, err := openDevice(v, os.O_RDONLY)
+		return f, capacity, err
+	}
+	if err := checkDir(v); err != nil {
+		return nil, 0, err
+	}
+	f, err := openDiskFile(v, os.O_RDONLY)
+	if err != nil || f == nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	if fi.Size() == 0 {
+		f.Close()
+		return nil, 0, nil
+	}
+	return f, fi.Size(), nil
+}
+
+func examineQcow2(v *vm.RootVolume, f *os.File, head []byte, size, capacity int64) (Content, error) {
+	if len(head) >= qcow2CompatOffset+8 && binary.BigEndian.Uint32(head[4:]) >= 3 &&
+		binary.BigEndian.Uint64(head[qcow2CompatOffset:])&importingBit != 0 {
+		return Content{Holds: Unfinished}, nil
+	}
+	if v.Format == vm.FormatRaw {
+		return Content{}, refused(v, "it holds a qcow2 disk and %s says raw: set it to qcow2 (or remove it) to boot this disk", vm.AnnotationRootDiskFormat)
+	}
+	format, vsize, err := vmimage.CheckDisk(f, size)
+	if err == nil && format != vm.FormatQcow2 {
+		err = fmt.Errorf("read as %s", format)
+	}
+	if err != nil {
+		return Content{}, refused(v, "it holds a qcow2 disk crimux will not boot: %v; crimux does not write over it: fix or wipe it, or name another volume", err)
+	}
+	if vsize > capacity {
+		return Content{}, refused(v, "its qcow2 disk declares %d bytes, more than the volume's %d", vsize, capacity)
+	}
+	return Content{Holds: Disk, VirtualSize: vsize}, nil
+}
+
+func refused(v *vm.RootVolume, format string, args ...any) error {
+	return fmt.Errorf("root disk %s (%s): %s: %w", v.ContainerPath, DiskPath(v), fmt.Sprintf(format, args...), errdefs.ErrFailedPrecondition)
+}
+
+func allZero(b []byte) bool {
+	for len(b) > 0 {
+		n := min(len(b), len(zeros))
+		if !bytes.Equal(b[:n], zeros[:n]) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
+var zeros = make([]byte, 64<<10)
+
+// errNotV3 is a qcow2 whose header cannot carry the import mark.
+var errNotV3 = errors.New("qcow2 header is not version 3")
