@@ -29,7 +29,7 @@ UNITDIR    ?= $(PREFIX)/lib/systemd/system
 DESTDIR    ?=
 E2E_ENV   := CRIMUX_E2E=1 CRIMUX_BIN=$(BIN)/crimux CRIMUX_CTL=$(BIN)/crimuxctl CRIMUX_TESTBED=$(TESTBED)
 
-.PHONY: all build install dist dist-tree host-tools e2e-node e2e-kubelet e2e-cluster run test vet fmt-check unit bed bed-down e2e e2e-guest e2e-vm e2e-vm-net e2e-vm-api e2e-vm-storage chaos critest proto clean
+.PHONY: all build install dist dist-tree host-tools e2e-node e2e-kubelet e2e-cluster run test vet fmt-check unit bed bed-down e2e e2e-guest e2e-vm e2e-vm-net e2e-vm-api e2e-vm-storage e2e-vm-durable chaos critest proto clean
 
 all: build
 
@@ -114,6 +114,13 @@ e2e-guest: build bed
 # (so `make test`) runs these too, with every other e2e test.
 e2e-vm-storage: build bed
 	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMStorage|TestVMImageCacheCollected)$$' ./test/e2e/
+
+# e2e-vm-durable: durable VMs (issue 38) through crimux with crictl: a
+# block device and a directory as the root disk (imported on first use,
+# booted as it is by the next pod, its snapshots listed and restored), and
+# the bad volumes refused. `make e2e` (so `make test`) runs these too.
+e2e-vm-durable: build bed
+	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMDurableRootDisk|TestVMDurableBadInput)$$' ./test/e2e/
 
 # e2e-vm-net: VM pod networking alone (CNI, DHCP in the guest, container
 # <-> VM, 20 create/delete cycles without leaks, CNI 1.1 GC of leaked

@@ -15,8 +15,9 @@
 // It starts its own crimux (state dir under /var/lib, mode 0711, so that
 // qemu, running as libvirt-qemu, can reach the VMs' files) and removes
 // everything it made: pods, domains, cgroups, state and log directories.
+// Phases that need neither (-phases import) run without either.
 // This package runs the phases: main.go (flags, phases), bench.go (set-up,
-// cleanup), containers.go, vms.go, burst.go, recovery.go (the figures),
+// cleanup), containers.go, vms.go, burst.go, recovery.go, vmimport.go (the figures),
 // scale.go (the pods of the 1,000-pod figures), cri.go and vmpods.go (pods
 // through CRI). Its subpackages own the rest: daemon (the
 // crimux process, the bench's qemu wrapper), criclient (the CRI
@@ -42,6 +43,7 @@ import (
 
 	"github.com/crimux/crimux/test/bench/criclient"
 	"github.com/crimux/crimux/test/bench/daemon"
+	"github.com/crimux/crimux/test/bench/machine"
 	"github.com/crimux/crimux/test/bench/rawproxy"
 	"github.com/crimux/crimux/test/bench/report"
 	"github.com/crimux/crimux/test/bench/runs"
@@ -55,6 +57,7 @@ type options struct {
 	rpcCalls, listPods, listCalls, lifecycleRounds, vmRounds, vmMiB     int
 	coldRounds, coldBigRounds                                           int
 	guestRounds                                                         int
+	importRounds                                                        int
 	snapshotRounds, burst, burstMiB, recoveryContainers, recoveryRounds int
 	burstRootWeight                                                     int
 	workers                                                             int
@@ -101,6 +104,7 @@ func parseFlags() options {
 	flag.IntVar(&o.coldRounds, "cold-rounds", 3, "cold-image CreateContainer rounds (crimux restarted with an empty image cache each)")
 	flag.IntVar(&o.coldBigRounds, "cold-big-rounds", 2, "the same with the 1 GiB image (made once, about a minute, kept in the bed's registry); 0: none")
 	flag.IntVar(&o.guestRounds, "guest-rounds", 1, "Debian guest boots per path (30-40 s each under TCG; 2 take the run past 15 minutes on a slow day)")
+	flag.IntVar(&o.importRounds, "import-rounds", 5, "imports of the 1 GiB disk into an empty loop device per path (vmimport.go: 1-4 s each; 3 were too few on a busy host)")
 	flag.IntVar(&o.vmMiB, "vm-mib", 128, "memory of the VMs that boot (start, console, snapshots)")
 	flag.IntVar(&o.snapshotRounds, "snapshot-rounds", 3, "snapshot create+restore rounds per path (5 before issue 18)")
 	flag.IntVar(&o.burst, "burst", 50, "VM pods created at once")
@@ -140,6 +144,7 @@ var phases = []phase{
 		"list_containers_200_over_rawproxy_ratio"}, true},
 	{"coldimage", (*bench).phaseColdImage, []string{"vm_cold_create_ms", "vm_cold_create_tar_ms", "vm_cold_create_over_tar_ratio",
 		"vm_cold_create_1g_ms", "vm_cold_create_1g_tar_ms", "vm_cold_create_1g_over_tar_ratio"}, true},
+	{"import", (*bench).phaseImport, importFigures, true},
 	{"vmstart", (*bench).phaseVMStart, []string{"vm_start_overhead_ms", "vm_first_console_line_ms"}, false},
 	{"snapshots", (*bench).phaseSnapshots, []string{"snapshot_create_ratio", "snapshot_restore_ratio"}, true},
 	{"guest", (*bench).phaseGuest, []string{"vm_guest_ready_s", "vm_guest_ready_direct_s", "vm_guest_ready_ratio"}, false},
@@ -181,8 +186,11 @@ func run(o options) int {
 		}
 		return 0
 	}
-	b, err := setUp(ctx, o)
-	if err != nil {
+	var b *bench
+	standalone := !needsDaemon(selected)
+	if standalone { // no crimux, no bed: nothing to clean up either
+		b = &bench{opts: o, started: time.Now(), res: report.NewResults(), host: machine.Gather(o.crimuxBin)}
+	} else if b, err = setUp(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		if b != nil {
 			b.cleanup()
@@ -210,7 +218,9 @@ func run(o options) int {
 		}
 		b.logf("phase %s took %s", p.name, time.Since(start).Round(100*time.Millisecond))
 	}
-	b.cleanup()
+	if !standalone {
+		b.cleanup()
+	}
 	b.recordProbes()
 	b.finish()
 	b.res.Print(os.Stdout)

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Builds the test bed's unmodified Kubernetes binaries once per version:
-# $TESTBED/k8s/<version>/{kubelet,kube-apiserver,kubectl,etcd}, from this
+# $TESTBED/k8s/<version>/{kubelet,kube-apiserver,kube-controller-manager,
+# kube-scheduler,kubectl,etcd}, from this
 # wrapper module (go.mod: k8s.io/kubernetes at a release, its staging
 # modules at the matching v0.x releases, etcd's server module, all from
 # the Go module proxy; ./etcd is the cluster's etcd). About 12 minutes on
 # 2 cores, so the binaries are cached and the build runs niced; they are
 # rebuilt only when this module's files or the Go version change (a stamp
 # next to them). Prints the directory as its last line, or with an
-# argument (kubelet, kube-apiserver, kubectl, etcd) that binary's path.
+# argument (kubelet, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubectl, etcd) that binary's path.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TESTBED=${TESTBED:-/opt/crimux-testbed}
@@ -39,18 +41,19 @@ ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/
 ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
 start=$SECONDS
 log=$(mktemp /tmp/crimux-k8s-build.XXXXXX)
-# One go build for all four: the packages they share compile once.
+# One go build for all six: the packages they share compile once.
 if ! (cd "$here" && nice -n 19 go build -trimpath -ldflags "$ldflags" -o "$out/.new/" \
-	k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl ./etcd) >"$log" 2>&1; then
+	k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl ./etcd) >"$log" 2>&1; then
 	echo "build.sh: kubernetes $version build failed; last lines of $log:" >&2
 	tail -n 40 "$log" >&2
 	exit 1
 fi
 rm -f "$log"
-for b in kubelet kube-apiserver kubectl etcd; do
+for b in kubelet kube-apiserver kube-controller-manager kube-scheduler kubectl etcd; do
 	mv -f "$out/.new/$b" "$out/$b"
 done
 rmdir "$out/.new"
 echo "$stamp" >"$out/stamp"
-echo "build.sh: built kubernetes $version (kubelet, kube-apiserver, kubectl, etcd) in $((SECONDS - start))s" >&2
+echo "build.sh: built kubernetes $version (kubelet, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd) in $((SECONDS - start))s" >&2
 print
