@@ -47,14 +47,18 @@ func dirVolume(t *testing.T) durableVolume {
 // durableContainerJSON is the test VM's container config with the volume
 // as its root disk.
 func durableContainerJSON(t *testing.T, vol durableVolume) string {
+	return durableContainerJSONAttempt(t, vol, 0)
+}
+
+func durableContainerJSONAttempt(t *testing.T, vol durableVolume, attempt int) string {
 	return writeJSON(t, "vmctr.json", fmt.Sprintf(`{
-  "metadata": {"name": "vm"},
+  "metadata": {"name": "vm", "attempt": %d},
   "image": {"image": %q},
   "log_path": "vm.log",
   "annotations": {"crimux.io/root-disk": %q%s},
   %s,
   "linux": {"resources": {"cpu_period": 100000, "cpu_quota": %d, "memory_limit_in_bytes": %d}}
-}`, vmImage, vol.containerPath, vol.annotations, vol.ctrJSON, vmCPUQuota, vmMemory))
+}`, attempt, vmImage, vol.containerPath, vol.annotations, vol.ctrJSON, vmCPUQuota, vmMemory))
 }
 
 // startDurableVM runs the test VM on vol and waits until its guest has
@@ -67,7 +71,7 @@ func startDurableVM(t *testing.T, c *crimux, name string, vol durableVolume) (*t
 	ctrID := c.crictl("create", podID, durableContainerJSON(t, vol), pod)
 	notes := crimuxNotes(t, c, ctrID)
 	c.crictl("start", ctrID)
-	v := &testVM{c: c, podID: podID, ctrID: ctrID, domain: domainOf(ctrID)}
+	v := &testVM{c: c, podID: podID, ctrID: ctrID, domain: domainOf(ctrID), podJSON: pod}
 	v.waitConsole(t, 0, bootTimeout, regexp.MustCompile(`(?m)^CRIMUX-DISK: `))
 	return v, notes
 }
@@ -117,6 +121,10 @@ func TestVMDurableRootDisk(t *testing.T) {
 			first.guestRun(t, "echo kept-1 > /mnt/durable && sync")
 			c.ctlOK(t, ctl, "vm", "snapshot", "create", first.ctrID, "kept")
 			first.guestRun(t, "echo kept-2 > /mnt/durable && sync")
+			restarted := restartDurableVM(t, c, first, vol)
+			if got := restarted.guestOutput(t, "cat /mnt/durable"); got != "kept-2" {
+				t.Fatalf("after a container restart the guest reads %q, want kept-2", got)
+			}
 			c.crictl("stopp", first.podID)
 			c.crictl("rmp", first.podID)
 			checkRootsOnly(t, vol)
@@ -137,6 +145,22 @@ func TestVMDurableRootDisk(t *testing.T) {
 			}
 		})
 	}
+}
+
+// restartDurableVM stops v's container and starts the pod's next one
+// (attempt 1, as kubelet restarts a container) on the same volume: it
+// boots the disk as it is.
+func restartDurableVM(t *testing.T, c *crimux, v *testVM, vol durableVolume) *testVM {
+	t.Helper()
+	c.crictl("stop", v.ctrID)
+	ctrID := c.crictl("create", v.podID, durableContainerJSONAttempt(t, vol, 1), v.podJSON)
+	if notes := crimuxNotes(t, c, ctrID); !strings.Contains(notes, "booting it as it is") {
+		t.Fatalf("the restarted container's log, want no import:\n%s", notes)
+	}
+	c.crictl("start", ctrID)
+	next := &testVM{c: c, podID: v.podID, ctrID: ctrID, domain: domainOf(ctrID)}
+	next.waitConsole(t, 0, bootTimeout, regexp.MustCompile(`(?m)^CRIMUX-DISK: `))
+	return next
 }
 
 // checkRootsOnly: the volume's disk is not left to a VM's identity on the

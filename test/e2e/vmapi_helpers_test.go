@@ -96,6 +96,8 @@ type testVM struct {
 	c            *crimux
 	podID, ctrID string
 	domain       string
+	// podJSON is the pod's crictl config, where a test keeps it.
+	podJSON string
 }
 
 // startTestVM runs the test VM image in a VM pod and waits until its
