@@ -112,6 +112,9 @@ type Libvirt struct {
 	// connected) before it is reported stuck in its firmware or boot
 	// loader; 0 turns the watch off.
 	GuestBootTimeout Duration `toml:"guest_boot_timeout"`
+	// GCInterval is how often the collector passes over the VM runtime's
+	// leftovers (domains, files, pod networks and CNI GC, image cache).
+	GCInterval Duration `toml:"gc_interval"`
 }
 
 // Kubernetes configures the node agent (package nodeagent), which applies
@@ -180,6 +183,7 @@ func Default() Config {
 			VMIDBase:              DefaultVMIDBase,
 			VMIDCount:             DefaultVMIDCount,
 			GuestBootTimeout:      Duration{3 * time.Minute},
+			GCInterval:            Duration{time.Minute},
 		},
 		Runtimes: []Runtime{
 			{Name: "containerd", Type: TypeContainer, Handlers: []string{"runc"}, Primary: true},
@@ -268,6 +272,9 @@ func (c Config) Validate() error {
 	case NetworkNone:
 	default:
 		errs = append(errs, fmt.Errorf("libvirt.network: %q is not one of %s, %s", c.Libvirt.Network, NetworkCNI, NetworkNone))
+	}
+	if c.Libvirt.GCInterval.Duration < time.Second {
+		errs = append(errs, fmt.Errorf("libvirt.gc_interval: %s is less than a second", c.Libvirt.GCInterval.Duration))
 	}
 	if c.Libvirt.GuestBootTimeout.Duration < 0 {
 		errs = append(errs, fmt.Errorf("libvirt.guest_boot_timeout: %s is negative (0 turns the watch off)", c.Libvirt.GuestBootTimeout.Duration))

@@ -187,6 +187,7 @@ func TestValidate(t *testing.T) {
 		{name: "metrics address", edit: func(c *Config) { c.MetricsAddress = "127.0.0.1:9117" }},
 		{name: "bad metrics address", edit: func(c *Config) { c.MetricsAddress = "9117" }, wantErr: []string{"metrics_address", `"9117"`}},
 		{name: "accel", edit: func(c *Config) { c.Libvirt.Accel = "hvf" }, wantErr: []string{"libvirt.accel", `"hvf"`}},
+		{name: "gc interval", edit: func(c *Config) { c.Libvirt.GCInterval = Duration{time.Millisecond} }, wantErr: []string{"libvirt.gc_interval"}},
 		{name: "guest boot timeout", edit: func(c *Config) { c.Libvirt.GuestBootTimeout = Duration{-time.Second} }, wantErr: []string{"libvirt.guest_boot_timeout", "negative"}},
 		{name: "network", edit: func(c *Config) { c.Libvirt.Network = "slirp" }, wantErr: []string{"libvirt.network", `"slirp"`}},
 		{name: "cni dirs", edit: func(c *Config) { c.Libvirt.CNIConfDir = "net.d" }, wantErr: []string{"libvirt.cni_conf_dir"}},

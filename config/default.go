@@ -93,6 +93,10 @@ vm_id_count = 65536
 # CRI status, a line in its log, a GuestNotBooted event on its pod. "0s" turns
 # the watch off.
 guest_boot_timeout = "3m0s"
+# How often the collector passes over what no VM pod owns any more (domains,
+# files, pod networks and CNI GC, the image cache); it also passes after every
+# start and libvirtd reconnect.
+gc_interval = "1m0s"
 
 [kubernetes]
 # The node agent: with a kubeconfig, crimux watches this node's pods and

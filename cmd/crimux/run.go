@@ -126,6 +126,7 @@ func (d *daemon) factories(cfg config.Config, log *slog.Logger) map[string]regis
 				Identities:       libvirt.IdentityRange{Base: cfg.Libvirt.VMIDBase, Count: cfg.Libvirt.VMIDCount},
 				Counters:         d.metrics,
 				GuestBootTimeout: cfg.Libvirt.GuestBootTimeout.Duration, OnGuestBoot: d.guestBoots.report,
+				GCInterval: cfg.Libvirt.GCInterval.Duration,
 			},
 			ContainerdEndpoint: cfg.Containerd.Endpoint,
 			Log:                log,

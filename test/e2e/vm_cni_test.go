@@ -19,8 +19,9 @@ import (
 // what host-local holds for attachments nobody has, STATUS decides the
 // VM runtime's network readiness.
 
-// vmGCInterval is the collector's period (runtimes/libvirt/gc).
-const vmGCInterval = time.Minute
+// vmGCInterval is the collector's period TestVMNetworkGC runs crimux
+// with ([libvirt] gc_interval; a minute by default).
+const vmGCInterval = 5 * time.Second
 
 // cni11ConfDir is the bed's network config at cniVersion 1.1.0, in a
 // conf dir of the test's own: the same network (name, bridge, host-local
@@ -107,7 +108,8 @@ func requireAllocation(t *testing.T, ip, id string) {
 func TestVMNetworkGC(t *testing.T) {
 	requireVM(t)
 	confDir, conflist := cni11ConfDir(t)
-	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg", "--cni-conf-dir", confDir)
+	cfg := writeJSON(t, "crimux.toml", fmt.Sprintf("[libvirt]\ngc_interval = %q\n", vmGCInterval))
+	c := startCrimux(t, bed.containerd, "--config", cfg, "--vm-accel", "tcg", "--cni-conf-dir", confDir)
 	c.crictl("pull", vmImage)
 	parent := testCgroupParent(t)
 	vmPod, _, start := startVMNetPod(t, c, "vm-gc", parent, 0, "")

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -72,8 +73,22 @@ func startDurableVM(t *testing.T, c *crimux, name string, vol durableVolume) (*t
 	notes := crimuxNotes(t, c, ctrID)
 	c.crictl("start", ctrID)
 	v := &testVM{c: c, podID: podID, ctrID: ctrID, domain: domainOf(ctrID), podJSON: pod}
-	v.waitConsole(t, 0, bootTimeout, regexp.MustCompile(`(?m)^CRIMUX-DISK: `))
+	waitShell(t, v)
 	return v, notes
+}
+
+// waitShell waits until the test VM has mounted its disk and its console
+// shell reads: two uptime lines after the disk's (the shell starts right
+// after the first; a line typed before it reads is lost, and guestRun
+// would wait 8 s to type it again).
+func waitShell(t *testing.T, v *testVM) {
+	t.Helper()
+	v.waitConsole(t, 0, bootTimeout, regexp.MustCompile(`(?m)^CRIMUX-DISK: `))
+	uptime := regexp.MustCompile(`(?m)^CRIMUX-UPTIME: `)
+	for range 2 {
+		from := v.consoleSize()
+		v.waitConsole(t, from, 15*time.Second, uptime)
+	}
 }
 
 // crimuxNotes are crimux's own lines in a container's log (stderr).
@@ -158,8 +173,8 @@ func restartDurableVM(t *testing.T, c *crimux, v *testVM, vol durableVolume) *te
 		t.Fatalf("the restarted container's log, want no import:\n%s", notes)
 	}
 	c.crictl("start", ctrID)
-	next := &testVM{c: c, podID: v.podID, ctrID: ctrID, domain: domainOf(ctrID)}
-	next.waitConsole(t, 0, bootTimeout, regexp.MustCompile(`(?m)^CRIMUX-DISK: `))
+	next := &testVM{c: c, podID: v.podID, ctrID: ctrID, domain: domainOf(ctrID), podJSON: v.podJSON}
+	waitShell(t, next)
 	return next
 }
 

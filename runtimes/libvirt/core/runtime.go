@@ -89,6 +89,8 @@ type Options struct {
 	// 0 watches nothing. OnGuestBoot hears of it (nil: nobody).
 	GuestBootTimeout time.Duration
 	OnGuestBoot      func(GuestBoot)
+	// GCInterval is the collector's period; 0 is a minute.
+	GCInterval time.Duration
 }
 
 // ImageReader gets a VM image's files out of the image store.

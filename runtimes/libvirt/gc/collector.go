@@ -7,8 +7,9 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 )
 
-// gcInterval is the period of the collector.
-const gcInterval = time.Minute
+// DefaultGCInterval is the period of the collector when
+// core.Options.GCInterval is 0.
+const DefaultGCInterval = time.Minute
 
 // staleCreate is how old a record still Creating must be before a
 // periodic pass treats it as abandoned (the first pass after a start
@@ -30,7 +31,11 @@ type GCReport struct {
 }
 
 func (r *Collector) runCollector(ctx context.Context) {
-	t := time.NewTicker(gcInterval)
+	every := r.Opts.GCInterval
+	if every <= 0 {
+		every = DefaultGCInterval
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {

@@ -8,7 +8,7 @@
 // live (CNI GC, network.go), and reports — never touches — resources of
 // another crimux identity (foreign.go), which an operator adopts or
 // deletes one at a time through the VM API (crimuxctl gc). It runs when
-// libvirtd (re)connects and every gcInterval.
+// libvirtd (re)connects and every Options.GCInterval (a minute by default).
 package gc
 
 import (
@@ -23,5 +23,5 @@ type Collector struct{ *core.Runtime }
 // New returns the collector of the runtime r.
 func New(r *core.Runtime) *Collector { return &Collector{r} }
 
-// Run runs a collector pass every gcInterval until ctx ends.
+// Run runs a collector pass every Options.GCInterval (a minute by default) until ctx ends.
 func (r *Collector) Run(ctx context.Context) { r.runCollector(ctx) }
