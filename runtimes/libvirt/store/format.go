@@ -12,11 +12,13 @@ import (
 // FormatVersion is the format of the records this crimux writes, kept in
 // the store (bucket meta, key format). 1: no version written (crimux
 // before 0.3); 2: pods carry their VM identity and their root disk's
-// backing file. Each version reads every older one (fields are only
+// backing file; 3: a VM's root disk may be on a volume (Container.
+// RootVolume), which a crimux of format 2 would not know to keep, check
+// or release. Each version reads every older one (fields are only
 // added); a store of a newer format is refused, never rewritten: its
 // records may hold what this crimux would drop (a downgrade must go
 // through the newer crimux's own way back).
-const FormatVersion = 2
+const FormatVersion = 3
 
 var (
 	bucketMeta = []byte("meta")

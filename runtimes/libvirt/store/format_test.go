@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,8 +48,8 @@ func TestFormatVersion(t *testing.T) {
 	}
 	var got string
 	st.db.View(func(tx *bolt.Tx) error { got = string(tx.Bucket(bucketMeta).Get(keyFormat)); return nil })
-	if got != "2" {
-		t.Fatalf("format after open = %q, want 2", got)
+	if got != strconv.Itoa(FormatVersion) {
+		t.Fatalf("format after open = %q, want %d", got, FormatVersion)
 	}
 }
 
