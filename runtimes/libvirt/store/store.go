@@ -175,7 +175,7 @@ func (s *Store) Generation() uint64 { return s.w.gen.Load() }
 
 // Open opens (or creates) the store in dir.
 func Open(dir string) (*Store, error) {
-	db, err := bolt.Open(filepath.Join(dir, "vm.db"), 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	db, err := openChecked(filepath.Join(dir, "vm.db"), &bolt.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("open VM store: %w", err)
 	}
