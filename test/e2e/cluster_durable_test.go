@@ -81,16 +81,7 @@ spec:
 func TestClusterDurableVM(t *testing.T) {
 	k8s := k8sDir(t)
 	requireVM(t)
-	wrapper := installKubeletWrapper(t)
-	prepareKubeletCgroups(t)
-	c := startDaemon(t, fmt.Sprintf("[libvirt]\nemulator = %q\nplacement_socket = %q\n[kubernetes]\nkubeconfig = %q\nnode_name = %q\n",
-		wrapper, kubeletPlacementSocket, filepath.Join(clusterPKI, "crimux.kubeconfig"), kubeletNode), nil, "--vm-accel", "tcg")
-	t.Cleanup(func() { removeClusterPods(c) })
-	if out, err := c.crictlTimeout(10*time.Minute, "pull", debianImage); err != nil {
-		t.Fatalf("crictl pull %s: %v\n%s", debianImage, err, out)
-	}
-	startClusterKubelet(t, k8s, c.endpoint)
-	clusterNamespaceFor(t, k8s)
+	startClusterNode(t, k8s, "", debianImage)
 	startControllers(t, k8s)
 	host := kubectl(t, k8s, "get", "node", kubeletNode, "-o", `jsonpath={.metadata.labels.kubernetes\.io/hostname}`)
 	dev := loopDevice(t, 4<<30)

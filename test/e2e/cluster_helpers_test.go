@@ -208,3 +208,25 @@ func (p clusterPod) runningID() (string, int, error) {
 	_, id, _ := strings.Cut(cs.ContainerID, "://")
 	return id, cs.RestartCount, nil
 }
+
+// startClusterNode starts the test's node of the bed's cluster: crimux
+// (TCG, the kubelet wrapper's placement, the node agent on, more [libvirt]
+// settings in libvirt) with images pulled, and a kubelet registered
+// against it; the test's namespace is made. Pods crimux holds at the end
+// are removed.
+func startClusterNode(t *testing.T, k8s, libvirt string, images ...string) *daemonRun {
+	t.Helper()
+	wrapper := installKubeletWrapper(t)
+	prepareKubeletCgroups(t)
+	c := startDaemon(t, fmt.Sprintf("[libvirt]\nemulator = %q\nplacement_socket = %q\n%s[kubernetes]\nkubeconfig = %q\nnode_name = %q\n",
+		wrapper, kubeletPlacementSocket, libvirt, filepath.Join(clusterPKI, "crimux.kubeconfig"), kubeletNode), nil, "--vm-accel", "tcg")
+	t.Cleanup(func() { removeClusterPods(c) })
+	for _, image := range images {
+		if out, err := c.crictlTimeout(10*time.Minute, "pull", image); err != nil {
+			t.Fatalf("crictl pull %s: %v\n%s", image, err, out)
+		}
+	}
+	startClusterKubelet(t, k8s, c.endpoint)
+	clusterNamespaceFor(t, k8s)
+	return c
+}

@@ -77,17 +77,7 @@ spec:
 func TestClusterVMPods(t *testing.T) {
 	k8s := k8sDir(t)
 	requireVM(t)
-	wrapper := installKubeletWrapper(t)
-	prepareKubeletCgroups(t)
-	c := startDaemon(t, fmt.Sprintf("[libvirt]\nemulator = %q\nplacement_socket = %q\nguest_boot_timeout = \"30s\"\n[kubernetes]\nkubeconfig = %q\nnode_name = %q\n",
-		wrapper, kubeletPlacementSocket, filepath.Join(clusterPKI, "crimux.kubeconfig"), kubeletNode), nil, "--vm-accel", "tcg")
-	t.Cleanup(func() { removeClusterPods(c) })
-	if out, err := c.crictlTimeout(10*time.Minute, "pull", debianImage); err != nil {
-		t.Fatalf("crictl pull %s: %v\n%s", debianImage, err, out)
-	}
-	c.crictl("pull", stuckImage)
-	startClusterKubelet(t, k8s, c.endpoint)
-	clusterNamespaceFor(t, k8s)
+	c := startClusterNode(t, k8s, "guest_boot_timeout = \"30s\"\n", debianImage, stuckImage)
 	_, pub := sshKey(t)
 	kubectlApply(t, k8s, fmt.Sprintf(clusterVMPod, pub))
 	kubectlApply(t, k8s, clusterCtrPod)
