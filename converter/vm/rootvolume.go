@@ -114,7 +114,7 @@ func findVolume(want, field string, cfg *runtimeapi.ContainerConfig) (*RootVolum
 			return nil, errdefs.Invalid(f+".host_path", "%q is not an absolute path", m.GetHostPath())
 		}
 		if len(m.GetUidMappings())+len(m.GetGidMappings()) > 0 {
-			return nil, errdefs.Invalid(f+".uid_mappings", "root disk %s: a volume with ID mappings cannot hold a VM's root disk", want)
+			return nil, errdefs.Invalid(f+".uidMappings", "root disk %s: a volume with ID mappings cannot hold a VM's root disk", want)
 		}
 		return &RootVolume{ContainerPath: want, HostPath: m.GetHostPath(), Field: f}, nil
 	}

@@ -179,10 +179,10 @@ func share(i int, m *runtimeapi.Mount, isFile func(string) bool) (Share, bool, e
 // let the guest act as host IDs the pod was not given.
 func refuseIDMappings(field, containerPath string, m *runtimeapi.Mount) error {
 	if len(m.GetUidMappings()) > 0 {
-		return errdefs.Invalid(field+".uid_mappings", "mount %s: a VM share cannot map user IDs (a user-namespaced pod, hostUsers: false); run the VM pod with host users", containerPath)
+		return errdefs.Invalid(field+".uidMappings", "mount %s: a VM share cannot map user IDs (a user-namespaced pod, hostUsers: false); run the VM pod with host users", containerPath)
 	}
 	if len(m.GetGidMappings()) > 0 {
-		return errdefs.Invalid(field+".gid_mappings", "mount %s: a VM share cannot map group IDs (a user-namespaced pod, hostUsers: false); run the VM pod with host users", containerPath)
+		return errdefs.Invalid(field+".gidMappings", "mount %s: a VM share cannot map group IDs (a user-namespaced pod, hostUsers: false); run the VM pod with host users", containerPath)
 	}
 	return nil
 }

@@ -73,8 +73,8 @@ func TestStorageFromRefuses(t *testing.T) {
 		{"two paths, one tag", &runtimeapi.ContainerConfig{Mounts: []*runtimeapi.Mount{{ContainerPath: "/a/b", HostPath: "/h"}, {ContainerPath: "/a-b", HostPath: "/h"}}}, "config.mounts[1].container_path"},
 		{"more volumes than slots", many, "config.devices"},
 		{"uid mappings on a share", &runtimeapi.ContainerConfig{Mounts: []*runtimeapi.Mount{{ContainerPath: "/etc/hosts", HostPath: "/f"}, {ContainerPath: "/a", HostPath: "/h"},
-			{ContainerPath: "/d", HostPath: "/h2", UidMappings: []*runtimeapi.IDMapping{{HostId: 65536, ContainerId: 0, Length: 65536}}}}}, "config.mounts[2].uid_mappings"},
-		{"gid mappings on a share", &runtimeapi.ContainerConfig{Mounts: []*runtimeapi.Mount{{ContainerPath: "/d", HostPath: "/h", GidMappings: []*runtimeapi.IDMapping{{HostId: 65536, ContainerId: 0, Length: 65536}}}}}, "config.mounts[0].gid_mappings"},
+			{ContainerPath: "/d", HostPath: "/h2", UidMappings: []*runtimeapi.IDMapping{{HostId: 65536, ContainerId: 0, Length: 65536}}}}}, "config.mounts[2].uidMappings"},
+		{"gid mappings on a share", &runtimeapi.ContainerConfig{Mounts: []*runtimeapi.Mount{{ContainerPath: "/d", HostPath: "/h", GidMappings: []*runtimeapi.IDMapping{{HostId: 65536, ContainerId: 0, Length: 65536}}}}}, "config.mounts[0].gidMappings"},
 		{"a user name for a share", &runtimeapi.ContainerConfig{Mounts: []*runtimeapi.Mount{{ContainerPath: "/d", HostPath: "/h"}},
 			Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{RunAsUsername: "app"}}}, "config.linux.security_context.run_as_username"},
 	} {

@@ -47,7 +47,8 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // CRI status, its log and to OnGuestBoot; its first packet clears it.
 func TestGuestNotBooted(t *testing.T) {
 	var seen boots
-	e := coretest.New(t, coretest.Options{GuestBootTimeout: 40 * time.Millisecond, OnGuestBoot: seen.add})
+	const timeout = 300 * time.Millisecond
+	e := coretest.New(t, coretest.Options{GuestBootTimeout: timeout, OnGuestBoot: seen.add})
 	e.R.Boots.Every = 2 * time.Millisecond
 	e.PutPod(t, "p1", nil)
 	c := e.PutVM(t, "p1", "c1", runtimeapi.ContainerState_CONTAINER_RUNNING, vmtypes.PowerRunning)
@@ -56,7 +57,8 @@ func TestGuestNotBooted(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Net.SetPackets(7) // the tap carried a previous boot's packets
-	e.R.WatchBoot(c, time.Now(), true)
+	started := time.Now()
+	e.R.WatchBoot(c, started, true)
 
 	status := func() *runtimeapi.ContainerStatus {
 		st, err := e.R.StatusOf(t.Context(), "c1")
@@ -65,7 +67,8 @@ func TestGuestNotBooted(t *testing.T) {
 		}
 		return st
 	}
-	if st := status(); st.Reason != "" {
+	// Before the timeout, when this host is quick enough to tell.
+	if st := status(); st.Reason != "" && time.Since(started) < timeout/2 {
 		t.Fatalf("reason %q before the timeout", st.Reason)
 	}
 	waitUntil(t, "GuestNotBooted", func() bool { return status().Reason == core.ReasonGuestNotBooted })

@@ -10,6 +10,7 @@ import (
 
 	"github.com/crimux/crimux/converter/cloudinit"
 	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/converter/vm/crifields"
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
@@ -20,6 +21,12 @@ import (
 // libvirt domain. A VM pod has exactly one container. Every step made is
 // undone if a later one fails, so nothing is left behind.
 func (r *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (_ *runtimeapi.CreateContainerResponse, retErr error) {
+	// A field the VM runtime refuses (a command, privileged, a CDI
+	// device: converter/vm/crifields) is refused before anything, the
+	// pod's lock included.
+	if err := crifields.Refuse(req); err != nil {
+		return nil, err
+	}
 	defer r.Locks.Lock(req.GetPodSandboxId())()
 	sb, err := r.Store.LiveSandbox(req.GetPodSandboxId())
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/converter/vm/crifields"
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/vmtypes"
@@ -26,8 +27,12 @@ import (
 // libvirt.max_vcpus) is InvalidArgument naming the field; a guest that does
 // not take it (no virtio-mem driver, memory in use), or a VM its user keeps
 // paused, shut down or hibernated, is FailedPrecondition, and nothing
-// changes. kubelet reports either on the pod's resize status.
+// changes. kubelet reports either on the pod's resize status. A field the
+// VM runtime refuses (converter/vm/crifields) is refused first.
 func (r *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
+	if err := crifields.Refuse(req); err != nil {
+		return nil, err
+	}
 	c, unlock, err := r.LockContainer(req.GetContainerId())
 	if err != nil {
 		return nil, err
@@ -168,8 +173,12 @@ func (r *Service) restoreCgroup(c *store.Container) {
 // UpdatePodSandboxResources takes kubelet's new pod-level resources for a
 // VM pod. kubelet resizes the pod's cgroup itself, and the VM follows its
 // container's resources (UpdateContainerResources above), so there is
-// nothing more to change: the pod must exist, that is all.
+// nothing more to change: the pod must exist, and the request hold no
+// field the VM runtime refuses, that is all.
 func (r *Service) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.UpdatePodSandboxResourcesRequest) (*runtimeapi.UpdatePodSandboxResourcesResponse, error) {
+	if err := crifields.Refuse(req); err != nil {
+		return nil, err
+	}
 	if _, err := r.Store.Sandbox(req.GetPodSandboxId()); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crimux/crimux/converter/vm/crifields"
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
@@ -30,9 +31,10 @@ func (r *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		return nil, errdefs.Invalid("config.linux.cgroup_parent",
 			"a VM pod needs one: its qemu runs in the pod's cgroup, with the pod's limits (kubelet always sets it; with crictl, give the pod one)")
 	}
-	if cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE {
-		return nil, errdefs.Invalid("config.linux.security_context.namespace_options.network",
-			"host networking is not supported for VM pods: a VM has its own kernel and cannot share the node's network stack")
+	// What the VM runtime refuses (host namespaces, sysctls, privileged:
+	// converter/vm/crifields), before anything is made.
+	if err := crifields.Refuse(req); err != nil {
+		return nil, err
 	}
 	if err := r.RequireNetworkReady(ctx); err != nil {
 		return nil, err
