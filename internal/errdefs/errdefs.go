@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -39,6 +40,10 @@ var classes = []struct {
 	{ErrUnavailable, codes.Unavailable},
 	{ErrUnimplemented, codes.Unimplemented},
 	{ErrResourceExhausted, codes.ResourceExhausted},
+	// A full disk (the state dir's filesystem, a volume) or a quota: the
+	// node has no room now; freeing some lets the call succeed.
+	{syscall.ENOSPC, codes.ResourceExhausted},
+	{syscall.EDQUOT, codes.ResourceExhausted},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 	{context.Canceled, codes.Canceled},
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -22,6 +24,8 @@ func TestCode(t *testing.T) {
 	}{
 		{"nil", nil, codes.OK},
 		{"invalid argument", fmt.Errorf("pod_sandbox_id %q: %w", "x", ErrInvalidArgument), codes.InvalidArgument},
+		{"a full disk", fmt.Errorf("write %s: %w", "/var/lib/crimux/vm.db", &os.PathError{Op: "write", Path: "vm.db", Err: syscall.ENOSPC}), codes.ResourceExhausted},
+		{"a quota", fmt.Errorf("create: %w", syscall.EDQUOT), codes.ResourceExhausted},
 		{"not found wrapped twice", fmt.Errorf("outer: %w", fmt.Errorf("inner: %w", ErrNotFound)), codes.NotFound},
 		{"already exists", fmt.Errorf("x: %w", ErrAlreadyExists), codes.AlreadyExists},
 		{"failed precondition", fmt.Errorf("x: %w", ErrFailedPrecondition), codes.FailedPrecondition},
