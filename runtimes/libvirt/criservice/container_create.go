@@ -27,6 +27,9 @@ func (r *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if err := crifields.Refuse(req); err != nil {
 		return nil, err
 	}
+	if err := r.RequireRoom("CreateContainer"); err != nil {
+		return nil, err
+	}
 	defer r.Locks.Lock(req.GetPodSandboxId())()
 	sb, err := r.Store.LiveSandbox(req.GetPodSandboxId())
 	if err != nil {

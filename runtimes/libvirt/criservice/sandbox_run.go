@@ -36,6 +36,9 @@ func (r *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	if err := crifields.Refuse(req); err != nil {
 		return nil, err
 	}
+	if err := r.RequireRoom("RunPodSandbox"); err != nil {
+		return nil, err
+	}
 	if err := r.RequireNetworkReady(ctx); err != nil {
 		return nil, err
 	}
