@@ -135,6 +135,7 @@ func (rt *Runtime) start(opts Options) error {
 		return err
 	}
 	go rt.gc.Run(runCtx)
+	go rt.core.ResumeWhenRoom(runCtx)
 	if opts.PlacementSocket != "" {
 		rt.servePlacement(runCtx, opts.PlacementSocket)
 	}

@@ -95,7 +95,14 @@ func (r *Runtime) OnConnect(ctx context.Context, l virt.Libvirt) {
 
 // onLifecycle records the exit of a crimux VM that stopped.
 func (r *Runtime) onLifecycle(ev virt.LifecycleEvent) {
-	if !ev.Stopped || !strings.HasPrefix(ev.Domain, vm.DomainName("")) {
+	if !strings.HasPrefix(ev.Domain, vm.DomainName("")) {
+		return
+	}
+	if ev.PausedIOError {
+		r.NoSpace.paused(r, ev.Domain)
+		return
+	}
+	if !ev.Stopped {
 		return
 	}
 	code, reason := exitOf(ev.Why)

@@ -1,6 +1,10 @@
 package core
 
-import "time"
+import (
+	"time"
+
+	"github.com/crimux/crimux/runtimes/libvirt/virt"
+)
 
 // Exported for the external tests (package core_test), which build the
 // runtime with coretest (an internal test cannot: coretest imports core).
@@ -25,3 +29,9 @@ func (r *Runtime) LockWaiters(key string) int {
 func SetAfterReboot(wait, poll time.Duration) {
 	afterRebootWait, afterRebootPoll = wait, poll
 }
+
+// OnLifecycle is onLifecycle: a libvirt lifecycle event.
+func (r *Runtime) OnLifecycle(ev virt.LifecycleEvent) { r.onLifecycle(ev) }
+
+// ResumeNoSpace is resumeNoSpace: one look at a VM paused on a full disk.
+func (r *Runtime) ResumeNoSpace(domain string) { r.resumeNoSpace(domain) }

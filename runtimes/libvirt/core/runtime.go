@@ -182,7 +182,9 @@ type Runtime struct {
 	// Starts are the qemu starts in flight, for the placement server.
 	Starts *Starts
 	// Boots watch cold-booted guests for a sign of their OS.
-	Boots    *bootwatch.Watcher
+	Boots *bootwatch.Watcher
+	// NoSpace are the VMs qemu paused on a full disk (nospace.go).
+	NoSpace  NoSpace
 	Log      *slog.Logger
 	Counters Counters
 	// AfterResync runs on every (re)connect once the store has caught up

@@ -314,8 +314,11 @@ func (r remote) LifecycleEvents(ctx context.Context) (<-chan LifecycleEvent, err
 		defer close(out)
 		for ev := range in {
 			e := LifecycleEvent{Domain: ev.Dom.Name}
-			if golibvirt.DomainEventType(ev.Event) == golibvirt.DomainEventStopped {
+			switch golibvirt.DomainEventType(ev.Event) {
+			case golibvirt.DomainEventStopped:
 				e.Stopped, e.Why = true, stopReason(golibvirt.DomainEventStoppedDetailType(ev.Detail))
+			case golibvirt.DomainEventSuspended:
+				e.PausedIOError = golibvirt.DomainEventSuspendedDetailType(ev.Detail) == golibvirt.DomainEventSuspendedIoerror
 			}
 			select { // drained to its end either way: go-libvirt closes in
 			case out <- e:

@@ -222,6 +222,9 @@ type LifecycleEvent struct {
 	// Stopped: qemu is gone; Why says how.
 	Stopped bool
 	Why     StopReason
+	// PausedIOError: qemu paused the guest on a disk error (by its
+	// default, werror=enospc: a full filesystem under a disk).
+	PausedIOError bool
 }
 
 // StopReason is why a domain stopped.
