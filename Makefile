@@ -29,7 +29,7 @@ UNITDIR    ?= $(PREFIX)/lib/systemd/system
 DESTDIR    ?=
 E2E_ENV   := CRIMUX_E2E=1 CRIMUX_BIN=$(BIN)/crimux CRIMUX_CTL=$(BIN)/crimuxctl CRIMUX_TESTBED=$(TESTBED)
 
-.PHONY: all build install dist dist-tree host-tools e2e-node e2e-kubelet e2e-cluster run test vet fmt-check unit bed bed-down e2e e2e-guest e2e-vm e2e-vm-net e2e-vm-api e2e-vm-storage e2e-vm-durable chaos critest proto clean
+.PHONY: all build install dist dist-tree host-tools e2e-node e2e-kubelet e2e-cluster run test vet fmt-check unit bed bed-down e2e e2e-guest e2e-vm e2e-vm-net e2e-vm-api e2e-vm-storage e2e-vm-durable e2e-faults chaos critest proto clean
 
 all: build
 
@@ -121,6 +121,12 @@ e2e-vm-storage: build bed
 # the bad volumes refused. `make e2e` (so `make test`) runs these too.
 e2e-vm-durable: build bed
 	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMDurableRootDisk|TestVMDurableBadInput)$$' ./test/e2e/
+
+# e2e-faults: what a node does to crimux in a bad week (issue 41): the
+# state dir's filesystem filled under a running VM and new pods. `make e2e`
+# (so `make test`) runs these too.
+e2e-faults: build bed
+	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestFullStateDisk)$$' ./test/e2e/
 
 # e2e-vm-net: VM pod networking alone (CNI, DHCP in the guest, container
 # <-> VM, 20 create/delete cycles without leaks, CNI 1.1 GC of leaked

@@ -133,6 +133,11 @@ func startCrimuxBin(t *testing.T, bin, containerdEndpoint string, extraArgs ...s
 		t.Fatal(err)
 	}
 	c := &crimux{t: t, socket: sock, endpoint: "unix://" + sock, stateDir: filepath.Join(dir, "state"), logs: &testutil.SyncBuffer{}, args: args, bin: bin}
+	for i, a := range extraArgs { // a state dir of the test's own (the last --state-dir wins)
+		if a == "--state-dir" && i+1 < len(extraArgs) {
+			c.stateDir = extraArgs[i+1]
+		}
+	}
 	if bin != "" {
 		c.args = downgradedArgs(args)
 	}

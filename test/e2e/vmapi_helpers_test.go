@@ -446,12 +446,18 @@ func startVMAPICrimux(t *testing.T) *crimux {
 
 // startVMAPICrimuxWith is startVMAPICrimux of crimux binary bin ("": the
 // one under test).
-func startVMAPICrimuxWith(t *testing.T, bin string) *crimux {
+func startVMAPICrimuxWith(t *testing.T, bin string, extraArgs ...string) *crimux {
 	t.Helper()
 	installVMAPIWrapper(t)
 	if err := os.MkdirAll(filepath.Dir(vmapiPlacement), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	cfg := writeJSON(t, "crimux.toml", fmt.Sprintf("[libvirt]\nemulator = %q\nplacement_socket = %q\n", vmapiWrapper, vmapiPlacement))
-	return startCrimuxBin(t, bin, bed.containerd, "--vm-accel", "tcg", "--config", cfg)
+	return startCrimuxBin(t, bin, bed.containerd, append([]string{"--vm-accel", "tcg", "--config", cfg}, extraArgs...)...)
+}
+
+// startVMAPICrimuxState is startVMAPICrimux on a state dir of the test's.
+func startVMAPICrimuxState(t *testing.T, stateDir string) *crimux {
+	t.Helper()
+	return startVMAPICrimuxWith(t, "", "--state-dir", stateDir)
 }
