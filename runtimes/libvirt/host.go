@@ -95,7 +95,8 @@ func (rt *Runtime) servePlacement(ctx context.Context, socket string) {
 		cg, ok := r.CgroupForDomain(domain)
 		return cgroup.Spec(cg), ok
 	}, placer.WithAttach(rt.attachForDomain), placer.WithGrants(r.Starts.Take), placer.WithLogger(r.Log.With("component", "placement")),
-		placer.WithExecutable(r.Opts.Emulator), placer.WithPeer(peer), placer.WithDomainOwner(owner))
+		placer.WithExecutable(r.Opts.Emulator), placer.WithPeer(peer), placer.WithDomainOwner(owner),
+		placer.WithPlaced(r.SetOOMScore))
 	go func() {
 		if err := p.Serve(ctx); err != nil && ctx.Err() == nil {
 			r.Log.Error("placement server stopped", "socket", socket, "err", err)

@@ -11,8 +11,9 @@ var resourceFields = Table{
 	"runtime.v1.LinuxContainerResources.cpu_shares": mapped("without a quota, the VM's vCPUs (shares/1024, rounded up); its cgroup's CPU weight"),
 	"runtime.v1.LinuxContainerResources.memory_limit_in_bytes": mapped("the guest's RAM (virtio-mem plugged or unplugged on update), and its cgroup's " +
 		"memory limit with qemu's overhead (libvirt.memory_overhead_mib); a VM must have one"),
-	"runtime.v1.LinuxContainerResources.oom_score_adj": ignored("kubelet sets it on every container from its QoS class; qemu keeps the " +
-		"score it starts with (applying it to qemu is issue 40, item 5)"),
+	"runtime.v1.LinuxContainerResources.oom_score_adj": honoured("qemu's OOM score adjustment, set as crimux places qemu in the VM's cgroup, " +
+		"before it runs: the node's OOM killer weighs the VM as kubelet's QoS class asks (not changed by an update: kubelet never changes it; " +
+		"a negative one needs CAP_SYS_RESOURCE, without which qemu keeps its own and crimux logs why)"),
 	"runtime.v1.LinuxContainerResources.cpuset_cpus": ignored("kubelet's CPU manager sets it on every container under its static policy " +
 		"(the shared pool when no CPU is exclusive), so it is not refused; the VM's threads are not pinned yet (issue 40, item 3)"),
 	"runtime.v1.LinuxContainerResources.cpuset_mems": ignored("kubelet's CPU and memory managers set it; the VM's memory is not bound " +

@@ -1,6 +1,10 @@
 package core
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
 
 	"github.com/crimux/crimux/converter/vm"
@@ -58,4 +62,38 @@ func (r *Runtime) IdentityForDomain(domain string) (*store.VMIdentity, bool) {
 		return nil, false
 	}
 	return sb.Identity, true
+}
+
+// SetOOMScore gives a VM's newly placed process (the wrapper, about to
+// become qemu: the score survives exec) the OOM score adjustment kubelet
+// asked for its container (from its QoS class: -997 Guaranteed, 1000
+// BestEffort), so the node's OOM killer weighs a VM as kubelet meant.
+// Records without one (an adopted VM, a config without resources) keep
+// qemu's own. A score crimux may not set (a negative one needs
+// CAP_SYS_RESOURCE, which a crimux in a container may lack) is logged and
+// the VM starts with qemu's own: better a VM than none.
+func (r *Runtime) SetOOMScore(domain string, pid int) error {
+	id, found := strings.CutPrefix(domain, vm.DomainName(""))
+	if !found {
+		return fmt.Errorf("%s is no crimux VM", domain)
+	}
+	c, err := r.Store.Container(id)
+	if err != nil {
+		return err
+	}
+	res := c.Config.GetLinux().GetResources()
+	if res == nil {
+		return nil
+	}
+	adj := res.GetOomScoreAdj()
+	path := fmt.Sprintf("/proc/%d/oom_score_adj", pid)
+	err = os.WriteFile(path, []byte(strconv.FormatInt(adj, 10)), 0)
+	if errors.Is(err, os.ErrPermission) {
+		r.Log.Warn("VM's OOM score adjustment not set: crimux lacks CAP_SYS_RESOURCE; qemu keeps its own", "container", c.ID, "oom_score_adj", adj)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("oom_score_adj %d of VM %s's process %d: %w", adj, c.ID, pid, err)
+	}
+	return nil
 }

@@ -50,6 +50,9 @@ type Placer struct {
 	launcher func() (string, error)
 	// handlers bounds the requests served at once.
 	handlers chan struct{}
+	// placed, when set, runs once a VM's process is in its cgroup,
+	// before it runs qemu (its OOM score).
+	placed func(domain string, pid int) error
 }
 
 // maxHandlers bounds the requests the Placer serves at once: a flood of
@@ -95,6 +98,12 @@ func WithPeer(peer func(uid uint32) bool) PlacerOption {
 // cannot even ask for a neighbour's placement.
 func WithDomainOwner(owner func(domain string, uid uint32) bool) PlacerOption {
 	return func(p *Placer) { p.owner = owner }
+}
+
+// WithPlaced runs placed once a VM's process is in its cgroup, before
+// it runs qemu; an error fails the placement (qemu does not run).
+func WithPlaced(placed func(domain string, pid int) error) PlacerOption {
+	return func(p *Placer) { p.placed = placed }
 }
 
 // WithExecutable accepts only callers whose /proc/<pid>/exe is path: the
@@ -363,7 +372,13 @@ func (p *Placer) placeVM(name string, pid int) error {
 	if err := p.mayPlace(l, spec, name, pid); err != nil {
 		return err
 	}
-	return p.place(l, spec, pid)
+	if err := p.place(l, spec, pid); err != nil {
+		return err
+	}
+	if p.placed != nil {
+		return p.placed(name, pid)
+	}
+	return nil
 }
 
 // ensureAndPlace creates the leaf with its limits where it is missing (the
