@@ -66,11 +66,11 @@ func TestFullStateDisk(t *testing.T) {
 	dir := smallStateFS(t, 768<<20)
 	c := startVMAPICrimuxState(t, filepath.Join(dir, "state"))
 	v := startTestVM(t, c, "full-writer")
-	filler := fill(t, dir, 32<<20)
+	filler := fill(t, dir, 2<<20)
 
-	// 64 MiB into the guest's disk: its overlay grows past what is left.
+	// 10 MiB into the guest's disk (16 MiB): its overlay grows past the 2 left.
 	from := v.consoleSize()
-	v.typeLine(t, "dd if=/dev/urandom of=/mnt/big bs=1M count=64 && sync && echo CRIMUX-WROTE-BIG", 2*time.Second, func() bool { return false })
+	v.typeLine(t, "dd if=/dev/urandom of=/mnt/big bs=1M count=10 && sync && echo CRIMUX-WROTE-BIG", 2*time.Second, func() bool { return false })
 	testutil.Eventually(t, 2*time.Minute, "the VM paused on the full disk", func() error {
 		if state, reason := v.criState(t); reason != "PausedNoSpace" {
 			return fmt.Errorf("state %s, reason %q", state, reason)
