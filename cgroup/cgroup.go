@@ -223,8 +223,19 @@ func (l Layout) makeDirs(leaf string, values []Value) error {
 				continue
 			}
 			switch {
+			case v.File == "cpuset.cpus" || v.File == "cpuset.mems":
+				if res.CPU == nil {
+					res.CPU = &cgroup2.CPU{}
+				}
+				if v.File == "cpuset.cpus" {
+					res.CPU.Cpus = v.Data
+				} else {
+					res.CPU.Mems = v.Data
+				}
 			case strings.HasPrefix(v.File, "cpu."):
-				res.CPU = &cgroup2.CPU{}
+				if res.CPU == nil {
+					res.CPU = &cgroup2.CPU{}
+				}
 			case strings.HasPrefix(v.File, "memory."):
 				res.Memory = &cgroup2.Memory{}
 			}

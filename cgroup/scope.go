@@ -132,6 +132,11 @@ func (l Layout) placeInScope(s Spec, pid int) error {
 		{Name: "DefaultDependencies", Value: godbus.MakeVariant(false)},
 		sddbus.PropPids(uint32(pid)),
 	}, ScopeProperties(s)...)
+	pin, err := scopeCpusetProperties(s, false)
+	if err != nil {
+		return err
+	}
+	props = append(props, pin...)
 	for {
 		done := make(chan string, 1)
 		_, err = conn.StartTransientUnitContext(ctx, name, "fail", props, done)
@@ -177,7 +182,11 @@ func (l Layout) updateScope(s Spec) error {
 		return fmt.Errorf("connect to systemd: %w", err)
 	}
 	defer conn.Close()
-	err = conn.SetUnitPropertiesContext(ctx, scopeName(s), true, ScopeProperties(s)...)
+	pin, err := scopeCpusetProperties(s, l.scopePinned(s))
+	if err != nil {
+		return err
+	}
+	err = conn.SetUnitPropertiesContext(ctx, scopeName(s), true, append(ScopeProperties(s), pin...)...)
 	var dbusErr godbus.Error
 	if errors.As(err, &dbusErr) && dbusErr.Name == "org.freedesktop.systemd1.NoSuchUnit" {
 		return nil

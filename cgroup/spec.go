@@ -33,6 +33,9 @@ type Spec struct {
 	// MemoryLimit in bytes, qemu's own overhead included; 0 or less means
 	// no limit.
 	MemoryLimit int64
+	// CPUs and Mems are the cpuset (kernel list format, "1,3-4") every
+	// thread in the leaf may run on and allocate from; "" is the parent's.
+	CPUs, Mems string
 }
 
 // Validate checks the names; limits are checked by the kernel.
@@ -45,6 +48,12 @@ func (s Spec) Validate() error {
 	}
 	if s.CPUPeriod < 0 {
 		return fmt.Errorf("cgroup %s: negative cpu period %d", s.Name, s.CPUPeriod)
+	}
+	if err := validCpuset("cpuset cpus", s.CPUs); err != nil {
+		return fmt.Errorf("cgroup %s: %w", s.Name, err)
+	}
+	if err := validCpuset("cpuset mems", s.Mems); err != nil {
+		return fmt.Errorf("cgroup %s: %w", s.Name, err)
 	}
 	_, err := parentPath(s.Parent)
 	return err

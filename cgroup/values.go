@@ -95,5 +95,9 @@ func (s Spec) Values(l Layout) ([]Value, error) {
 	} else if s.MemoryLimit > 0 {
 		return nil, fmt.Errorf("cgroup %s: memory limit set but no hierarchy holds the memory controller", s.Name)
 	}
-	return out, nil
+	cpuset, err := s.cpusetValues(l)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, cpuset...), nil
 }

@@ -14,6 +14,7 @@ type configurator func(Spec, *libvirtxml.Domain) error
 // configurators run in order; each owns its part of the domain.
 var configurators = []configurator{
 	configureCompute,
+	configureHugePages,
 	configureHotplug,
 	configureBoot,
 	configureDisks,

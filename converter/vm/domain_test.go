@@ -50,6 +50,10 @@ func TestDomainGolden(t *testing.T) {
 			s.Disk = &Disk{Path: "/var/lib/crimux/vms/c0ffee/overlay.qcow2", Format: "qcow2"}
 			s.MaxVCPUs, s.MaxMemoryMiB, s.SharedMemory = 2, 511, true
 		},
+		"disk-boot-hugepages-shared": func(s *Spec) { // 2 MiB pages, virtio-fs shares, vCPUs resizable
+			s.Disk = &Disk{Path: "/var/lib/crimux/vms/c0ffee/overlay.qcow2", Format: "qcow2"}
+			s.MaxVCPUs, s.HugePageKiB, s.SharedMemory = 2, 2048, true
+		},
 		"kernel-and-disk": func(s *Spec) {
 			s.Boot = &KernelBoot{Kernel: "/k/vmlinuz", Initrd: "/k/initrd.img", Args: "console=ttyS0 root=/dev/vda"}
 			s.Disk = &Disk{Path: "/o.qcow2", Format: "qcow2"}
@@ -88,6 +92,10 @@ func TestDomainRejects(t *testing.T) {
 		"no console":         func(s *Spec) { s.Disk = &Disk{Path: "/d", Format: "raw"}; s.Console = Console{} },
 		"zero memory":        func(s *Spec) { s.Disk = &Disk{Path: "/d", Format: "raw"}; s.MemoryMiB = 0 },
 		"max vcpus too many": func(s *Spec) { s.Disk = &Disk{Path: "/d", Format: "raw"}; s.MaxVCPUs = MaxVCPUs + 1 },
+		"resizable huge pages": func(s *Spec) {
+			s.Disk = &Disk{Path: "/d", Format: "raw"}
+			s.HugePageKiB, s.MaxMemoryMiB = 2048, 2*s.MemoryMiB
+		},
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {

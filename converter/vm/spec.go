@@ -48,6 +48,10 @@ type Spec struct {
 	// SharedMemory backs the guest's RAM with shared memory (memfd), which
 	// virtio-fs needs (virtiofsd maps it): set when the VM has shares.
 	SharedMemory bool
+	// HugePageKiB backs the guest's RAM with huge pages of that size (the
+	// pod's hugepage limit); 0: ordinary memory. Such a VM's RAM is not
+	// resized (no virtio-mem device).
+	HugePageKiB uint64
 	// Identity is the uid and gid qemu runs as, the VM's own; nil runs it
 	// as libvirt's qemu user (qemu.conf) with libvirt's relabelling.
 	Identity *Identity
@@ -88,6 +92,9 @@ type Console struct {
 type Resources struct {
 	VCPUs     uint
 	MemoryMiB uint64
+	// HugePages, when asked, hold the guest's RAM: MemoryMiB is their
+	// limit, and the memory limit is left to qemu's own memory.
+	HugePages HugePages
 }
 
 // minShares is the CPU shares kubelet gives a container without a request.
@@ -96,7 +103,7 @@ const minShares = 2
 // ResourcesFrom sizes a VM from the container's Linux resources: vCPUs
 // from the CPU limit (quota/period, rounded up), else the request (shares
 // /1024, rounded up), else 1; memory from the memory limit, which a VM must
-// have.
+// have, or, when the pod limits huge pages, from that limit.
 func ResourcesFrom(r *runtimeapi.LinuxContainerResources) (Resources, error) {
 	var out Resources
 	switch {
@@ -118,6 +125,11 @@ func ResourcesFrom(r *runtimeapi.LinuxContainerResources) (Resources, error) {
 		return out, errdefs.Invalid("linux.resources.memory_limit_in_bytes", "%d bytes is less than the %d MiB a VM needs", mem, MinMemoryBytes>>20)
 	}
 	out.MemoryMiB = uint64(mem) >> 20
+	hp, err := HugePagesFrom(r)
+	if err != nil || hp.PageKiB == 0 {
+		return out, err
+	}
+	out.MemoryMiB, out.HugePages = hp.Bytes>>20, hp
 	return out, nil
 }
 

@@ -18,12 +18,22 @@ func TestResourcesFrom(t *testing.T) {
 		want    Resources
 		errWord string
 	}{
-		{"limit rounds up", &runtimeapi.LinuxContainerResources{CpuQuota: 150000, CpuPeriod: 100000, MemoryLimitInBytes: 128 * mib}, Resources{2, 128}, ""},
-		{"request when no limit", &runtimeapi.LinuxContainerResources{CpuShares: 1536, MemoryLimitInBytes: 256 * mib}, Resources{2, 256}, ""},
-		{"one vCPU by default", &runtimeapi.LinuxContainerResources{CpuShares: 2, MemoryLimitInBytes: 64 * mib}, Resources{1, 64}, ""},
+		{"limit rounds up", &runtimeapi.LinuxContainerResources{CpuQuota: 150000, CpuPeriod: 100000, MemoryLimitInBytes: 128 * mib}, Resources{VCPUs: 2, MemoryMiB: 128}, ""},
+		{"request when no limit", &runtimeapi.LinuxContainerResources{CpuShares: 1536, MemoryLimitInBytes: 256 * mib}, Resources{VCPUs: 2, MemoryMiB: 256}, ""},
+		{"one vCPU by default", &runtimeapi.LinuxContainerResources{CpuShares: 2, MemoryLimitInBytes: 64 * mib}, Resources{VCPUs: 1, MemoryMiB: 64}, ""},
 		{"no memory limit", &runtimeapi.LinuxContainerResources{CpuShares: 1024}, Resources{}, "memory_limit_in_bytes"},
 		{"nil resources", nil, Resources{}, "memory_limit_in_bytes"},
 		{"too little memory", &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: mib}, Resources{}, "memory_limit_in_bytes"},
+		{"huge pages hold the RAM", &runtimeapi.LinuxContainerResources{CpuShares: 2, MemoryLimitInBytes: 64 * mib,
+			HugepageLimits: []*runtimeapi.HugepageLimit{{PageSize: "1GB"}, {PageSize: "2MB", Limit: 256 * mib}}},
+			Resources{VCPUs: 1, MemoryMiB: 256, HugePages: HugePages{PageKiB: 2048, Bytes: 256 * mib}}, ""},
+		{"two huge page sizes", &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 * mib,
+			HugepageLimits: []*runtimeapi.HugepageLimit{{PageSize: "1GB", Limit: 1 << 30}, {PageSize: "2MB", Limit: 256 * mib}}},
+			Resources{}, "hugepage_limits"},
+		{"part of a page", &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 * mib,
+			HugepageLimits: []*runtimeapi.HugepageLimit{{PageSize: "2MB", Limit: 255 * mib}}}, Resources{}, "hugepage_limits"},
+		{"odd page size", &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 * mib,
+			HugepageLimits: []*runtimeapi.HugepageLimit{{PageSize: "2XB", Limit: 256 * mib}}}, Resources{}, "hugepage_limits"},
 		{"too many vCPUs", &runtimeapi.LinuxContainerResources{CpuQuota: 1000 * 100000, CpuPeriod: 100000, MemoryLimitInBytes: 128 * mib}, Resources{}, "cpu_quota"},
 	}
 	for _, c := range cases {

@@ -69,6 +69,18 @@ if [ "$want" != "$(cat "$QEMU_CONF")" ]; then
 	echo "$SCRIPT: set cgroup_controllers = [ ] in $QEMU_CONF (original kept as $QEMU_CONF.crimux-orig)"
 fi
 
+# --- hugetlbfs: libvirt backs huge page RAM from it --------------------------------
+# libvirt's qemu driver finds hugetlbfs mounts when libvirtd starts: a VM pod
+# with a hugepages-2Mi limit needs one (issue 40). systemd mounts it at
+# /dev/hugepages on a systemd node; here nothing does. Mounting it makes a
+# running libvirtd of ours restart, like a qemu.conf change.
+if ! awk '$3 == "hugetlbfs" { found = 1 } END { exit !found }' /proc/self/mounts; then
+	mkdir -p /dev/hugepages
+	mount -t hugetlbfs -o pagesize=2M hugetlbfs /dev/hugepages
+	conf_changed=1
+	echo "$SCRIPT: mounted hugetlbfs (2 MiB pages) at /dev/hugepages"
+fi
+
 # --- the qemu wrapper ------------------------------------------------------------
 # Built from this tree; installed only when it changed, or when qemu is newer
 # than it: libvirt caches qemu's capabilities keyed by the <emulator>'s

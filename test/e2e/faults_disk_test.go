@@ -59,8 +59,9 @@ func fill(t *testing.T, dir string, left int64) string {
 // dir on a small filesystem of its own, filled while a VM writes its
 // disk: qemu pauses the VM (its CRI status says PausedNoSpace, its log
 // says why), a new VM pod is refused with ResourceExhausted naming the
-// state dir; once space is freed the VM is resumed by crimux, finishes
-// its write, and new pods are made again, with nothing to repair.
+// state dir, and so is a snapshot; once space is freed the VM is resumed
+// by crimux, finishes its write, and new pods and snapshots are made
+// again, with nothing to repair.
 func TestFullStateDisk(t *testing.T) {
 	requireVM(t)
 	dir := smallStateFS(t, 768<<20)
@@ -82,6 +83,16 @@ func TestFullStateDisk(t *testing.T) {
 		t.Fatalf("runp on a full state dir: %v, %s; want ResourceExhausted naming the state dir", err, out)
 	}
 
+	// A snapshot on the full disk is refused up front (it would fail
+	// half-way through the VM's memory): nothing of it listed, and the
+	// same name works once there is room.
+	ctl := ctlBin(t)
+	c.ctlFails(t, ctl, "ResourceExhausted", []string{`snapshot "on-full"`, filepath.Join(dir, "state")},
+		"vm", "snapshot", "create", v.ctrID, "on-full")
+	if list := c.ctlOK(t, ctl, "vm", "snapshot", "list", v.ctrID); strings.Contains(list, "on-full") {
+		t.Fatalf("a snapshot refused on the full disk is listed:\n%s", list)
+	}
+
 	os.Remove(filler)
 	v.waitConsole(t, from, 2*time.Minute, regexp.MustCompile(`(?m)^CRIMUX-WROTE-BIG`))
 	if state, reason := v.criState(t); reason != "" {
@@ -90,6 +101,7 @@ func TestFullStateDisk(t *testing.T) {
 	if notes := crimuxNotes(t, c, v.ctrID); !strings.Contains(notes, "the VM was paused") || !strings.Contains(notes, "the VM was resumed") {
 		t.Fatalf("the VM's log lacks crimux's notes:\n%s", notes)
 	}
+	c.ctlOK(t, ctl, "vm", "snapshot", "create", v.ctrID, "on-full")
 	startTestVM(t, c, "full-after")
 	c.restart() // the store, written while the disk was full, reads back
 	if ids := c.crictl("ps", "-q", "--state", "running"); len(strings.Fields(ids)) != 2 {

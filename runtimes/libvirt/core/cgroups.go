@@ -23,7 +23,8 @@ func (r *Runtime) CgroupOf(c *store.Container) VMCgroup {
 	cg := VMCgroup{
 		Parent: c.CgroupParent, Name: c.Domain,
 		CPUQuota: res.GetCpuQuota(), CPUPeriod: res.GetCpuPeriod(), CPUShares: uint64(res.GetCpuShares()),
-		MemoryLimit: max(res.GetMemoryLimitInBytes(), int64(c.MemoryMiB<<20)) + r.Opts.MemoryOverheadMiB<<20,
+		MemoryLimit: max(res.GetMemoryLimitInBytes(), guestCharged(c)) + r.Opts.MemoryOverheadMiB<<20,
+		CPUs:        res.GetCpusetCpus(), Mems: res.GetCpusetMems(),
 	}
 	if cg.CPUQuota > 0 && cg.CPUPeriod == 0 {
 		cg.CPUPeriod = defaultCPUPeriod
@@ -96,4 +97,13 @@ func (r *Runtime) SetOOMScore(domain string, pid int) error {
 		return fmt.Errorf("oom_score_adj %d of VM %s's process %d: %w", adj, c.ID, pid, err)
 	}
 	return nil
+}
+
+// guestCharged is the guest RAM the VM's memory cgroup is charged for:
+// none when it is huge pages (the hugetlb controller's, not memory's).
+func guestCharged(c *store.Container) int64 {
+	if hp, _ := vm.HugePagesFrom(c.Config.GetLinux().GetResources()); hp.PageKiB != 0 {
+		return 0
+	}
+	return int64(c.MemoryMiB << 20)
 }

@@ -134,6 +134,9 @@ type VMCgroup struct {
 	CPUQuota, CPUPeriod int64
 	CPUShares           uint64
 	MemoryLimit         int64
+	// CPUs and Mems pin every thread of the VM (vCPUs, qemu's own,
+	// virtiofsd) to kubelet's cpuset; "" is the pod's.
+	CPUs, Mems string
 }
 
 // Counters is what the VM runtime counts, injected by the daemon

@@ -129,6 +129,9 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	if res, err = r.fitMemory(sb.Config.GetLinux().GetCgroupParent(), res); err != nil {
 		return nil, err
 	}
+	if err := core.CheckHugePages(res.HugePages); err != nil {
+		return nil, err
+	}
 	opts, err := vm.ParseAnnotations(sb.Config.GetAnnotations(), cfg.GetAnnotations())
 	if err != nil {
 		return nil, err
@@ -178,7 +181,7 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 		VCPUs: res.VCPUs, MemoryMiB: res.MemoryMiB, Accel: r.Accel, Emulator: r.Opts.Emulator,
 		MaxVCPUs: rec.MaxVCPUs, MaxMemoryMiB: rec.MaxMemoryMiB,
 		Console:      vm.Console{Socket: core.ConsoleSocket(rec.Dir), Log: filepath.Join(rec.Dir, core.ConsoleLogFile)},
-		SharedMemory: len(storage.Shares) > 0,
+		SharedMemory: len(storage.Shares) > 0, HugePageKiB: res.HugePages.PageKiB,
 	}
 	if layout.Kernel != "" {
 		args := layout.KernelArgs

@@ -7,7 +7,9 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
 )
 
 // StartContainer places the VM's cgroup and starts the domain; the qemu
@@ -20,6 +22,11 @@ func (r *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	defer unlock()
 	if c.State != runtimeapi.ContainerState_CONTAINER_CREATED {
 		return nil, fmt.Errorf("container %q is %s, not created: %w", c.ID, c.State, errdefs.ErrFailedPrecondition)
+	}
+	if hp, _ := vm.HugePagesFrom(c.Config.GetLinux().GetResources()); hp.PageKiB != 0 {
+		if err := core.CheckHugePages(hp); err != nil { // taken since CreateContainer
+			return nil, err
+		}
 	}
 	l, err := r.Conn.Get()
 	if err != nil {

@@ -35,6 +35,9 @@ func (r *Service) fitMemory(parent string, res vm.Resources) (vm.Resources, erro
 	if !limited || res.MemoryMiB+overhead <= roomMiB {
 		return res, nil
 	}
+	if res.HugePages.PageKiB != 0 {
+		return fitHugePages(res, roomMiB, overhead)
+	}
 	if roomMiB >= overhead+minFittedMiB {
 		r.Log.Info("VM's RAM sized to fit its pod (no pod overhead for qemu)", "asked_mib", res.MemoryMiB,
 			"ram_mib", roomMiB-overhead, "pod_limit_mib", roomMiB, "qemu_overhead_mib", overhead)
@@ -45,4 +48,15 @@ func (r *Service) fitMemory(parent string, res vm.Resources) (vm.Resources, erro
 		"(libvirt.memory_overhead_mib): run the pod with RuntimeClass vm, whose overhead.podFixed.memory gives qemu that room, "+
 		"or raise its memory limit to at least %d MiB (the guest then gets the limit less %d MiB): %w",
 		roomMiB, res.MemoryMiB, overhead, overhead+minFittedMiB, overhead, errdefs.ErrFailedPrecondition)
+}
+
+// fitHugePages checks a VM whose RAM is huge pages (not charged to the
+// pod's memory limit): the limit must hold qemu's own memory.
+func fitHugePages(res vm.Resources, roomMiB, overhead uint64) (vm.Resources, error) {
+	if overhead <= roomMiB {
+		return res, nil
+	}
+	return res, fmt.Errorf("the pod's cgroup allows %d MiB of memory, and qemu needs %d MiB besides the guest's huge pages "+
+		"(libvirt.memory_overhead_mib): run the pod with RuntimeClass vm, or raise its memory limit to at least %d MiB: %w",
+		roomMiB, overhead, overhead, errdefs.ErrFailedPrecondition)
 }

@@ -22,7 +22,8 @@ import (
 // unplugged through its virtio-mem device, the new size in the record (and
 // so in crimuxctl vm get) and in the domain's definition for its next boot.
 // vCPUs come from the CPU limit (else the request), RAM from the memory
-// limit; what the update leaves out keeps its size. A size outside what
+// limit; what the update leaves out (a field at its zero value) keeps its
+// value, as in containerd: kubelet's CPU manager sends the cpuset alone. A size outside what
 // the VM was created able to take (its boot RAM up to libvirt.max_memory_mib,
 // libvirt.max_vcpus) is InvalidArgument naming the field; a guest that does
 // not take it (no virtio-mem driver, memory in use), or a VM its user keeps
@@ -38,10 +39,10 @@ func (r *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 		return nil, err
 	}
 	defer unlock()
-	res := req.GetLinux()
-	if res == nil {
+	if req.GetLinux() == nil {
 		return nil, errdefs.Invalid("linux", "must be set for a VM")
 	}
+	res := mergeResources(c.Config.GetLinux().GetResources(), req.GetLinux())
 	want, err := resizeTarget(c, res)
 	if err != nil {
 		return nil, err
@@ -63,14 +64,15 @@ func (r *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 const minResizableMemoryMiB = 256
 
 // resizeRoom is how far a new VM of res can be resized while it runs:
-// vCPUs always, RAM from minResizableMemoryMiB.
+// vCPUs always, RAM from minResizableMemoryMiB, unless it is huge pages
+// (kubelet resizes no huge page limit).
 func (r *Service) resizeRoom(res vm.Resources) (maxVCPUs uint, maxMemoryMiB uint64) {
 	maxVCPUs = uint(r.Opts.MaxVCPUs)
 	if maxVCPUs == 0 {
 		maxVCPUs = uint(runtime.NumCPU())
 	}
 	maxVCPUs = min(max(maxVCPUs, res.VCPUs), vm.MaxVCPUs)
-	if res.MemoryMiB < minResizableMemoryMiB {
+	if res.MemoryMiB < minResizableMemoryMiB || res.HugePages.PageKiB != 0 {
 		return maxVCPUs, res.MemoryMiB
 	}
 	maxMemoryMiB = uint64(max(r.Opts.MaxMemoryMiB, 0))
@@ -93,6 +95,9 @@ func resizeTarget(c *store.Container, res *runtimeapi.LinuxContainerResources) (
 	if maxV := max(c.MaxVCPUs, c.VCPUs); want.VCPUs > maxV {
 		return want, errdefs.Invalid("linux.cpu_quota", "asks for %d vCPUs; VM %s can have at most %d (libvirt.max_vcpus when it was created)",
 			want.VCPUs, c.ID, maxV)
+	}
+	if hp, _ := vm.HugePagesFrom(c.Config.GetLinux().GetResources()); hp.PageKiB != 0 {
+		return want, nil // the memory limit is qemu's; the guest's RAM stays
 	}
 	if lim := res.GetMemoryLimitInBytes(); lim > 0 {
 		want.MemoryMiB = uint64(lim) >> 20

@@ -22,6 +22,9 @@ import (
 
 // CreateSnapshot snapshots the VM: its disk, and its memory when it runs
 // or is paused; at most max_snapshots_per_vm of them (snapshot_cap.go).
+// A VM whose overlay is in a state dir short of room (core.RequireRoom)
+// is refused up front: ResourceExhausted, rather than a snapshot failing
+// half-way through writing the VM's memory.
 func (r *Ops) CreateSnapshot(ctx context.Context, id, name, description string) (vmtypes.SnapshotInfo, error) {
 	if err := vmtypes.ValidateSnapshotName(name); err != nil {
 		return vmtypes.SnapshotInfo{}, err
@@ -39,6 +42,11 @@ func (r *Ops) CreateSnapshot(ctx context.Context, id, name, description string) 
 	}
 	if err := r.snapshotRoom(l, dom); err != nil {
 		return vmtypes.SnapshotInfo{}, err
+	}
+	if c.RootVolume == nil { // the snapshot goes into the overlay, in the state dir
+		if err := r.RequireRoom("snapshot " + strconv.Quote(name)); err != nil {
+			return vmtypes.SnapshotInfo{}, err
+		}
 	}
 	if op.View.State != virt.StateShutoff {
 		if err := core.RequireNoShares(c, "a snapshot of a running VM"); err != nil {
