@@ -123,10 +123,13 @@ e2e-vm-durable: build bed
 	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMDurableRootDisk|TestVMDurableBadInput)$$' ./test/e2e/
 
 # e2e-faults: what a node does to crimux in a bad week (issue 41): the
-# state dir's filesystem filled under a running VM and new pods. `make e2e`
-# (so `make test`) runs these too.
+# state dir's filesystem filled under a running VM and new pods; the store
+# cut short under a running VM pod and rebuilt by crimuxctl store rebuild;
+# libvirtd killed during a burst of 20 VM pods, containerd during a pull
+# and during a burst of container pods, virtlogd while a guest writes its
+# console. `make e2e` (so `make test`) runs these too.
 e2e-faults: build bed
-	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestFullStateDisk)$$' ./test/e2e/
+	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestFullStateDisk|TestDamagedStoreRebuilt|TestLibvirtdKilledDuringVMBurst|TestContainerdKilledDuringPull|TestContainerdKilledDuringPodBurst|TestVirtlogdKilledWhileGuestWrites)$$' ./test/e2e/
 
 # e2e-vm-net: VM pod networking alone (CNI, DHCP in the guest, container
 # <-> VM, 20 create/delete cycles without leaks, CNI 1.1 GC of leaked

@@ -6,8 +6,10 @@
 //
 // Commands: version, runtimes, vm list|get|reboot|power|snapshot (see
 // "crimuxctl vm --help"), gc [--adopt|--delete KIND/NAME] (resources of
-// another crimux identity). A VM is named by its pod sandbox ID or
-// container ID as crictl shows them, or by namespace/name.
+// another crimux identity), store rebuild (a damaged VM store made again,
+// with crimux stopped: it talks to libvirtd, not to crimux). A VM is named
+// by its pod sandbox ID or container ID as crictl shows them, or by
+// namespace/name.
 //
 // Exit codes: 0 success, 1 the call failed (the gRPC code and message are
 // printed), 2 bad usage.
@@ -30,6 +32,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/cri/statusinfo"
+	"github.com/crimux/crimux/runtimes/libvirt/store/rebuild"
 )
 
 // Exit codes scripts can rely on.
@@ -47,6 +50,9 @@ Commands:
   vm         VMs: list, get, reboot, power, snapshot (crimuxctl vm --help)
   gc         resources of another crimux identity: list them, or --adopt or
              --delete one, e.g. domain/crimux-<id> (crimuxctl gc --help)
+  store rebuild
+             with crimux stopped: rebuild a damaged VM store from libvirt's
+             domains and the state dir (crimuxctl store rebuild --help)
 
 A VM is named by its pod sandbox ID or container ID as crictl shows them
 (vm--...), or by its pod's namespace/name.
@@ -66,6 +72,8 @@ type cli struct {
 	timeoutSet bool
 	stdout     io.Writer
 	stderr     io.Writer
+	// libvirt connects to libvirtd, for store rebuild (a fake in tests).
+	libvirt func(uri string) (rebuild.Domains, func() error, error)
 }
 
 // usageError is bad usage: exit 2, with the command's help.
@@ -80,7 +88,7 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	c := &cli{stdout: stdout, stderr: stderr}
+	c := &cli{stdout: stdout, stderr: stderr, libvirt: dialLibvirt}
 	fs := flag.NewFlagSet("crimuxctl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c.globalFlags(fs, "unix:///run/crimux/crimux.sock", "table")
@@ -103,6 +111,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = c.vm(rest)
 	case "gc":
 		err = c.gc(rest)
+	case "store":
+		err = c.store(rest)
 	default:
 		fmt.Fprintf(stderr, "crimuxctl: unknown command %q\n", cmd)
 		fs.Usage()

@@ -64,3 +64,19 @@ func Load(stateDir string) (string, error) {
 	}
 	return id, os.Rename(tmp, p)
 }
+
+// Read returns the identity kept in stateDir, or the one Load would
+// derive and keep there; it writes nothing (crimuxctl store rebuild runs
+// on a state dir crimux is not running on).
+func Read(stateDir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(stateDir, fileName))
+	if errors.Is(err, os.ErrNotExist) {
+		return Derive(stateDir), nil
+	} else if err != nil {
+		return "", err
+	}
+	if id := strings.TrimSpace(string(b)); id != "" {
+		return id, nil
+	}
+	return "", fmt.Errorf("identity file %s is empty", filepath.Join(stateDir, fileName))
+}

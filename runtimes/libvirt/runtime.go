@@ -103,6 +103,9 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 	if err != nil {
 		return nil, err
 	}
+	st.OnCopyError(func(path string, err error) {
+		log.Warn("record copy not written: crimuxctl store rebuild would find the one before", "runtime", "vm", "path", path, "err", err)
+	})
 	net, err := podNetwork(opts, log)
 	if err != nil {
 		st.Close()

@@ -53,10 +53,14 @@ want=$(
 		skipping { if ($0 ~ /\]/) skipping = 0; next }
 		/^[ \t]*cgroup_controllers[ \t]*=/ { if ($0 !~ /\]/) skipping = 1; next }
 		/^# crimux: libvirt must not manage qemu.s cgroups/ { next }
+		/^[ \t]*stdio_handler[ \t]*=/ { next }
+		/^# crimux: qemu writes its console log itself/ { next }
 		{ print }
 	' "$QEMU_CONF"
 	echo "# crimux: libvirt must not manage qemu's cgroups (runtimes/libvirt/placer places qemu)"
 	echo 'cgroup_controllers = [ ]'
+	echo "# crimux: qemu writes its console log itself; through virtlogd a virtlogd restart loses it (docs/node.md)"
+	echo 'stdio_handler = "file"'
 )
 if [ "$want" != "$(cat "$QEMU_CONF")" ]; then
 	tmp=$(mktemp "$QEMU_CONF.XXXXXX")

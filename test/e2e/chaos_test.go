@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -127,6 +128,8 @@ type chaos struct {
 	run    int64
 	mu     sync.Mutex // held while crimux is being restarted
 	qemu   map[string]map[int]bool
+	// onErr, when set, sees every failed call of retry.
+	onErr func(what string, err error)
 }
 
 // killer SIGKILLs and restarts crimux every 0.5–3 s until stopped; it
@@ -164,6 +167,9 @@ func (ch *chaos) retry(what string, f func(ctx context.Context) error) {
 		if err == nil {
 			return
 		}
+		if ch.onErr != nil {
+			ch.onErr(what, err)
+		}
 		if time.Now().After(deadline) {
 			ch.t.Fatalf("%s: still failing after 3 minutes: %v", what, err)
 		}
@@ -173,7 +179,19 @@ func (ch *chaos) retry(what string, f func(ctx context.Context) error) {
 
 // cycle runs one pod through create, start, stop and remove.
 func (ch *chaos) cycle(i int, isVM bool) {
-	name := fmt.Sprintf("chaos-%d-%d", ch.run, i) // unique per run: no clash with a failed run's leftovers
+	name, podID, ctrID := ch.up(i, isVM)
+	if isVM {
+		ch.noteQemu(ctrID)
+		time.Sleep(time.Duration(rand.Intn(500)) * time.Millisecond)
+		ch.noteQemu(ctrID)
+	}
+	ch.down(name, podID, ctrID)
+}
+
+// up makes pod i and starts its container, each call retried as kubelet
+// would until the pod runs.
+func (ch *chaos) up(i int, isVM bool) (name, podID, ctrID string) {
+	name = fmt.Sprintf("chaos-%d-%d", ch.run, i) // unique per run: no clash with a failed run's leftovers
 	podCfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "crimux-chaos", Uid: name + "-uid"},
 		Labels:       map[string]string{"crimux-chaos": name},
@@ -191,7 +209,6 @@ func (ch *chaos) cycle(i int, isVM bool) {
 		ctrCfg.Image.Image, ctrCfg.Command = vmImage, nil
 		ctrCfg.Linux.Resources = &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 128 << 20}
 	}
-	var podID, ctrID string
 	// Up: find or make the pod, then its container, then start it. A kill
 	// can cut any call short, and containerd rolls back a call whose client
 	// went away, so each attempt looks again at what exists, as kubelet's
@@ -217,7 +234,19 @@ func (ch *chaos) cycle(i int, isVM bool) {
 		}
 		ctrID = ""
 		for _, x := range l.Containers {
-			if x.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+			switch x.State {
+			case runtimeapi.ContainerState_CONTAINER_UNKNOWN:
+				// kubelet kills a container in an unknown state (one
+				// whose start a restarted containerd cannot tell) and
+				// makes a new one.
+				if _, err := ch.rs.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: x.Id}); err != nil {
+					return err
+				}
+				if _, err := ch.rs.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: x.Id}); err != nil {
+					return err
+				}
+			case runtimeapi.ContainerState_CONTAINER_EXITED:
+			default:
 				ctrID = x.Id
 			}
 		}
@@ -236,11 +265,11 @@ func (ch *chaos) cycle(i int, isVM bool) {
 		_, err = ch.rs.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: ctrID})
 		return err
 	})
-	if isVM {
-		ch.noteQemu(ctrID)
-		time.Sleep(time.Duration(rand.Intn(500)) * time.Millisecond)
-		ch.noteQemu(ctrID)
-	}
+	return name, podID, ctrID
+}
+
+// down removes a pod, retried until it is gone.
+func (ch *chaos) down(name, podID, ctrID string) {
 	// Down, as kubelet's KillPod: stop and remove the container, stop and
 	// remove the pod, all retried together (a call cut short by a kill may
 	// still finish inside containerd after a later one, so the pod stop is
@@ -340,7 +369,7 @@ func hostCounts(t *testing.T, c *crimux, parent string) map[string]int {
 	id, _ := os.ReadFile(filepath.Join(c.stateDir, "identity"))
 	for _, d := range strings.Fields(virsh(t, "list", "--all", "--name")) {
 		if strings.HasPrefix(d, "crimux-") && len(id) > 0 &&
-			strings.Contains(virsh(t, "dumpxml", d), "<instance>"+strings.TrimSpace(string(id))+"</instance>") {
+			strings.Contains(dumpxmlIfAny(d), "<instance>"+strings.TrimSpace(string(id))+"</instance>") {
 			counts["domains"]++
 		}
 	}
@@ -370,4 +399,11 @@ func hostCounts(t *testing.T, c *crimux, parent string) map[string]int {
 		}
 	}
 	return counts
+}
+
+// dumpxmlIfAny is a domain's XML, "" when it went away since it was
+// listed (another test's, or libvirtd's own).
+func dumpxmlIfAny(domain string) string {
+	out, _ := exec.Command("virsh", "-c", "qemu:///system", "dumpxml", domain).Output()
+	return string(out)
 }

@@ -12,6 +12,9 @@ systemctl mask apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer \
 # cgroup itself (docs/vm-pods.md, "Cgroups").
 echo "# crimux: libvirt must not manage qemu's cgroups" >>/etc/libvirt/qemu.conf
 echo 'cgroup_controllers = [ ]' >>/etc/libvirt/qemu.conf
+# qemu writes its console log itself: through virtlogd, a virtlogd restart
+# loses every VM's console (docs/node.md, "Consoles and virtlogd").
+echo 'stdio_handler = "file"' >>/etc/libvirt/qemu.conf
 systemctl enable systemd-networkd.service ssh.service containerd.service \
 	crimux-test-registry.service libvirtd.service virtlogd.service crimux.service
 # A fresh identity per boot of the image: systemd makes the machine id.

@@ -428,3 +428,38 @@ func TestQuietConsoleWritesNothing(t *testing.T) {
 	}
 	wantEntries(t, readCRI(t, v.dst), entry{"F", "one"}, entry{"F", "two"})
 }
+
+// TestCopiedConsoleReleased: a console.log qemu writes itself is never
+// rotated, so what was copied into the CRI log is given back to the
+// filesystem (a hole), bar the last 2 MiB; the file keeps its size, and
+// every line reaches the CRI log.
+func TestCopiedConsoleReleased(t *testing.T) {
+	releaseRootOwned = true
+	t.Cleanup(func() { releaseRootOwned = false })
+	v := newVM(t)
+	cp := copierOf(t, v)
+	line := strings.Repeat("x", 1023) + "\n"
+	for range 8 { // 8 MiB, copied a MiB at a time
+		appendTo(t, v.src, strings.Repeat(line, 1024))
+		cp.copy(false)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(v.src, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != 8<<20 || st.Blocks*512 > 3<<20 {
+		t.Fatalf("console.log: size %d, %d bytes on disk; want 8 MiB and at most 3 MiB (the last 2 kept)", st.Size, st.Blocks*512)
+	}
+	if got := len(readCRI(t, v.dst)); got != 8*1024 {
+		t.Fatalf("%d lines in the CRI log, want %d", got, 8*1024)
+	}
+	// A root-owned console.log (virtlogd's) is left alone.
+	releaseRootOwned = false
+	w := newVM(t)
+	cp2 := copierOf(t, w)
+	appendTo(t, w.src, strings.Repeat(line, 8*1024))
+	cp2.copy(false)
+	if err := unix.Stat(w.src, &st); err != nil || st.Blocks*512 < 8<<20 {
+		t.Fatalf("a root-owned console.log was released: %d bytes on disk (%v)", st.Blocks*512, err)
+	}
+}

@@ -33,12 +33,14 @@ type copier struct {
 	notes                chan note
 	log                  *slog.Logger
 
-	out     *os.File // the CRI log; nil while it cannot be opened
-	in      *os.File // console.log as it was opened; nil until it exists
-	ino     uint64   // in's inode
-	offset  int64    // how far in was read
-	pending []byte   // read, not yet written: a line without its end
-	since   time.Time
+	out    *os.File // the CRI log; nil while it cannot be opened
+	in     *os.File // console.log as it was opened; nil until it exists
+	ino    uint64   // in's inode
+	offset int64    // how far in was read
+	// released is how much of in's start was given back (release.go).
+	released int64
+	pending  []byte // read, not yet written: a line without its end
+	since    time.Time
 	// resume is where the last copier stopped (loaded at start).
 	resume position
 	// saved is the position last written to offsetFile.
@@ -163,7 +165,7 @@ func (cp *copier) follow() bool {
 	if err != nil {
 		return false // virtlogd has not made it yet
 	}
-	cp.in, cp.ino, cp.offset = f, ino, 0
+	cp.in, cp.ino, cp.offset, cp.released = f, ino, 0, 0
 	if cp.resume.ino == 0 || cp.resume.ino == ino {
 		cp.offset = cp.resume.offset
 	}
@@ -274,6 +276,7 @@ func (cp *copier) saveOffset() {
 	}
 	if writeOffset(cp.offsetFile, p) {
 		cp.saved = p
+		cp.release(p.offset)
 	}
 }
 

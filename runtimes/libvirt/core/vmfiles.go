@@ -24,6 +24,7 @@ import (
 //	disk.qcow2      the overlay of a VM made by an older crimux (now the pod's: below)
 //	console.log     the serial console, written by virtlogd (root)
 //	console.offset  how far the console was copied into the CRI log
+//	container.json  the copy of the VM's record (store/copies.go)
 //	run/            qemu's (0700): the console socket it binds
 const (
 	DiskFile          = "disk.qcow2"
@@ -37,6 +38,7 @@ const (
 //
 //	disk.qcow2      the pod's root disk: the VM's overlay over its image's
 //	                disk, with its internal snapshots (root, 0600)
+//	sandbox.json    the copy of the pod's record (store/copies.go)
 const PodsDir = "pods"
 
 // PodDir is the directory of VM pod sbID.

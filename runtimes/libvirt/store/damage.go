@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 
 	bolt "go.etcd.io/bbolt"
@@ -23,15 +24,26 @@ import (
 // damage refuses the start with an error naming the file and the way
 // out. The store is never repaired or rewritten here.
 
-// errDamaged is the refusal of a damaged store.
-func errDamaged(path, what string) error {
-	return fmt.Errorf("VM store %s is damaged (%s); crimux does not start on it and leaves it as it is. "+
-		"To recover: restore it from a backup, or stop crimux, move it aside (mv %s %s.damaged) and start crimux: "+
-		"it starts with an empty store and adopts the running VMs of its identity from libvirt; kubelet, which no longer "+
-		"recognises them, then stops them and makes its pods again (a VM whose root disk is on a volume boots that disk again; "+
-		"an overlay VM starts again from its image): %w",
-		path, what, path, path, errdefs.ErrFailedPrecondition)
+// DamagedError is the refusal of a damaged store: it names the file,
+// what is wrong with it and the way out. crimuxctl store rebuild tells it
+// (errors.As) from a store it must not replace.
+type DamagedError struct {
+	Path, What string
 }
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("VM store %s is damaged (%s); crimux does not start on it and leaves it as it is. "+
+		"To recover, stop crimux and run `crimuxctl store rebuild --state-dir %s`: it moves the store aside (never deletes it) "+
+		"and writes a new one from what libvirt's domains and the pods' directories prove, listing what it leaves alone and why; "+
+		"or restore the store from a backup: %v",
+		e.Path, e.What, filepath.Dir(e.Path), errdefs.ErrFailedPrecondition)
+}
+
+// Unwrap makes the refusal a FailedPrecondition.
+func (e *DamagedError) Unwrap() error { return errdefs.ErrFailedPrecondition }
+
+// errDamaged is the refusal of a damaged store.
+func errDamaged(path, what string) error { return &DamagedError{Path: path, What: what} }
 
 // bbolt's meta page (go.etcd.io/bbolt/internal/common): after the 16-byte
 // page header, little-endian on the hosts crimux runs on.

@@ -37,9 +37,13 @@ func storeWithRecords(t *testing.T) string {
 func requireDamaged(t *testing.T, path, what string) {
 	t.Helper()
 	_, err := Open(filepath.Dir(path))
-	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), path) ||
-		!strings.Contains(err.Error(), "mv "+path+" "+path+".damaged") || !strings.Contains(err.Error(), what) {
+	var damaged *DamagedError
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !errors.As(err, &damaged) || !strings.Contains(err.Error(), path) ||
+		!strings.Contains(err.Error(), "crimuxctl store rebuild --state-dir "+filepath.Dir(path)) || !strings.Contains(err.Error(), what) {
 		t.Fatalf("open a store %s: %v", what, err)
+	}
+	if err := Check(filepath.Dir(path)); !errors.As(err, &damaged) {
+		t.Fatalf("Check of a store %s: %v, want it damaged", what, err)
 	}
 }
 

@@ -25,8 +25,23 @@ var (
 	keyFormat  = []byte("format")
 )
 
+// NewerFormatError is the refusal of a store of a newer format: it is
+// left as it is, by crimux and by crimuxctl store rebuild alike.
+type NewerFormatError struct {
+	Path   string
+	Format int
+}
+
+func (e *NewerFormatError) Error() string {
+	return fmt.Sprintf("VM store %s has format %d, written by a newer crimux; this one reads format %d and older: run the newer crimux (the store is left as it is): %v",
+		e.Path, e.Format, FormatVersion, errdefs.ErrFailedPrecondition)
+}
+
+// Unwrap makes the refusal a FailedPrecondition.
+func (e *NewerFormatError) Unwrap() error { return errdefs.ErrFailedPrecondition }
+
 // checkFormat refuses a store whose format is newer than FormatVersion,
-// or unreadable, naming the file.
+// or unreadable (damaged), naming the file.
 func checkFormat(tx *bolt.Tx, path string) error {
 	b := tx.Bucket(bucketMeta)
 	if b == nil {
@@ -38,12 +53,10 @@ func checkFormat(tx *bolt.Tx, path string) error {
 	}
 	v, err := strconv.Atoi(string(raw))
 	if err != nil || v < 1 {
-		return fmt.Errorf("VM store %s: format %q is not a version; refusing to use it (restore it from a backup, or move it aside to start empty: running VMs are adopted again from libvirt): %w",
-			path, raw, errdefs.ErrFailedPrecondition)
+		return errDamaged(path, fmt.Sprintf("its format %q is not a version", raw))
 	}
 	if v > FormatVersion {
-		return fmt.Errorf("VM store %s has format %d, written by a newer crimux; this one reads format %d and older: run the newer crimux (the store is left as it is): %w",
-			path, v, FormatVersion, errdefs.ErrFailedPrecondition)
+		return &NewerFormatError{Path: path, Format: v}
 	}
 	return nil
 }

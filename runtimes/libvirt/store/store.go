@@ -8,6 +8,10 @@
 // exists, Removing from the start of its teardown until every part is
 // gone. Either way it is invisible to CRI (Container, LiveContainers) and
 // the collector finishes what a failure or a crash left.
+//
+// Each record also has a copy in its pod's or VM's directory (copies.go),
+// from which `crimuxctl store rebuild` (package rebuild) makes a damaged
+// store again.
 package store
 
 import (
@@ -15,9 +19,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"strconv"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
@@ -166,6 +167,8 @@ type Store struct {
 	// the records lists decoded (decoded.go)
 	sandboxes  decoded[Sandbox]
 	containers decoded[Container]
+	// copies writes each record's copy into its directory (copies.go).
+	copies *copyWriter
 }
 
 // Generation changes with every write: a list made when it had a value
@@ -173,40 +176,18 @@ type Store struct {
 // store (see writer.update).
 func (s *Store) Generation() uint64 { return s.w.gen.Load() }
 
-// Open opens (or creates) the store in dir.
-func Open(dir string) (*Store, error) {
-	db, err := openChecked(filepath.Join(dir, "vm.db"), &bolt.Options{Timeout: 5 * time.Second})
+// put commits rec and returns its bytes and the stamp its copy is
+// written with (copies.go).
+func put[T any](s *Store, bucket []byte, id string, rec *T) (raw []byte, stamp uint64, err error) {
+	raw, err = json.Marshal(rec)
 	if err != nil {
-		return nil, fmt.Errorf("open VM store: %w", err)
+		return nil, 0, err
 	}
-	if err := db.View(func(tx *bolt.Tx) error { return checkFormat(tx, db.Path()) }); err != nil {
-		db.Close()
-		return nil, err
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketSandboxes, bucketContainers, bucketMeta} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		return tx.Bucket(bucketMeta).Put(keyFormat, []byte(strconv.Itoa(FormatVersion)))
+	err = s.w.update(func(tx *bolt.Tx) error {
+		stamp = s.copies.stamp.Add(1)
+		return tx.Bucket(bucket).Put([]byte(id), raw)
 	})
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("init VM store: %w", err)
-	}
-	return &Store{db: db, w: newWriter(db)}, nil
-}
-
-// Close closes the store.
-func (s *Store) Close() error { return s.db.Close() }
-
-func put[T any](s *Store, bucket []byte, id string, rec *T) error {
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	return s.w.update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte(id), b) })
+	return raw, stamp, err
 }
 
 func get[T any](s *Store, bucket []byte, id string) (*T, error) {
@@ -256,8 +237,13 @@ func decodeJSON[T any](raw []byte) (*T, error) {
 	return rec, json.Unmarshal(raw, rec)
 }
 
-func del(s *Store, bucket []byte, id string) error {
-	return s.w.update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Delete([]byte(id)) })
+// del deletes a record and returns the stamp of its copy's removal.
+func del(s *Store, bucket []byte, id string) (stamp uint64, err error) {
+	err = s.w.update(func(tx *bolt.Tx) error {
+		stamp = s.copies.stamp.Add(1)
+		return tx.Bucket(bucket).Delete([]byte(id))
+	})
+	return stamp, err
 }
 
 // The typed accessors below decode the configs kept as protobuf bytes.
@@ -268,7 +254,11 @@ func (s *Store) PutSandbox(r *Sandbox) error {
 	if r.ConfigPB, err = marshalPB(r.Config); err != nil {
 		return err
 	}
-	return put(s, bucketSandboxes, r.ID, r)
+	raw, stamp, err := put(s, bucketSandboxes, r.ID, r)
+	if err == nil {
+		s.copies.copySandbox(r.ID, stamp, raw, r.Creating || r.Removing)
+	}
+	return err
 }
 
 // Sandbox returns a pod record, whatever its intent.
@@ -308,8 +298,14 @@ func (s *Store) Sandboxes() ([]*Sandbox, error) {
 	return list(s, bucketSandboxes, &s.sandboxes, decodeSandbox, copySandbox)
 }
 
-// DeleteSandbox deletes a pod record.
-func (s *Store) DeleteSandbox(id string) error { return del(s, bucketSandboxes, id) }
+// DeleteSandbox deletes a pod record, and its copy.
+func (s *Store) DeleteSandbox(id string) error {
+	stamp, err := del(s, bucketSandboxes, id)
+	if err == nil {
+		s.copies.copySandbox(id, stamp, nil, true)
+	}
+	return err
+}
 
 // PutContainer saves a VM record.
 func (s *Store) PutContainer(r *Container) error {
@@ -317,7 +313,11 @@ func (s *Store) PutContainer(r *Container) error {
 	if r.ConfigPB, err = marshalPB(r.Config); err != nil {
 		return err
 	}
-	return put(s, bucketContainers, r.ID, r)
+	raw, stamp, err := put(s, bucketContainers, r.ID, r)
+	if err == nil {
+		s.copies.copyContainer(r.ID, r.Dir, stamp, raw, r.Creating || r.Removing)
+	}
+	return err
 }
 
 // Container returns a live container; one being removed is gone for CRI.
@@ -365,8 +365,15 @@ func (s *Store) Containers() ([]*Container, error) {
 	return list(s, bucketContainers, &s.containers, decodeContainer, copyContainer)
 }
 
-// DeleteContainer deletes a VM record.
-func (s *Store) DeleteContainer(id string) error { return del(s, bucketContainers, id) }
+// DeleteContainer deletes a VM record. Its copy goes with the VM's
+// directory, which is removed first.
+func (s *Store) DeleteContainer(id string) error {
+	stamp, err := del(s, bucketContainers, id)
+	if err == nil {
+		s.copies.forgetContainer(id, stamp)
+	}
+	return err
+}
 
 func wrapNotFound(kind, id string, err error) error {
 	if errors.Is(err, errdefs.ErrNotFound) {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
@@ -381,8 +384,25 @@ func classify(err error) error {
 	case errors.As(err, &le) && (le.Code == uint32(golibvirt.ErrAgentUnresponsive) || le.Code == uint32(golibvirt.ErrAgentCommandTimeout) ||
 		le.Code == uint32(golibvirt.ErrAgentUnsynced)):
 		return fmt.Errorf("%w: %w", err, errdefs.ErrUnavailable)
+	case errors.Is(err, golibvirt.ErrInterrupted): // the connection went, libvirtd with it (a restart)
+		return fmt.Errorf("%w (libvirtd's connection was lost during the call; crimux reconnects): %w", err, errdefs.ErrUnavailable)
+	case !errors.As(err, &le) && connClosed(err): // go-libvirt's socket, closed under the call
+		return fmt.Errorf("%w (libvirtd's connection is closed; crimux reconnects): %w", err, errdefs.ErrUnavailable)
 	case errors.Is(err, golibvirt.ErrUnsupported):
 		return fmt.Errorf("%w: %w", err, errdefs.ErrUnimplemented)
 	}
 	return err
+}
+
+// connClosed tells a call that failed on a closed connection: go-libvirt's
+// socket says EINVAL (or a closed pipe) once it has been closed, the
+// kernel EPIPE or ECONNRESET as libvirtd dies. libvirtd's own errors are
+// golibvirt.Error, never these.
+func connClosed(err error) bool {
+	for _, e := range []error{syscall.EINVAL, syscall.EPIPE, syscall.ECONNRESET, io.ErrClosedPipe, io.EOF, net.ErrClosed} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }

@@ -3,7 +3,9 @@ package virt
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
@@ -31,6 +33,9 @@ func TestClassify(t *testing.T) {
 		{name: "no snapshot", err: lv(golibvirt.ErrNoDomainSnapshot), code: codes.NotFound, noSnapshot: true},
 		{name: "operation invalid", err: lv(golibvirt.ErrOperationInvalid), code: codes.FailedPrecondition},
 		{name: "unsupported procedure", err: golibvirt.ErrUnsupported, code: codes.Unimplemented},
+		{name: "libvirtd gone mid-call", err: fmt.Errorf("start domain d: %w", golibvirt.ErrInterrupted), code: codes.Unavailable},
+		{name: "closed connection", err: syscall.EINVAL, code: codes.Unavailable},
+		{name: "libvirtd died", err: &net.OpError{Op: "write", Err: syscall.EPIPE}, code: codes.Unavailable},
 		{name: "another libvirt error", err: lv(golibvirt.ErrNoNetwork), code: codes.Unknown, same: true},
 		{name: "operation failed", err: lv(golibvirt.ErrOperationFailed), code: codes.Unknown, same: true},
 		{name: "not libvirt's", err: plain, code: codes.Unknown, same: true},
