@@ -98,7 +98,7 @@ e2e: build bed host-tools
 
 # e2e-vm: the VM runtime's e2e tests alone (real libvirtd + qemu, TCG).
 e2e-vm: build bed
-	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMPodLifecycle|TestVMBadInput|TestContainerAndVMSideBySide|TestHostileNeighbour|TestDiskGrowthIsTheWritableLayer|TestVMDoesNotFitItsPod|TestVMUserDataHostile)$$' ./test/e2e/
+	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMPodLifecycle|TestVMBadInput|TestContainerAndVMSideBySide|TestHostileNeighbour|TestDiskGrowthIsTheWritableLayer|TestVMDoesNotFitItsPod|TestVMUserDataHostile|TestVMStopSignalKill)$$' ./test/e2e/
 
 # e2e-guest: the usable guest (test/guest: Debian 12 from debootstrap,
 # cloud-init, qemu-guest-agent, sshd) as a VM pod through crimux with
@@ -133,10 +133,11 @@ e2e-faults: build bed
 
 # e2e-vm-net: VM pod networking alone (CNI, DHCP in the guest, container
 # <-> VM, 20 create/delete cycles without leaks, CNI 1.1 GC of leaked
-# addresses and STATUS as the VM runtime's network readiness), against
-# the bed's network.
+# addresses and STATUS as the VM runtime's network readiness, the
+# bandwidth annotations shaping a VM pod's traffic, dual stack and
+# IPv6-only VM pods), against the bed's network.
 e2e-vm-net: build bed
-	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMNetwork|TestVMNetworkDelRetried|TestVMAndContainerReachEachOther|TestVMNetworkCycles|TestVMNetworkGC|TestVMNetworkStatus)$$' ./test/e2e/
+	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMNetwork|TestVMNetworkDelRetried|TestVMAndContainerReachEachOther|TestVMNetworkCycles|TestVMNetworkGC|TestVMNetworkStatus|TestVMNetworkBandwidth|TestVMDualStack|TestVMIPv6Only)$$' ./test/e2e/
 
 # e2e-node: crimux on the node people run (issues 17, 37): a Debian 12 VM
 # booted under qemu TCG (test/node: systemd as init, cgroup v2, containerd

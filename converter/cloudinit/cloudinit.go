@@ -4,8 +4,10 @@
 //	meta-data       instance-id (the pod's UID: a restarted container is
 //	                the same instance, a new pod a new one), local-hostname
 //	user-data       the pod's user-data, with its SSH keys merged in
-//	vendor-data     present when the VM has virtio-fs shares: a bootcmd
-//	                mounting each at its container path on every boot
+//	vendor-data     a bootcmd, run on every boot, present when it has
+//	                work: mounting each virtio-fs share at its container
+//	                path; writing the pod's resolv.conf when its DNS
+//	                config has options (resolver.go)
 //	network-config  version 2: the address, gateway, routes, MTU and DNS
 //	                the pod's CNI result gives the guest (what crimux's DHCP
 //	                responder hands out too), matched by the guest's MAC
@@ -78,15 +80,16 @@ func Build(in Input) (Files, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ud, err = mergeBootcmd(ud, in.Mounts); err != nil {
+	cmds := append(mountCmds(in.Mounts), resolverCmds(in.Network)...)
+	if ud, err = mergeBootcmd(ud, cmds); err != nil {
 		return nil, err
 	}
 	f := Files{
 		"meta-data": metaData(in.InstanceID, in.Hostname),
 		"user-data": ud,
 	}
-	if len(in.Mounts) > 0 {
-		if f["vendor-data"], err = vendorData(in.Mounts); err != nil {
+	if len(cmds) > 0 {
+		if f["vendor-data"], err = vendorData(cmds); err != nil {
 			return nil, err
 		}
 	}

@@ -108,3 +108,49 @@ func TestParseSSHKeys(t *testing.T) {
 		t.Error("too many keys accepted")
 	}
 }
+
+// TestNetworkConfigDualStackAndIPv6Only: every address, a gateway per
+// family, each family's routes through its own gateway.
+func TestNetworkConfigDualStackAndIPv6Only(t *testing.T) {
+	for name, tc := range map[string]struct {
+		n                  Network
+		addrs, routes      string
+		gateway4, gateway6 string
+	}{
+		"dual stack": {
+			n: Network{MAC: "02:42:0a:58:4d:05", IP: "10.88.77.5", PrefixLen: 24, Gateway: "10.88.77.1",
+				AdditionalIPs: []Address{{IP: "fd00:88:77::5", PrefixLen: 64, Gateway: "fd00:88:77::1"}},
+				Routes:        []Route{{Dst: "0.0.0.0/0"}, {Dst: "::/0"}, {Dst: "fd00:96::/108"}}},
+			addrs: "10.88.77.5/24 fd00:88:77::5/64", routes: "fd00:96::/108>fd00:88:77::1",
+			gateway4: "10.88.77.1", gateway6: "fd00:88:77::1",
+		},
+		"IPv6 only": {
+			n: Network{MAC: "02:42:0a:58:4d:05", IP: "fd00:88:78::5", PrefixLen: 64, Gateway: "fd00:88:78::1",
+				Routes: []Route{{Dst: "::/0"}}},
+			addrs: "fd00:88:78::5/64", gateway6: "fd00:88:78::1",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b, err := networkConfig(tc.n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var nc netConfig
+			if err := yaml.Unmarshal(b, &nc); err != nil {
+				t.Fatal(err)
+			}
+			e := nc.Ethernets["eth0"]
+			var routes []string
+			for _, r := range e.Routes {
+				routes = append(routes, r.To+">"+r.Via)
+			}
+			if strings.Join(e.Addresses, " ") != tc.addrs || strings.Join(routes, " ") != tc.routes ||
+				e.Gateway4 != tc.gateway4 || e.Gateway6 != tc.gateway6 {
+				t.Fatalf("network-config:\n%s", b)
+			}
+		})
+	}
+	if _, err := networkConfig(Network{MAC: "02:42:0a:58:4d:05", IP: "10.88.77.5", PrefixLen: 64}); err == nil {
+		t.Fatal("an IPv4 address with a 64-bit prefix was accepted")
+	}
+}

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Stops the test bed and cleans up what it left on the host: removes all
 # pods (crictl rmp -fa), stops containerd and the registry, deletes the
-# crimuxbr0 bridge, the CNI-* iptables chains of the test bed's network, the
-# network namespaces, the IPAM data and containerd's state; restores
-# net.ipv4.ip_forward. Keeps the caches ($TESTBED), containerd's root (the
+# crimuxbr0 bridge, the CNI-* iptables and ip6tables chains of the test bed's
+# network, the network namespaces, the IPAM data and containerd's state;
+# restores net.ipv4.ip_forward and net.ipv6.conf.all.forwarding. Keeps the caches ($TESTBED), containerd's root (the
 # pulled images) and the logs in /run/crimux-testbed.
 #   --purge  also removes containerd's root, /var/lib/crimux-testbed and
 #            /etc/crimux-testbed.
@@ -89,39 +89,45 @@ fi
 # ipMasq CNI-<hash>, identified by the network name in their comments), then
 # portmap's shared CNI-HOSTPORT-* chains if no other CNI network uses them.
 chains_removed=0
-# delete_chain TABLE CHAIN: drops every rule jumping to CHAIN, then CHAIN.
+# delete_chain IPTABLES TABLE CHAIN: drops every rule jumping to CHAIN, then
+# CHAIN (IPTABLES: iptables or ip6tables, the pod network being dual stack).
 delete_chain() {
-	local t=$1 c=$2 rule
+	local ipt=$1 t=$2 c=$3 rule
 	while read -r rule; do
 		# shellcheck disable=SC2086 # the rule is re-split into arguments on purpose
-		eval "iptables -w -t $t ${rule/#-A /-D }" 2>/dev/null || true
-	done < <(iptables -w -t "$t" -S 2>/dev/null | grep -E -- "^-A .* -j $c( |\$)" || true)
-	iptables -w -t "$t" -F "$c" 2>/dev/null || true
-	iptables -w -t "$t" -X "$c" 2>/dev/null && chains_removed=$((chains_removed + 1))
+		eval "$ipt -w -t $t ${rule/#-A /-D }" 2>/dev/null || true
+	done < <($ipt -w -t "$t" -S 2>/dev/null | grep -E -- "^-A .* -j $c( |\$)" || true)
+	$ipt -w -t "$t" -F "$c" 2>/dev/null || true
+	$ipt -w -t "$t" -X "$c" 2>/dev/null && chains_removed=$((chains_removed + 1))
 	return 0
 }
-if command -v iptables >/dev/null; then
+for ipt in iptables ip6tables; do
+	command -v $ipt >/dev/null || continue
 	for t in nat filter mangle; do
-		for c in $(iptables -w -t "$t" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ { print $2 }'); do
+		for c in $($ipt -w -t "$t" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ { print $2 }'); do
 			[[ $c == CNI-HOSTPORT-* ]] && continue
-			if iptables -w -t "$t" -S "$c" 2>/dev/null | grep -qE -- "$CNI_NETWORK|${SUBNET%/*}"; then
-				delete_chain "$t" "$c"
+			if $ipt -w -t "$t" -S "$c" 2>/dev/null | grep -qE -- "$CNI_NETWORK|${SUBNET%/*}|${SUBNET6%/*}"; then
+				delete_chain $ipt "$t" "$c"
 			fi
 		done
 		# Shared chains: only when nothing else (another CNI network) uses them.
-		others=$(iptables -w -t "$t" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ && $2 !~ /^CNI-HOSTPORT-/' | wc -l)
+		others=$($ipt -w -t "$t" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ && $2 !~ /^CNI-HOSTPORT-/' | wc -l)
 		if [ "$others" -eq 0 ]; then
-			for c in $(iptables -w -t "$t" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-HOSTPORT-/ { print $2 }'); do
-				delete_chain "$t" "$c"
+			for c in $($ipt -w -t "$t" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-HOSTPORT-/ { print $2 }'); do
+				delete_chain $ipt "$t" "$c"
 			done
 		fi
 	done
-fi
+done
 [ "$chains_removed" -eq 0 ] || notes+=("$chains_removed iptables chains deleted")
 
 if [ -s "$IP_FORWARD_SAVED" ]; then
 	cat "$IP_FORWARD_SAVED" >/proc/sys/net/ipv4/ip_forward 2>/dev/null || warn "cannot restore net.ipv4.ip_forward"
 	rm -f "$IP_FORWARD_SAVED"
+fi
+if [ -s "$IP6_FORWARD_SAVED" ]; then
+	cat "$IP6_FORWARD_SAVED" >/proc/sys/net/ipv6/conf/all/forwarding 2>/dev/null || warn "cannot restore net.ipv6.conf.all.forwarding"
+	rm -f "$IP6_FORWARD_SAVED"
 fi
 rm -rf "$CNI_DATA_DIR"
 

@@ -13,7 +13,9 @@ CRITOOLS_VERSION=v1.37.0
 # STATUS in bridge) came after Debian's 1.1.1, which speaks CNI 1.0 only.
 CNI_PLUGINS_MODULE=github.com/containernetworking/plugins
 CNI_PLUGINS_VERSION=v1.10.0
-CNI_PLUGINS=(main/bridge ipam/host-local meta/portmap main/loopback)
+# bandwidth: the pods' kubernetes.io/{ingress,egress}-bandwidth (its
+# capability, chained last as in Kubernetes' reference configs).
+CNI_PLUGINS=(main/bridge ipam/host-local meta/portmap meta/bandwidth main/loopback)
 
 RUN_DIR=/run/crimux-testbed
 ETC_DIR=/etc/crimux-testbed
@@ -40,6 +42,9 @@ CNI_DATA_DIR=$LIB_DIR/cni/networks
 CNI_NETWORK=crimux-testbed
 BRIDGE=crimuxbr0
 SUBNET=10.88.77.0/24
+# The pod network is dual stack: every pod (container or VM) gets an
+# address of each family, IPv4 first (the pod IP, as containerd picks).
+SUBNET6=fd00:88:77::/64
 
 REG_ADDR=127.0.0.1:5117
 REG_BIN=$BIN/crimux-test-registry
@@ -47,6 +52,8 @@ REG_PID=$RUN_DIR/registry.pid
 REG_LOG=$RUN_DIR/registry.log
 
 IP_FORWARD_SAVED=$RUN_DIR/ip_forward.saved
+# The bridge plugin turns IPv6 forwarding on for the IPv6 gateway.
+IP6_FORWARD_SAVED=$RUN_DIR/ip6_forward.saved
 
 # Upstream registries whose images the test bed serves (through mirrors to
 # the local registry).

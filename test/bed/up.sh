@@ -169,14 +169,18 @@ cni_conflist=$(
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "ranges": [[{ "subnet": "$SUBNET" }]],
-        "routes": [{ "dst": "0.0.0.0/0" }],
+        "ranges": [[{ "subnet": "$SUBNET" }], [{ "subnet": "$SUBNET6" }]],
+        "routes": [{ "dst": "0.0.0.0/0" }, { "dst": "::/0" }],
         "dataDir": "$CNI_DATA_DIR"
       }
     },
     {
       "type": "portmap",
       "capabilities": { "portMappings": true }
+    },
+    {
+      "type": "bandwidth",
+      "capabilities": { "bandwidth": true }
     }
   ]
 }
@@ -206,6 +210,8 @@ fi
 
 # --- containerd ----------------------------------------------------------------
 [ -s "$IP_FORWARD_SAVED" ] || cat /proc/sys/net/ipv4/ip_forward >"$IP_FORWARD_SAVED"
+[ -s "$IP6_FORWARD_SAVED" ] || cat /proc/sys/net/ipv6/conf/all/forwarding >"$IP6_FORWARD_SAVED" 2>/dev/null ||
+	die "IPv6 is disabled on this host (the bed's pod network is dual stack)"
 config_hash=$({ cat "$CTD_CONFIG"; printf '%s\n' "$cni_conflist"; } | sha256sum | cut -d' ' -f1)
 ctd_state=running
 if ctd_pid=$(pid_running "$CTD_PID" "$BIN/containerd"); then

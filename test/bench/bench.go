@@ -138,7 +138,7 @@ func setUp(ctx context.Context, o options) (*bench, error) {
 		wrapper = daemon.Wrapper
 	}
 	b.socket = filepath.Join("/run/crimux-testbed", "bench-"+b.runID+".sock")
-	if b.crimux, err = daemon.New(o.crimuxBin, dir, b.socket, o.containerd, wrapper, o.vmNetwork); err != nil {
+	if b.crimux, err = daemon.New(o.crimuxBin, dir, b.socket, o.containerd, wrapper, o.vmNetwork, o.agentCapSettings()...); err != nil {
 		return b, err
 	}
 	b.logf("run %s: crimux %s, state %s, socket %s, VM pod network %q", b.runID, o.crimuxBin, dir, b.socket, o.vmNetwork)

@@ -17,7 +17,7 @@
 // everything it made: pods, domains, cgroups, state and log directories.
 // Phases that need neither (-phases import) run without either.
 // This package runs the phases: main.go (flags, phases), bench.go (set-up,
-// cleanup), containers.go, vms.go, burst.go, recovery.go, vmimport.go (the figures),
+// cleanup), containers.go, vms.go, burst.go, recovery.go, vmimport.go, load*.go (the figures),
 // scale.go (the pods of the 1,000-pod figures), cri.go and vmpods.go (pods
 // through CRI). Its subpackages own the rest: daemon (the
 // crimux process, the bench's qemu wrapper), criclient (the CRI
@@ -25,7 +25,8 @@
 // third path of the rpc and lists phases, in a process of its own),
 // libvirtdirect (libvirt directly: the VMs' baseline),
 // cgroups (the VM pods' cgroups), runs (a run's name, the sweep of dead
-// runs' leftovers), stats (quantiles, alternation), machine (machine
+// runs' leftovers), stats (quantiles, alternation), loadgen (the load
+// phase's paced workers and tallies), machine (machine
 // facts, versions) and report (the figures' names and goals, results,
 // BENCH lines, the Markdown and its SVG pictures).
 package main
@@ -62,7 +63,12 @@ type options struct {
 	burstRootWeight                                                     int
 	workers                                                             int
 	scalePods, scaleStoppedVMs                                          int
-	sweepOnly                                                           bool
+	loadVMs, loadSessions, loadClients                                  int
+	loadClientPeriod, loadIdle, loadDuration                            time.Duration
+	loadExecSync                                                        bool
+	// crimux's caps of guest-agent calls in flight (0: its defaults)
+	agentCallsPerVM, agentCallsPerNode int
+	sweepOnly                          bool
 	// The run's own containerd (test/bench/ctd), from the bed's binary
 	// and config; -containerd is then the bed's, for the sweep only.
 	ownContainerd                   bool
@@ -79,6 +85,7 @@ func (o options) counts() report.Counts {
 		RPCCalls: o.rpcCalls, ListPods: o.listPods, ListCalls: o.listCalls, LifecycleRounds: o.lifecycleRounds,
 		VMRounds: o.vmRounds, VMMiB: o.vmMiB, SnapshotRounds: o.snapshotRounds, Burst: o.burst, BurstMiB: o.burstMiB,
 		RecoveryContainers: o.recoveryContainers, RecoveryRounds: o.recoveryRounds,
+		LoadVMs: o.loadVMs, LoadSessions: o.loadSessions, LoadClients: o.loadClients,
 	}
 }
 
@@ -116,6 +123,15 @@ func parseFlags() options {
 		"the container pods, the burst VMs, stopped VM pods and pause-only pods up to this (0: none)")
 	flag.IntVar(&o.scaleStoppedVMs, "scale-stopped-vms", 250, "of the scale pods, VM pods defined but not started "+
 		"(the issue's example; the rest are pause-only pods, which cost a host 3-4 times as much to make and remove, but each VM pod adds to crimux's recovery: docs/benchmarks.md, 2026-12-03 16:30)")
+	flag.IntVar(&o.loadVMs, "load-vms", 4, "VM pods of the agent image the load phase's exec sessions go into (TCG guests: few, on 2 cores)")
+	flag.IntVar(&o.loadSessions, "load-exec-sessions", 100, "exec sessions the load phase keeps running, spread over -load-vms guests")
+	flag.IntVar(&o.loadClients, "load-clients", 200, "CRI clients of the load phase, each on a connection of its own")
+	flag.DurationVar(&o.loadClientPeriod, "load-client-period", time.Second, "how often each load client polls (ListPodSandbox, ListContainers, a ContainerStatus): kubelet's relist period")
+	flag.DurationVar(&o.loadIdle, "load-idle", 20*time.Second, "how long the load phase times ContainerStatus with crimux idle")
+	flag.DurationVar(&o.loadDuration, "load-duration", 60*time.Second, "how long the load phase times ContainerStatus under the load")
+	flag.BoolVar(&o.loadExecSync, "load-exec-sync", false, "the load's exec sessions use ExecSync (an exec probe's path) instead of Exec and the streaming server (kubectl exec's)")
+	flag.IntVar(&o.agentCallsPerVM, "agent-calls-per-vm", 0, "crimux's libvirt.agent_calls_per_vm (0: its default); what the cap costs the load phase's exec sessions")
+	flag.IntVar(&o.agentCallsPerNode, "agent-calls-per-node", 0, "crimux's libvirt.agent_calls_per_node (0: its default)")
 	flag.IntVar(&o.workers, "workers", 6, "parallel CRI calls when making or removing many pods")
 	flag.BoolVar(&o.sweepOnly, "sweep", false, "only remove what earlier runs left behind (every run does this first), then exit")
 	flag.StringVar(&o.serveRawProxy, rawproxy.ServeFlag, "", "internal: only serve the raw forwarder on this socket, in front of -containerd (the bench runs itself so)")
@@ -148,6 +164,7 @@ var phases = []phase{
 	{"vmstart", (*bench).phaseVMStart, []string{"vm_start_overhead_ms", "vm_first_console_line_ms"}, false},
 	{"snapshots", (*bench).phaseSnapshots, []string{"snapshot_create_ratio", "snapshot_restore_ratio"}, true},
 	{"guest", (*bench).phaseGuest, []string{"vm_guest_ready_s", "vm_guest_ready_direct_s", "vm_guest_ready_ratio"}, false},
+	{"load", (*bench).phaseLoad, loadFigures, false},
 	{"burst", (*bench).phaseBurst, []string{"vm_burst_50_p50_s", "vm_burst_50_p95_s", "vm_burst_50_marker_p50_s",
 		"vm_burst_50_p50_over_direct_ratio", "vm_burst_50_p95_over_direct_ratio", "vm_burst_50_marker_p50_over_direct_ratio"}, false},
 	{"recovery", (*bench).phaseRecovery, []string{"recovery_100_ms", "rss_100pods_mib",

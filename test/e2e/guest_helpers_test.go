@@ -53,12 +53,17 @@ func sshKey(t *testing.T) (string, string) {
 	return key, strings.TrimSpace(string(pub))
 }
 
-// guestPodJSON is a VM pod with a network, a hostname, and the user-data
-// and SSH key annotations.
+// guestDNSOptions are the guest pod's resolver options: kubelet's ndots,
+// and a short wait for a name server the guest cannot reach.
+const guestDNSOptions = "ndots:5 timeout:1 attempts:1"
+
+// guestPodJSON is a VM pod with a network, a hostname, a DNS config with
+// options, and the user-data and SSH key annotations.
 func guestPodJSON(t *testing.T, parent, userData, pubKey string) string {
 	return writeJSON(t, "guestpod.json", fmt.Sprintf(`{
   "metadata": {"name": "guest", "namespace": "crimux-e2e", "uid": "guest-uid-%d", "attempt": 0},
   "hostname": %q,
+  "dns_config": {"servers": ["10.96.0.10"], "searches": ["crimux-e2e.svc.cluster.local"], "options": ["ndots:5", "timeout:1", "attempts:1"]},
   "log_directory": %q,
   "annotations": {"crimux.io/cloud-init-user-data": %q, "crimux.io/ssh-authorized-keys": %q},
   "linux": {"cgroup_parent": %q}

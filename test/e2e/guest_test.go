@@ -22,7 +22,8 @@ import (
 // crictl exec (streaming and --sync, stdin, exit codes) through the guest
 // agent; crictl port-forward to its sshd and ssh in with the key; the
 // serial console through crictl attach; the CRI log reopened; the
-// container events; and a graceful stop that is a clean ACPI shutdown.
+// container events; the pod's DNS options in its resolv.conf; and a
+// graceful stop that is a clean ACPI shutdown.
 func TestVMGuest(t *testing.T) {
 	if os.Getenv("CRIMUX_GUEST") == "" {
 		t.Skip("the Debian guest boots for minutes under TCG: make e2e-guest runs this test (CRIMUX_GUEST=1)")
@@ -66,6 +67,12 @@ func TestVMGuest(t *testing.T) {
 	}
 	t.Logf("cloud-init done %v after crictl start", time.Since(start).Round(time.Second))
 
+	// The pod's DNS config, options too: vendor-data wrote the pod's
+	// resolv.conf in place of the guest's own.
+	if got := c.crictl("exec", ctrID, "cat", "/etc/resolv.conf"); !strings.Contains(got, "nameserver 10.96.0.10\n") ||
+		!strings.Contains(got, "search crimux-e2e.svc.cluster.local\n") || !strings.HasSuffix(got, "options "+guestDNSOptions) {
+		t.Fatalf("/etc/resolv.conf in the guest:\n%s\nwant the pod's servers, searches and options %q", got, guestDNSOptions)
+	}
 	// The pod's directory mount: cloud-init (vendor-data) mounted the
 	// virtio-fs share at its container path, read-only.
 	if got := c.crictl("exec", ctrID, "cat", "/srv/shared/hello"); got != guestMarker+"-SHARED" {

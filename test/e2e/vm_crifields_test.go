@@ -65,7 +65,7 @@ func TestVMRefusedCRIFields(t *testing.T) {
 		{"args", `"args": ["-c", "true"]`, "config.args", "cloud-init"},
 		{"working dir", `"working_dir": "/srv"`, "config.working_dir", "workingDir"},
 		{"CDI device", `"CDI_devices": [{"name": "nvidia.com/gpu=0"}]`, "config.CDI_devices", "CDI"},
-		{"stop signal", `"stop_signal": 13`, "config.stop_signal", "SIGNAL_SIGKILL"},
+		{"stop signal", `"stop_signal": 10`, "config.stop_signal", "SIGNAL_SIGINT"},
 		{"image volume", `"mounts": [{"container_path": "/models", "image": {"image": "registry.example/models:1"}}]`, "config.mounts[0].image", "image volume"},
 		{"bind mount options", fmt.Sprintf(`"mounts": [{"container_path": "/data", "host_path": %q, "mount_options": ["noexec"]}]`, dir),
 			"config.mounts[0].mount_options", "noexec"},

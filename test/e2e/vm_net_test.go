@@ -15,9 +15,10 @@ import (
 )
 
 // VM pod networking (runtimes/libvirt/podnet) against the bed's real CNI
-// network (bridge crimuxbr0, host-local IPAM, portmap), the one its
-// containerd gives container pods. The test VM's /init leases eth0 by
-// DHCP, prints CRIMUX-NET: <ip>/<prefix> and answers HTTP on :8080.
+// network (bridge crimuxbr0, host-local IPAM, portmap, bandwidth), the
+// one its containerd gives container pods. The test VM's /init leases
+// eth0 by DHCP, prints CRIMUX-NET: <ip>/<prefix> and answers HTTP on
+// :8080.
 
 const (
 	vmHTTPPort   = 8080

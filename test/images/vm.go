@@ -79,7 +79,7 @@ func vmImageSpecs(tmp string, in vmInputs) ([]oci.ImageSpec, error) {
 		return nil, fmt.Errorf("kernel layer: %w", err)
 	}
 
-	// Initramfs: static busybox, modules, /init.
+	// Initramfs: static busybox, a DHCPv6 client, modules, /init.
 	bb, err := extractFromDeb(in.busyboxStaticDeb, "./bin/busybox")
 	if err != nil {
 		return nil, err
@@ -88,14 +88,18 @@ func vmImageSpecs(tmp string, in vmInputs) ([]oci.ImageSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	keyParts := [][]byte{bb, []byte(vmInit), []byte(vmAcpidConf), []byte(vmPowerOff), []byte(vmUdhcpcScript), []byte(vmIndexHTML)}
+	dhcp6c, err := goBuild(tmp, "dhcp6c")
+	if err != nil {
+		return nil, err
+	}
+	keyParts := [][]byte{bb, dhcp6c, []byte(vmInit), []byte(vmAcpidConf), []byte(vmPowerOff), []byte(vmUdhcpcScript), []byte(vmIndexHTML)}
 	for _, m := range mods {
 		keyParts = append(keyParts, []byte(m.name), m.data)
 	}
 	initrdKey := hashOf(keyParts...)
 	initrdL, err := cached("COPY initrd.img /boot/initrd.img (busybox-static, virtio/button/evdev modules of "+release+", /init)",
 		initrdKey, func(l *oci.LayerBuilder) error {
-			data, err := initramfs(tmp, bb, mods)
+			data, err := initramfs(tmp, bb, dhcp6c, mods)
 			l.File("boot/initrd.img", 0o644, data)
 			return err
 		})
@@ -103,7 +107,7 @@ func vmImageSpecs(tmp string, in vmInputs) ([]oci.ImageSpec, error) {
 		return nil, fmt.Errorf("initramfs layer: %w", err)
 	}
 
-	agentL, err := agentInitrdLayer(tmp, in, initrdKey, func() ([]byte, error) { return initramfs(tmp, bb, mods) }, cached)
+	agentL, err := agentInitrdLayer(tmp, in, initrdKey, func() ([]byte, error) { return initramfs(tmp, bb, dhcp6c, mods) }, cached)
 	if err != nil {
 		return nil, err
 	}

@@ -30,9 +30,11 @@ var vmModules = []string{"virtio_pci", "virtio_blk", "virtio_net", "virtio_rng",
 
 // vmInit is the test VM's /init. The e2e tests read these console lines:
 // CRIMUX-VM-BOOTED once acpid runs (so the power button works from then
-// on), CRIMUX-NET: <ip>/<prefix> once the pod network is up (after the
-// marker), CRIMUX-DISK: <marker> once /dev/vda is mounted read-write at /mnt,
-// CRIMUX-UPTIME: <seconds> every 2 s; then a shell on the console.
+// on), CRIMUX-NET: <ip>/<prefix> once the pod network's IPv4 is up and
+// CRIMUX-NET6: <ip> once its IPv6 is (and CRIMUX-DNS6: <servers> from
+// DHCPv6) (after the marker), CRIMUX-DISK:
+// <marker> once /dev/vda is mounted read-write at /mnt, CRIMUX-UPTIME:
+// <seconds> every 2 s; then a shell on the console.
 const vmInit = `#!/bin/sh
 # /init of the crimux test VM (static busybox). Never exits: PID 1 exiting
 # panics the kernel.
@@ -69,38 +71,50 @@ printf '\nCRIMUX-VM-BOOTED\n'
 # The guest agent, in the images that have one (vmagent.go).
 [ -x /etc/crimux-guest-agent ] && /etc/crimux-guest-agent &
 
-# The pod network (crimux gives the guest eth0 and serves it DHCP), after
-# the marker: the marker stands for the same boot with a NIC or without
-# (the bench's direct path has none; DHCP, the address and httpd cost a
-# guest under TCG several process starts). Once leased, CRIMUX-NET: <ip>/<prefix>, an HTTP responder on :8080, and,
-# when the kernel command line asks with crimux.probe=<ip:port>, an HTTP
-# GET there until one answers: CRIMUX-PROBE-OK: <first line of markup>
-# (or CRIMUX-PROBE-FAIL after 60 tries).
+# The pod network (crimux gives the guest eth0 and serves it DHCP for
+# IPv4, router advertisements and DHCPv6 for IPv6: the kernel takes the
+# prefix and the router, crimux-dhcp6c the address), after the marker:
+# the marker stands for the same boot with a NIC or without (the bench's
+# direct path has none; DHCP, the address and httpd cost a guest under TCG
+# several process starts). Once leased, CRIMUX-NET: <ip>/<prefix> (IPv4)
+# and CRIMUX-NET6: <ip> (IPv6), each family on its own; with the first of
+# them, an HTTP responder on :8080 (both families), and, when the kernel
+# command line asks with crimux.probe=<ip:port>, an HTTP GET there until
+# one answers: CRIMUX-PROBE-OK: <first line of markup> (or
+# CRIMUX-PROBE-FAIL after 60 tries).
+netup() {
+	mkdir /run/netup 2>/dev/null || return 0
+	httpd -p 8080 -h /www
+	probe=$(sed -n 's/.*crimux\.probe=\([^ ]*\).*/\1/p' /proc/cmdline)
+	if [ -n "$probe" ]; then
+		i=0
+		while [ $i -lt 60 ]; do
+			# nc, not wget: the static busybox's wget looks the
+			# port up through NSS and crashes.
+			body=$(printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 "${probe%:*}" "${probe##*:}" 2>/dev/null)
+			if [ -n "$body" ]; then
+				echo "CRIMUX-PROBE-OK: $(echo "$body" | grep -m 1 '<')"
+				break
+			fi
+			sleep 1
+			i=$((i + 1))
+		done
+		[ $i -lt 60 ] || echo "CRIMUX-PROBE-FAIL: $probe"
+	fi
+}
 if [ -e /sys/class/net/eth0 ]; then
 	(
 		ip link set eth0 up
+		(crimux-dhcp6c eth0 2>/tmp/dhcp6c.log && netup) &
 		if udhcpc -i eth0 -s /etc/udhcpc.script -f -q -n -t 30 -T 1 -A 1 >/tmp/udhcpc.log 2>&1; then
 			echo "CRIMUX-NET: $(cat /run/net-address)"
-			httpd -p 8080 -h /www
-			probe=$(sed -n 's/.*crimux\.probe=\([^ ]*\).*/\1/p' /proc/cmdline)
-			if [ -n "$probe" ]; then
-				i=0
-				while [ $i -lt 60 ]; do
-					# nc, not wget: the static busybox's wget looks the
-					# port up through NSS and crashes.
-					body=$(printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 "${probe%:*}" "${probe##*:}" 2>/dev/null)
-					if [ -n "$body" ]; then
-						echo "CRIMUX-PROBE-OK: $(echo "$body" | grep -m 1 '<')"
-						break
-					fi
-					sleep 1
-					i=$((i + 1))
-				done
-				[ $i -lt 60 ] || echo "CRIMUX-PROBE-FAIL: $probe"
-			fi
+			netup
 		else
-			echo "CRIMUX-NET-ERROR: no DHCP lease"
-			cat /tmp/udhcpc.log
+			wait # an IPv6-only pod has no lease: its DHCPv6 answer tells
+			if [ ! -s /run/net6-address ]; then
+				echo "CRIMUX-NET-ERROR: no DHCP lease"
+				cat /tmp/udhcpc.log
+			fi
 		fi
 	) &
 fi

@@ -201,7 +201,7 @@ func toolDecompress(tool string, in io.Reader) ([]byte, error) {
 }
 
 // initramfs builds the test VM's gzip-compressed initramfs.
-func initramfs(tmp string, bb []byte, mods []kmod) ([]byte, error) {
+func initramfs(tmp string, bb, dhcp6c []byte, mods []kmod) ([]byte, error) {
 	bbPath := filepath.Join(tmp, "busybox-static")
 	if err := os.WriteFile(bbPath, bb, 0o755); err != nil {
 		return nil, err
@@ -242,6 +242,7 @@ func initramfs(tmp string, bb []byte, mods []kmod) ([]byte, error) {
 	a.file("init", 0o755, []byte(vmInit))
 	a.file("etc/acpid.conf", 0o644, []byte(vmAcpidConf))
 	a.file("etc/udhcpc.script", 0o755, []byte(vmUdhcpcScript))
+	a.file("sbin/crimux-dhcp6c", 0o755, dhcp6c)
 	a.dir("www", 0o755)
 	a.file("www/index.html", 0o644, []byte(vmIndexHTML))
 	a.file("etc/acpi/PWRF/00000080", 0o755, []byte(vmPowerOff))

@@ -55,7 +55,9 @@ var containerFields = Table{
 
 	"runtime.v1.ContainerConfig.CDI_devices": refused("a CDI device (a GPU, say) is edited into a container's OCI spec, which a VM does not have: " +
 		"it would reach no guest. Give the VM a block device (volumeDevices) instead; PCI passthrough is not supported"),
-	"runtime.v1.ContainerConfig.stop_signal": refusedWhen(noneOf(runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT, runtimeapi.Signal_SIGNAL_SIGTERM),
-		"a VM is stopped by an ACPI power-off, the guest's SIGTERM, then destroyed when the grace period ends; it cannot be sent another signal. "+
-			"Leave `lifecycle.stopSignal` unset or SIGTERM"),
+	"runtime.v1.ContainerConfig.stop_signal": refusedWhen(
+		noneOf(runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT, runtimeapi.Signal_SIGNAL_SIGTERM, runtimeapi.Signal_SIGNAL_SIGKILL),
+		"a VM stops one of two ways. Unset or SIGTERM: an ACPI power-off (the guest's SIGTERM), the VM destroyed when the grace period ends; "+
+			"SIGKILL: the VM destroyed at once, with no power-off and no grace (exit 137). No other signal reaches a guest. "+
+			"Leave `lifecycle.stopSignal` unset, or set SIGTERM or SIGKILL"),
 }

@@ -103,7 +103,7 @@ func (c Condition) Matches(v protoreflect.Value) bool {
 // oneOf is the values given.
 func oneOf(values ...protoreflect.Enum) Condition {
 	c := enumCondition(values)
-	c.Text = strings.Join(enumNames(values), " or ")
+	c.Text = wordList(enumNames(values), "or")
 	return c
 }
 
@@ -111,8 +111,16 @@ func oneOf(values ...protoreflect.Enum) Condition {
 func noneOf(values ...protoreflect.Enum) Condition {
 	c := enumCondition(values)
 	c.negate = true
-	c.Text = "other than " + strings.Join(enumNames(values), " and ")
+	c.Text = "other than " + wordList(enumNames(values), "and")
 	return c
+}
+
+// wordList is "a, b and c" (conj "and") for the docs.
+func wordList(words []string, conj string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " " + conj + " " + words[len(words)-1]
 }
 
 func enumCondition(values []protoreflect.Enum) Condition {

@@ -55,7 +55,7 @@ func TestMarkdownSaysEveryDecision(t *testing.T) {
 		"| `pid` | **refused** when NODE or TARGET |",
 		"| `command` | **refused** when not empty |",
 		"| `privileged` | **refused** when true |",
-		"| `stop_signal` | **refused** when other than SIGNAL_RUNTIME_DEFAULT and SIGNAL_SIGTERM |",
+		"| `stop_signal` | **refused** when other than SIGNAL_RUNTIME_DEFAULT, SIGNAL_SIGTERM and SIGNAL_SIGKILL |",
 		"| `mounts` | see [Mount](#mount) |",
 		"\n## LinuxContainerResources\n",
 	} {

@@ -13,10 +13,15 @@ var podFields = Table{
 	"runtime.v1.PodSandboxConfig.log_directory": honoured("the VM's CRI log (its serial console) is written under it"),
 
 	"runtime.v1.PodSandboxConfig.dns_config": nested,
-	"runtime.v1.DNSConfig.servers":           mapped("the guest's name servers: in its DHCP lease and in cloud-init's network-config"),
-	"runtime.v1.DNSConfig.searches":          mapped("the guest's search domains: in its DHCP lease and in cloud-init's network-config"),
-	"runtime.v1.DNSConfig.options": ignored("not passed to the guest's resolver yet (issue 40, item 5); kubelet gives every ClusterFirst pod `ndots:5`, " +
-		"so it is not refused"),
+	"runtime.v1.DNSConfig.servers": mapped("the guest's name servers: in its DHCP lease (IPv4 ones), its DHCPv6 reply and router advertisement " +
+		"(IPv6 ones) and in cloud-init's network-config (and in the resolv.conf written for `options`)"),
+	"runtime.v1.DNSConfig.searches": mapped("the guest's search domains: in its DHCP lease, its DHCPv6 reply and router advertisement, " +
+		"and in cloud-init's network-config (and in the resolv.conf written for `options`)"),
+	"runtime.v1.DNSConfig.options": mapped("the `options` line of the guest's /etc/resolv.conf (kubelet's `ndots:5`), in a guest with cloud-init: " +
+		"network-config has no field for them, so crimux's vendor-data writes the pod's resolv.conf (servers, searches, options, " +
+		"as kubelet writes a container's) at every boot, in place of the file or link of the guest's resolver manager " +
+		"(systemd-resolved's stub, resolvconf); without options the guest's manager keeps it. DHCP has no option for them either: " +
+		"a guest without cloud-init, configured from its lease alone, gets the servers and search domains, not the options"),
 
 	"runtime.v1.PodSandboxConfig.port_mappings": nested,
 	"runtime.v1.PortMapping.protocol":           honoured("passed to CNI (the portMappings capability), which forwards the host port to the guest"),
@@ -26,7 +31,8 @@ var podFields = Table{
 
 	"runtime.v1.PodSandboxConfig.labels": honoured("kept, reported in the pod's status and lists, matched by their filters"),
 	"runtime.v1.PodSandboxConfig.annotations": honoured("kept and reported; the `crimux.io/` ones configure the VM (docs/vm-pods.md, docs/storage.md), " +
-		"the pod's under its container's"),
+		"the pod's under its container's; `kubernetes.io/ingress-bandwidth` and `kubernetes.io/egress-bandwidth` are passed to CNI " +
+		"(the bandwidth capability), as containerd passes them (docs/networking.md)"),
 
 	"runtime.v1.PodSandboxConfig.linux":                 nested,
 	"runtime.v1.LinuxPodSandboxConfig.cgroup_parent":    honoured("qemu, and every virtiofsd of the VM, runs in a child of it with the container's limits; a VM pod must have one"),

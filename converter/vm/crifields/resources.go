@@ -14,12 +14,14 @@ var resourceFields = Table{
 	"runtime.v1.LinuxContainerResources.oom_score_adj": honoured("qemu's OOM score adjustment, set as crimux places qemu in the VM's cgroup, " +
 		"before it runs: the node's OOM killer weighs the VM as kubelet's QoS class asks (not changed by an update: kubelet never changes it; " +
 		"a negative one needs CAP_SYS_RESOURCE, without which qemu keeps its own and crimux logs why)"),
-	"runtime.v1.LinuxContainerResources.cpuset_cpus": ignored("kubelet's CPU manager sets it on every container under its static policy " +
-		"(the shared pool when no CPU is exclusive), so it is not refused; the VM's threads are not pinned yet (issue 40, item 3)"),
-	"runtime.v1.LinuxContainerResources.cpuset_mems": ignored("kubelet's CPU and memory managers set it; the VM's memory is not bound " +
-		"to NUMA nodes yet (issue 40, item 3)"),
-	"runtime.v1.LinuxContainerResources.hugepage_limits": ignored("kubelet sends a limit for every huge page size of the node, 0 unless the pod " +
-		"asks for some, so it is not refused; the guest's RAM is not backed by huge pages yet (issue 40, item 4)"),
+	"runtime.v1.LinuxContainerResources.cpuset_cpus": honoured("the VM's cgroup's cpuset: every thread of the VM (its vCPUs, qemu's own, " +
+		"virtiofsd) runs on the CPUs kubelet's CPU manager gave the container, exclusive ones under its static policy; an update " +
+		"(kubelet sends the cpuset alone) moves them"),
+	"runtime.v1.LinuxContainerResources.cpuset_mems": honoured("the VM's cgroup's cpuset.mems: the guest's RAM is allocated from the NUMA nodes " +
+		"kubelet's memory manager chose"),
+	"runtime.v1.LinuxContainerResources.hugepage_limits": honoured("a limit on one page size (hugepages-2Mi, hugepages-1Gi) backs the guest's " +
+		"RAM with huge pages: the RAM is that limit, preallocated as qemu starts, and the memory limit is left to qemu's own; too few free " +
+		"pages, or no hugetlbfs of that size, is refused at CreateContainer; limits on two sizes are refused; such a VM's RAM is not resized"),
 	"runtime.v1.LinuxContainerResources.unified": ignored("kubelet's raw cgroup v2 settings (memory.high under MemoryQoS, memory.swap.max " +
 		"for its swap behaviour) for a container's cgroup; the VM's cgroup gets crimux's own limits, from the fields above"),
 	"runtime.v1.LinuxContainerResources.memory_swap_limit_in_bytes": ignored("kubelet's swap limit for a container's cgroup (on cgroup v1); " +

@@ -22,7 +22,7 @@ const (
 )
 
 // StopVM stops the VM of container id under its pod's lock: ACPI power
-// off, destroyed after grace.
+// off, destroyed after grace (at once for a SIGKILL stop signal).
 func (r *Runtime) StopVM(ctx context.Context, id string, grace time.Duration) error {
 	c, unlock, err := r.LockContainer(id)
 	if err != nil {
@@ -37,6 +37,9 @@ func (r *Runtime) StopVMLocked(ctx context.Context, c *store.Container, grace ti
 	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return nil
 	}
+	if killedAtStop(c.Config) {
+		grace = 0
+	}
 	l, err := r.Conn.Get()
 	if err != nil {
 		return err
@@ -47,6 +50,16 @@ func (r *Runtime) StopVMLocked(ctx context.Context, c *store.Container, grace ti
 		return fmt.Errorf("stop domain %s: %w", c.Domain, err)
 	}
 	return r.SaveExit(c, code, reason, "")
+}
+
+// killedAtStop: a VM whose container's stop signal is SIGKILL is
+// destroyed at once, as a container's processes would be killed: no ACPI
+// press, no grace. The default and SIGTERM are the ACPI press; the table
+// (converter/vm/crifields) refuses every other signal. The signal comes
+// from the container's kept config, so records need no new field (and an
+// older crimux reading one stops the VM the gentle way).
+func killedAtStop(cfg *runtimeapi.ContainerConfig) bool {
+	return cfg.GetStopSignal() == runtimeapi.Signal_SIGNAL_SIGKILL
 }
 
 // ShutdownDomain powers a domain off: ACPI first, destroy after grace.

@@ -138,6 +138,40 @@ func TestStopVM(t *testing.T) {
 			t.Fatalf("STOPPED event without its pod: %v", got[0])
 		}
 	})
+	t.Run("stop signal SIGKILL: destroyed at once, whatever the grace", func(t *testing.T) {
+		e := coretest.New(t)
+		c := putVM(t, e, "sb1", "c1", runtimeapi.ContainerState_CONTAINER_RUNNING, vmtypes.PowerRunning)
+		c.Config.StopSignal = runtimeapi.Signal_SIGNAL_SIGKILL
+		if err := e.R.Store.PutContainer(c); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := e.R.StopVM(ctx, "c1", 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("stop took %s, want at once", took)
+		}
+		c = record(t, e, "c1")
+		if c.ExitCode != core.ExitKilled || c.Reason != "Killed" || e.Libvirt.Calls("Shutdown") != 0 || e.Libvirt.Calls("Destroy") != 1 {
+			t.Fatalf("exit %d %q, %d ACPI presses, %d destroys; want 137 Killed, destroyed without a press",
+				c.ExitCode, c.Reason, e.Libvirt.Calls("Shutdown"), e.Libvirt.Calls("Destroy"))
+		}
+	})
+	t.Run("stop signal SIGTERM: the ACPI press", func(t *testing.T) {
+		e := coretest.New(t)
+		c := putVM(t, e, "sb1", "c1", runtimeapi.ContainerState_CONTAINER_RUNNING, vmtypes.PowerRunning)
+		c.Config.StopSignal = runtimeapi.Signal_SIGNAL_SIGTERM
+		if err := e.R.Store.PutContainer(c); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.R.StopVM(ctx, "c1", 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if c = record(t, e, "c1"); c.ExitCode != 0 || c.Reason != "Completed" || e.Libvirt.Calls("Shutdown") != 1 {
+			t.Fatalf("exit %d %q, %d ACPI presses; want a clean power-off", c.ExitCode, c.Reason, e.Libvirt.Calls("Shutdown"))
+		}
+	})
 	t.Run("paused: resumed to hear the power button", func(t *testing.T) {
 		e := coretest.New(t)
 		putVM(t, e, "sb1", "c1", runtimeapi.ContainerState_CONTAINER_RUNNING, vmtypes.PowerPaused)

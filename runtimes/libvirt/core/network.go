@@ -41,13 +41,18 @@ type PodNetwork interface {
 	Close()
 }
 
-// podOf is what CNI and the guest's DHCP are told about a pod.
+// podOf is what CNI and the guest's DHCP are told about a pod. Its
+// bandwidth annotations were checked by RunPodSandbox; a record from a
+// crimux that did not check them (and ignored them) keeps them ignored.
 func podOf(sb *store.Sandbox) *podnet.Pod {
 	cfg := sb.Config
 	p := &podnet.Pod{
 		SandboxID: sb.ID, Namespace: cfg.GetMetadata().GetNamespace(), Name: cfg.GetMetadata().GetName(),
 		UID: cfg.GetMetadata().GetUid(), Hostname: cfg.GetHostname(),
 		DNS: cfg.GetDnsConfig().GetServers(), Search: cfg.GetDnsConfig().GetSearches(),
+	}
+	if bw, err := vm.PodBandwidth(cfg.GetAnnotations()); err == nil {
+		p.Bandwidth = podnet.Bandwidth{Ingress: bw.Ingress, Egress: bw.Egress}
 	}
 	for _, m := range cfg.GetPortMappings() {
 		p.Ports = append(p.Ports, podnet.PortMapping{
@@ -162,12 +167,18 @@ func (r *Runtime) NICForDomain(domain, fd string) (*os.File, []string, error) {
 	return f, sb.Net.QemuArgs(fd), nil
 }
 
-// NetworkStatus is the pod's IP for kubelet: none at all (not an empty
+// NetworkStatus is the pod's IPs for kubelet: none at all (not an empty
 // one) when the pod has no network, since kubelet recreates a sandbox
-// whose network status has no IP.
+// whose network status has no IP. The pod IP is the one podnet chose as
+// containerd does (the first IPv4 address), the others are
+// additional_ips, as a dual-stack container pod's.
 func NetworkStatus(sb *store.Sandbox) *runtimeapi.PodSandboxNetworkStatus {
 	if sb.Net == nil || !sb.Net.Ready {
 		return nil
 	}
-	return &runtimeapi.PodSandboxNetworkStatus{Ip: sb.Net.IP}
+	st := &runtimeapi.PodSandboxNetworkStatus{Ip: sb.Net.IP}
+	for _, a := range sb.Net.AdditionalIPs {
+		st.AdditionalIps = append(st.AdditionalIps, &runtimeapi.PodIP{Ip: a.IP})
+	}
+	return st
 }

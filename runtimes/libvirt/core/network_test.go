@@ -11,6 +11,7 @@ import (
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
+	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 )
 
@@ -273,5 +274,21 @@ func TestFinishSandboxRemoval(t *testing.T) {
 	}
 	if _, err := e.R.Store.Sandbox("sb1"); !errdefs.IsNotFound(err) || len(e.Net.Teardowns) != 1 {
 		t.Fatalf("record %v, teardowns %v; want it gone, its network torn down once", err, e.Net.Teardowns)
+	}
+}
+
+// TestNetworkStatusDualStack: the pod IP first, every other address of
+// the guest in additional_ips, in the recorded order.
+func TestNetworkStatusDualStack(t *testing.T) {
+	a := &podnet.Attachment{Ready: true}
+	a.IP, a.PrefixLen = "10.1.0.5", 24
+	a.AdditionalIPs = []podnet.Address{{IP: "fd00:1::5", PrefixLen: 64}, {IP: "fd00:2::5", PrefixLen: 64}}
+	st := core.NetworkStatus(&store.Sandbox{ID: "sb1", Net: a})
+	var extra []string
+	for _, ip := range st.GetAdditionalIps() {
+		extra = append(extra, ip.GetIp())
+	}
+	if st.GetIp() != "10.1.0.5" || strings.Join(extra, ",") != "fd00:1::5,fd00:2::5" {
+		t.Fatalf("NetworkStatus = %v", st)
 	}
 }

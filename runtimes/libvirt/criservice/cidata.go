@@ -31,6 +31,10 @@ func cloudInitFiles(sb *store.Sandbox, src cloudinit.Source, shares []vm.Share) 
 		net := &cloudinit.Network{
 			MAC: n.GuestMAC, IP: n.IP, PrefixLen: n.PrefixLen, Gateway: n.Gateway, MTU: n.MTU,
 			DNS: cfg.GetDnsConfig().GetServers(), Search: cfg.GetDnsConfig().GetSearches(),
+			Options: cfg.GetDnsConfig().GetOptions(),
+		}
+		for _, a := range n.AdditionalIPs {
+			net.AdditionalIPs = append(net.AdditionalIPs, cloudinit.Address{IP: a.IP, PrefixLen: a.PrefixLen, Gateway: a.Gateway})
 		}
 		for _, r := range n.Routes {
 			net.Routes = append(net.Routes, cloudinit.Route{Dst: r.Dst, GW: r.GW})

@@ -17,12 +17,14 @@ import (
 const testKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGm7pS6YQOJc3b3dX4BDXbO4vQ3ZJx0n2kq3o8sQd6hF user@example"
 
 // TestVMGetsItsCloudInitVolume: the VM's cidata volume holds the pod's
-// identity, its user-data with the SSH keys merged in, and the network
-// the pod's CNI result gave it; the domain attaches it.
+// identity, its user-data with the SSH keys merged in, the network the
+// pod's CNI result gave it, and the pod's DNS config, its resolver
+// options through vendor-data; the domain attaches it.
 func TestVMGetsItsCloudInitVolume(t *testing.T) {
 	s, e := newService(t)
 	cfg := podConfig(t, "web")
 	cfg.Hostname = "web-0"
+	cfg.DnsConfig = &runtimeapi.DNSConfig{Servers: []string{"10.96.0.10"}, Searches: []string{"ns.svc.cluster.local"}, Options: []string{"ndots:5"}}
 	cfg.Annotations = map[string]string{
 		cloudinit.AnnotationUserData: "#cloud-config\nruncmd:\n  - [touch, /etc/ssh-marker]\n",
 		cloudinit.AnnotationSSHKeys:  "# the operator's key\n" + testKey + "\n",
@@ -40,7 +42,8 @@ func TestVMGetsItsCloudInitVolume(t *testing.T) {
 	for name, want := range map[string][]string{
 		"meta-data":      {`instance-id: "web-uid"`, `local-hostname: "web-0"`},
 		"user-data":      {"#cloud-config\n", "/etc/ssh-marker", testKey},
-		"network-config": {"version: 2", "10.1.0.5/24", "macaddress:"},
+		"network-config": {"version: 2", "10.1.0.5/24", "macaddress:", "10.96.0.10", "ns.svc.cluster.local"},
+		"vendor-data":    {"crimux-resolv", "options ndots:5", "nameserver 10.96.0.10", "/etc/resolv.conf"},
 	} {
 		for _, w := range want {
 			if !strings.Contains(string(files[name]), w) {

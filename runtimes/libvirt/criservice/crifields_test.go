@@ -78,7 +78,7 @@ func TestCreateContainerRefusesCRIFields(t *testing.T) {
 		{"CDI device", "config.CDI_devices", func(c *runtimeapi.ContainerConfig) {
 			c.CDIDevices = []*runtimeapi.CDIDevice{{Name: "nvidia.com/gpu=0"}}
 		}},
-		{"stop signal", "config.stop_signal: SIGNAL_SIGKILL", func(c *runtimeapi.ContainerConfig) { c.StopSignal = runtimeapi.Signal_SIGNAL_SIGKILL }},
+		{"stop signal", "config.stop_signal: SIGNAL_SIGINT", func(c *runtimeapi.ContainerConfig) { c.StopSignal = runtimeapi.Signal_SIGNAL_SIGINT }},
 		{"image volume", "config.mounts[0].image", func(c *runtimeapi.ContainerConfig) {
 			c.Mounts = []*runtimeapi.Mount{{ContainerPath: "/models", Image: &runtimeapi.ImageSpec{Image: "registry.example/models:1"}}}
 		}},

@@ -28,13 +28,16 @@ func TestVMLifeCycle(t *testing.T) {
 		name        string
 		ignoresACPI bool
 		timeout     int64
+		stopSignal  runtimeapi.Signal
 		code        int32
 		reason      string
 		minTime     time.Duration
 	}{
-		{"ACPI shutdown", false, 30, core.ExitClean, "Completed", 0},
-		{"guest ignores ACPI: destroyed after the grace", true, 1, core.ExitKilled, "Killed", time.Second},
-		{"no timeout: destroyed at once", false, 0, core.ExitKilled, "Killed", 0},
+		{"ACPI shutdown", false, 30, 0, core.ExitClean, "Completed", 0},
+		{"stop signal SIGTERM: ACPI shutdown", false, 30, runtimeapi.Signal_SIGNAL_SIGTERM, core.ExitClean, "Completed", 0},
+		{"guest ignores ACPI: destroyed after the grace", true, 1, 0, core.ExitKilled, "Killed", time.Second},
+		{"no timeout: destroyed at once", false, 0, 0, core.ExitKilled, "Killed", 0},
+		{"stop signal SIGKILL: destroyed at once, no ACPI", false, 30, runtimeapi.Signal_SIGNAL_SIGKILL, core.ExitKilled, "Killed", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -46,7 +49,9 @@ func TestVMLifeCycle(t *testing.T) {
 				t.Fatalf("pod network setups %v, want %s's", e.Net.Setups, sb)
 			}
 
-			id := createVM(t, s, sb, cfg, vmConfig(256, 150000, 100000))
+			ctrCfg := vmConfig(256, 150000, 100000)
+			ctrCfg.StopSignal = tc.stopSignal
+			id := createVM(t, s, sb, cfg, ctrCfg)
 			c := e.Record(t, id)
 			if c == nil || c.Creating || c.State != runtimeapi.ContainerState_CONTAINER_CREATED || c.VCPUs != 2 || c.MemoryMiB != 256 ||
 				c.Domain != "crimux-"+id || c.LogPath != filepath.Join(cfg.LogDirectory, "vm/0.log") {
@@ -122,8 +127,8 @@ func TestVMLifeCycle(t *testing.T) {
 			if s := domainState(t, e, c.Domain); s != virt.StateShutoff {
 				t.Fatalf("domain %s after stop", s)
 			}
-			if n := e.Libvirt.Calls("Shutdown"); (tc.timeout > 0) != (n == 1) {
-				t.Fatalf("%d ACPI presses with a timeout of %ds", n, tc.timeout)
+			if n, press := e.Libvirt.Calls("Shutdown"), tc.timeout > 0 && tc.stopSignal != runtimeapi.Signal_SIGNAL_SIGKILL; press != (n == 1) {
+				t.Fatalf("%d ACPI presses with a timeout of %ds and stop signal %s", n, tc.timeout, tc.stopSignal)
 			}
 			// Stopping a stopped VM succeeds and changes nothing.
 			if _, err := s.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 1}); err != nil {

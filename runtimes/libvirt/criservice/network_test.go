@@ -5,10 +5,13 @@ import (
 	"errors"
 	"testing"
 
+	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/gc"
+	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 )
 
 // collectNetworks runs a collector pass (libvirtd up: orphan namespaces
@@ -77,5 +80,29 @@ func TestRemovePodSandboxHidesThePodUntilTheNetworkIsGone(t *testing.T) {
 	collectNetworks(r)
 	if _, err := r.Store.Sandbox("sb1"); !errdefs.IsNotFound(err) || len(f.Teardowns) != 1 {
 		t.Fatalf("after the collector: record %v, teardowns %v", err, f.Teardowns)
+	}
+}
+
+// TestRunPodSandboxPassesBandwidth: the pod's bandwidth annotations reach
+// CNI (podnet's bandwidth capability) in bits per second; a bad one is
+// InvalidArgument naming the annotation, before anything is made.
+func TestRunPodSandboxPassesBandwidth(t *testing.T) {
+	s, e := newService(t)
+	cfg := podConfig(t, "shaped")
+	cfg.Annotations = map[string]string{vm.AnnotationIngressBandwidth: "10M", vm.AnnotationEgressBandwidth: "1Mi"}
+	sb := runPod(t, s, cfg)
+	if got, want := e.Net.SetupPods[sb].Bandwidth, (podnet.Bandwidth{Ingress: 10_000_000, Egress: 1 << 20}); got != want {
+		t.Fatalf("CNI told bandwidth %+v, want %+v", got, want)
+	}
+
+	bad := podConfig(t, "badly-shaped")
+	bad.Annotations = map[string]string{vm.AnnotationEgressBandwidth: "fast"}
+	_, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: bad, RuntimeHandler: "vm"})
+	wantCode(t, "RunPodSandbox with a bad bandwidth", err, codes.InvalidArgument, "config.annotations["+vm.AnnotationEgressBandwidth+"]")
+	if len(e.Net.Setups) != 1 {
+		t.Fatalf("network setups %v, want the first pod's alone", e.Net.Setups)
+	}
+	if recs, _ := e.R.Store.Sandboxes(); len(recs) != 1 {
+		t.Fatalf("%d pod records, want the first pod's alone", len(recs))
 	}
 }

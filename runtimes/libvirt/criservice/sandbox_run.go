@@ -6,6 +6,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/converter/vm/crifields"
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
@@ -34,6 +35,11 @@ func (r *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	// What the VM runtime refuses (host namespaces, sysctls, privileged:
 	// converter/vm/crifields), before anything is made.
 	if err := crifields.Refuse(req); err != nil {
+		return nil, err
+	}
+	// Traffic shaping for CNI's bandwidth capability (podnet), checked as
+	// containerd checks a container pod's.
+	if _, err := vm.PodBandwidth(cfg.GetAnnotations()); err != nil {
 		return nil, err
 	}
 	if err := r.RequireRoom("RunPodSandbox"); err != nil {

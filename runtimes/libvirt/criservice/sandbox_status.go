@@ -54,7 +54,7 @@ func verboseInfo(sb *store.Sandbox) string {
 	if a := sb.Net; a != nil {
 		info["network"] = map[string]any{
 			"netns": a.NetNS, "ip": a.IP, "prefixLen": a.PrefixLen, "gateway": a.Gateway,
-			"guestMAC": a.GuestMAC, "hostVeth": a.HostVeth, "down": sb.NetDown,
+			"additionalIPs": a.AdditionalIPs, "guestMAC": a.GuestMAC, "hostVeth": a.HostVeth, "down": sb.NetDown,
 		}
 	}
 	b, _ := json.Marshal(info)

@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
-	types100 "github.com/containernetworking/cni/pkg/types/100"
 )
 
 // confExtensions are the config files containerd's CNI loader reads.
@@ -89,6 +88,7 @@ func (p *Pod) runtimeConf(netns, ifName string) *libcni.RuntimeConf {
 			{"K8S_POD_UID", p.UID},
 		},
 	}
+	caps := map[string]any{}
 	if len(p.Ports) > 0 {
 		ports := make([]map[string]any, 0, len(p.Ports))
 		for _, m := range p.Ports {
@@ -97,89 +97,36 @@ func (p *Pod) runtimeConf(netns, ifName string) *libcni.RuntimeConf {
 				"protocol": m.Protocol, "hostIP": m.HostIP,
 			})
 		}
-		rt.CapabilityArgs = map[string]any{"portMappings": ports}
+		caps["portMappings"] = ports
+	}
+	if bw := p.Bandwidth.capability(); bw != nil {
+		caps["bandwidth"] = bw
+	}
+	if len(caps) > 0 {
+		rt.CapabilityArgs = caps
 	}
 	return rt
 }
 
-// addressing is what the guest is told over DHCP, from the CNI result.
-type addressing struct {
-	IP        string  `json:"ip"`
-	PrefixLen int     `json:"prefix_len"`
-	Gateway   string  `json:"gateway,omitempty"`
-	Routes    []Route `json:"routes,omitempty"`
-	// HostVeth is the pod's host-side interface (the last one the result
-	// lists outside the pod's namespace: the bridge plugin's veth).
-	HostVeth string `json:"host_veth,omitempty"`
-}
+// unlimitedBurst is the burst, in bits, containerd gives every rate it
+// passes (kubelet's annotations have none): the bandwidth plugin's
+// largest (its burst in bytes must stay under 4 GiB).
+const unlimitedBurst = math.MaxUint32
 
-// Route is a route for the guest.
-type Route struct {
-	Dst string `json:"dst"`
-	GW  string `json:"gw,omitempty"`
-}
-
-// addressingOf picks the IPv4 address of ifName in netns from a result.
-func addressingOf(res types.Result, netns, ifName string) (addressing, error) {
-	r, err := types100.NewResultFromResult(res)
-	if err != nil {
-		return addressing{}, fmt.Errorf("CNI result: %w", err)
+// capability is the bandwidth capability's runtimeConfig (the bandwidth
+// plugin's BandwidthEntry), nil when neither way is limited.
+func (b Bandwidth) capability() map[string]uint64 {
+	if b.Ingress == 0 && b.Egress == 0 {
+		return nil
 	}
-	var a addressing
-	for i, itf := range r.Interfaces {
-		if itf.Sandbox == "" {
-			a.HostVeth = itf.Name // the last host-side one: the bridge plugin's veth
-		}
-		if itf.Name != ifName || (itf.Sandbox != "" && itf.Sandbox != netns) {
-			continue
-		}
-		for _, ipc := range r.IPs {
-			if ipc.Interface == nil || *ipc.Interface != i || ipc.Address.IP.To4() == nil {
-				continue
-			}
-			ones, _ := ipc.Address.Mask.Size()
-			a.IP, a.PrefixLen = ipc.Address.IP.String(), ones
-			if ipc.Gateway != nil {
-				a.Gateway = ipc.Gateway.String()
-			}
-		}
+	bw := map[string]uint64{}
+	if b.Ingress > 0 {
+		bw["ingressRate"], bw["ingressBurst"] = b.Ingress, unlimitedBurst
 	}
-	if a.IP == "" {
-		// Plugins that report IPs without an interface index.
-		for _, ipc := range r.IPs {
-			if ipc.Interface == nil && ipc.Address.IP.To4() != nil {
-				ones, _ := ipc.Address.Mask.Size()
-				a.IP, a.PrefixLen = ipc.Address.IP.String(), ones
-				if ipc.Gateway != nil {
-					a.Gateway = ipc.Gateway.String()
-				}
-				break
-			}
-		}
+	if b.Egress > 0 {
+		bw["egressRate"], bw["egressBurst"] = b.Egress, unlimitedBurst
 	}
-	if a.IP == "" {
-		return a, fmt.Errorf("CNI result has no IPv4 address for %s", ifName)
-	}
-	for _, rt := range r.Routes {
-		if rt.Dst.IP.To4() == nil {
-			continue
-		}
-		route := Route{Dst: rt.Dst.String()}
-		if rt.GW != nil {
-			route.GW = rt.GW.String()
-		}
-		a.Routes = append(a.Routes, route)
-	}
-	return a, nil
-}
-
-// ipNet parses "ip" and a prefix length.
-func ipNet(ip string, prefixLen int) (net.IP, net.IPMask, error) {
-	parsed := net.ParseIP(ip).To4()
-	if parsed == nil {
-		return nil, nil, fmt.Errorf("%q is no IPv4 address", ip)
-	}
-	return parsed, net.CIDRMask(prefixLen, 32), nil
+	return bw
 }
 
 // add runs CNI ADD.

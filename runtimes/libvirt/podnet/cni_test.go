@@ -85,12 +85,18 @@ func TestAddressingOfABridgeResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := addressing{IP: "10.1.0.7", PrefixLen: 24, Gateway: "10.1.0.1", Routes: []Route{{Dst: "0.0.0.0/0"}}, HostVeth: "veth1234"}
+	want := addressing{Address: Address{IP: "10.1.0.7", PrefixLen: 24, Gateway: "10.1.0.1"}, Routes: []Route{{Dst: "0.0.0.0/0"}}, HostVeth: "veth1234"}
 	if b1, b2 := mustJSON(a), mustJSON(want); b1 != b2 {
 		t.Fatalf("addressing = %s\nwant %s", b1, b2)
 	}
 	if _, err := addressingOf(&types100.Result{CNIVersion: "1.0.0"}, "/x", "eth0"); err == nil {
 		t.Fatal("a result without an address was accepted")
+	}
+	// The bandwidth plugin, chained after bridge, appends its ifb (egress
+	// shaping) outside the pod: the veth is still the pod's host side.
+	res.Interfaces = append(res.Interfaces, &types100.Interface{Name: "bwp1234abcd"})
+	if a, err := addressingOf(res, "/run/crimux/netns/x_1", "eth0"); err != nil || a.HostVeth != "veth1234" {
+		t.Fatalf("host veth with an ifb after the pod's interface: %q (%v), want veth1234", a.HostVeth, err)
 	}
 }
 

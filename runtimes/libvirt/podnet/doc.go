@@ -13,15 +13,22 @@
 //     (libvirt starts each qemu in a private one) and the namespace is
 //     really freed;
 //  2. runs CNI ADD in it (libcni; the first config file of the conf dir,
-//     as containerd picks; port mappings through the portmap capability)
-//     and keeps the exact network config it used, so DEL runs with it;
+//     as containerd picks; port mappings through the portMappings
+//     capability, the pod's bandwidth annotations through the bandwidth
+//     one) and keeps the exact network config it used, so DEL runs with
+//     it;
 //  3. inside the namespace, turns the CNI interface (eth0) into a bridge
 //     port: the guest takes eth0's MAC address and IP, eth0 gets a new
 //     MAC and no address, and a persistent tap device joins eth0 on a
 //     bridge (KubeVirt's bridge binding);
 //  4. serves DHCP on that bridge, to the guest's MAC only, handing out the
-//     pod IP, gateway, routes, MTU, DNS servers and search domains from
-//     the pod's config, with an infinite lease.
+//     pod's IPv4 address, gateway, routes, MTU, DNS servers and search
+//     domains from the pod's config, with an infinite lease; and for the
+//     pod's IPv6 address, router advertisements and a stateful DHCPv6
+//     server on the tap itself (guest6.go), the pod's namespace being the
+//     guest's IPv6 router towards the CNI gateway (wire6.go). Every
+//     address of the CNI result is kept (address.go): dual stack and
+//     IPv6-only pods alike.
 //
 // How qemu gets the tap although libvirtd and qemu live in the host's
 // network namespace: crimux opens the tap itself — /dev/net/tun and

@@ -1,7 +1,9 @@
 package podnet
 
 import (
+	"encoding/json"
 	"log/slog"
+	"strconv"
 	"testing"
 )
 
@@ -17,3 +19,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
 }
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

@@ -31,6 +31,13 @@ const (
 
 func integrationManager(t *testing.T) (*Manager, string) {
 	t.Helper()
+	return integrationManagerOn(t, itBridge, fmt.Sprintf(`[[{"subnet":%q}]]`, itSubnet), `[{"dst":"0.0.0.0/0"}]`)
+}
+
+// integrationManagerOn is integrationManager with a bridge, host-local
+// ranges and routes of its own.
+func integrationManagerOn(t *testing.T, bridge, ranges, routes string) (*Manager, string) {
+	t.Helper()
 	testbed.Require(t)
 	if os.Getuid() != 0 {
 		t.Fatal("test bed: needs root")
@@ -44,9 +51,9 @@ func integrationManager(t *testing.T) (*Manager, string) {
 		t.Fatal(err)
 	}
 	writeConf(t, conf, "10-it.conflist", fmt.Sprintf(`{"cniVersion":"1.0.0","name":"crimux-podnet-it","plugins":[
-	 {"type":"bridge","bridge":%q,"isGateway":true,"ipam":{"type":"host-local","ranges":[[{"subnet":%q}]],
-	  "routes":[{"dst":"0.0.0.0/0"}],"dataDir":%q}},
-	 {"type":"portmap","capabilities":{"portMappings":true}}]}`, itBridge, itSubnet, ipam))
+	 {"type":"bridge","bridge":%q,"isGateway":true,"ipam":{"type":"host-local","ranges":%s,
+	  "routes":%s,"dataDir":%q}},
+	 {"type":"portmap","capabilities":{"portMappings":true}}]}`, bridge, ranges, routes, ipam))
 	netnsDir := filepath.Join(dir, "netns")
 	m, err := NewManager(Config{ConfDir: conf, BinDirs: []string{itBinDir}, CacheDir: filepath.Join(dir, "cache"),
 		NetnsDir: netnsDir, Instance: "crimux-it"}, testLogger(t))
@@ -55,7 +62,7 @@ func integrationManager(t *testing.T) (*Manager, string) {
 	}
 	t.Cleanup(func() {
 		m.Close()
-		if l, err := netlink.LinkByName(itBridge); err == nil {
+		if l, err := netlink.LinkByName(bridge); err == nil {
 			_ = netlink.LinkDel(l)
 		}
 		_ = unix.Unmount(netnsDir, unix.MNT_DETACH)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +33,8 @@ const ifName = "eth0"
 type Pod struct {
 	SandboxID, Namespace, Name, UID string
 	Ports                           []PortMapping
+	// Bandwidth is the pod's traffic shaping (the bandwidth capability).
+	Bandwidth Bandwidth
 	// For the guest (DHCP): its hostname and resolver.
 	Hostname string
 	DNS      []string
@@ -47,6 +48,10 @@ type PortMapping struct {
 	Protocol      string `json:"protocol"`
 	HostIP        string `json:"host_ip,omitempty"`
 }
+
+// Bandwidth is a pod's traffic shaping in bits per second, 0 no limit:
+// Ingress what reaches the guest, Egress what it sends.
+type Bandwidth struct{ Ingress, Egress uint64 }
 
 // Attachment is a VM pod's network, as the caller keeps it (JSON in its
 // store) from before anything exists until Teardown has succeeded.
@@ -71,7 +76,7 @@ type Manager struct {
 	inflight *inflight
 
 	mu         sync.Mutex
-	responders map[string]*responder // by sandbox ID
+	responders map[string]*guestServers // by sandbox ID
 	// oldNetworks are the networks (name@cniVersion) already logged as
 	// older than CNI 1.1.
 	oldNetworks map[string]bool
@@ -95,7 +100,7 @@ func NewManager(cfg Config, log *slog.Logger) (*Manager, error) {
 func newManager(cfg Config, cni cniRunner, log *slog.Logger) *Manager {
 	return &Manager{
 		cfg: cfg, cni: cni, log: log, inflight: newInflight(),
-		responders: map[string]*responder{}, oldNetworks: map[string]bool{},
+		responders: map[string]*guestServers{}, oldNetworks: map[string]bool{},
 	}
 }
 
@@ -136,8 +141,13 @@ func (m *Manager) Setup(ctx context.Context, pod *Pod, a *Attachment) error {
 	var w wiring
 	err = inNetNS(a.NetNS, func() error {
 		var err error
-		w, err = wire(ifName, a.GuestMAC)
-		return err
+		if w, err = wire(ifName, a.GuestMAC); err != nil {
+			return err
+		}
+		if v6, ok := a.IPv6(); ok && v6.Gateway != "" {
+			return routeIPv6(v6.Gateway)
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("wire the guest into %s: %w", a.NetNS, err)
@@ -162,27 +172,25 @@ func (m *Manager) Teardown(ctx context.Context, pod *Pod, a *Attachment) error {
 	return removeNetNS(a.NetNS)
 }
 
-// StartDHCP (re)starts the responder that hands the guest its address.
+// StartDHCP (re)starts what hands the guest its addresses: the DHCP
+// responder for its IPv4 address, router advertisements and DHCPv6 for
+// its IPv6 one.
 func (m *Manager) StartDHCP(pod *Pod, a *Attachment) error {
 	if !a.Ready {
 		return fmt.Errorf("network of %s is not set up", pod.SandboxID)
 	}
-	lease, err := a.lease(pod)
-	if err != nil {
-		return err
-	}
 	m.StopDHCP(pod.SandboxID)
-	r, err := startResponder(a.NetNS, lease, m.log.With("sandbox", pod.SandboxID))
+	s, err := startGuestServers(pod, a, m.log.With("sandbox", pod.SandboxID))
 	if err != nil {
 		return err
 	}
 	m.mu.Lock()
-	m.responders[pod.SandboxID] = r
+	m.responders[pod.SandboxID] = s
 	m.mu.Unlock()
 	return nil
 }
 
-// StopDHCP stops a pod's responder, if one runs.
+// StopDHCP stops a pod's responders, if they run.
 func (m *Manager) StopDHCP(sandboxID string) {
 	m.mu.Lock()
 	r := m.responders[sandboxID]
@@ -198,32 +206,11 @@ func (m *Manager) StopDHCP(sandboxID string) {
 func (m *Manager) Close() {
 	m.mu.Lock()
 	rs := m.responders
-	m.responders = map[string]*responder{}
+	m.responders = map[string]*guestServers{}
 	m.mu.Unlock()
 	for _, r := range rs {
 		r.stop()
 	}
-}
-
-func (a *Attachment) lease(pod *Pod) (*Lease, error) {
-	ip, mask, err := ipNet(a.IP, a.PrefixLen)
-	if err != nil {
-		return nil, err
-	}
-	mac, err := net.ParseMAC(a.GuestMAC)
-	if err != nil {
-		return nil, fmt.Errorf("guest MAC: %w", err)
-	}
-	l := &Lease{
-		MAC: mac, IP: ip, Mask: mask, Gateway: net.ParseIP(a.Gateway).To4(), Routes: a.Routes,
-		MTU: a.MTU, Search: pod.Search, Hostname: pod.Hostname, ServerID: net.ParseIP(serverIP).To4(),
-	}
-	for _, s := range pod.DNS {
-		if d := net.ParseIP(s).To4(); d != nil {
-			l.DNS = append(l.DNS, d)
-		}
-	}
-	return l, nil
 }
 
 // OpenTap opens a new file on the pod's tap for a qemu process. Only one

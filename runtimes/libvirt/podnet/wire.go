@@ -47,6 +47,9 @@ func wire(ifName, guestMAC string) (wiring, error) {
 	if err != nil {
 		return w, err
 	}
+	if err := bridgeIPv6(br); err != nil {
+		return w, err
+	}
 	if err := releaseIfToGuest(eth, w.GuestMAC); err != nil {
 		return w, err
 	}
@@ -64,6 +67,9 @@ func wire(ifName, guestMAC string) (wiring, error) {
 	}
 	tap, err := ensureTap(w.MTU)
 	if err != nil {
+		return w, err
+	}
+	if err := noIPv6(tapName); err != nil {
 		return w, err
 	}
 	if err := netlink.LinkSetMaster(tap, br); err != nil {
@@ -94,9 +100,13 @@ func ensureBridge(mtu int) (netlink.Link, error) {
 	return netlink.LinkByName(bridgeName)
 }
 
-// releaseIfToGuest takes eth0's IPv4 addresses away (the guest owns the
-// pod IP) and gives it a new MAC (the guest has its old one), once.
+// releaseIfToGuest takes eth0's addresses away (the guest owns the pod
+// IPs; IPv6 goes off eth0 altogether: wire6.go) and gives it a new MAC
+// (the guest has its old one), once.
 func releaseIfToGuest(eth netlink.Link, guestMAC string) error {
+	if err := noIPv6(eth.Attrs().Name); err != nil {
+		return err
+	}
 	addrs, err := netlink.AddrList(eth, netlink.FAMILY_V4)
 	if err != nil {
 		return fmt.Errorf("addresses of %s: %w", eth.Attrs().Name, err)

@@ -62,6 +62,7 @@ func copySandbox(sb *Sandbox) *Sandbox {
 		n := *sb.Net
 		n.Conf = slices.Clone(sb.Net.Conf)
 		n.Routes = slices.Clone(sb.Net.Routes)
+		n.AdditionalIPs = slices.Clone(sb.Net.AdditionalIPs)
 		cp.Net = &n
 	}
 	if sb.Disk != nil {

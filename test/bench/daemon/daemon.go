@@ -36,10 +36,14 @@ type Daemon struct {
 // config points the VM runtime at the bench's own qemu wrapper and
 // placement socket when wrapper is set (see InstallWrapper), and gives
 // VM pods the network vmNetwork names ("cni", crimux's default, or
-// "none").
-func New(bin, dir, socket, containerd, wrapper, vmNetwork string) (*Daemon, error) {
+// "none"); libvirtSettings are more `key = value` lines of the [libvirt]
+// section.
+func New(bin, dir, socket, containerd, wrapper, vmNetwork string, libvirtSettings ...string) (*Daemon, error) {
 	var conf bytes.Buffer
 	fmt.Fprintf(&conf, "[libvirt]\nnetwork = %q\n", vmNetwork)
+	for _, s := range libvirtSettings {
+		fmt.Fprintln(&conf, s)
+	}
 	if wrapper != "" {
 		fmt.Fprintf(&conf, "emulator = %q\nplacement_socket = %q\n", wrapper, PlacementSocket)
 	}

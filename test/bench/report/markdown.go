@@ -33,6 +33,7 @@ What crimux costs over the direct path, measured by ` + "`make bench`" + ` (test
 type Counts struct {
 	RPCCalls, ListPods, ListCalls, LifecycleRounds, VMRounds, VMMiB     int
 	SnapshotRounds, Burst, BurstMiB, RecoveryContainers, RecoveryRounds int
+	LoadVMs, LoadSessions, LoadClients                                  int
 }
 
 // WriteDoc rewrites the bench section of path with this run's table.
@@ -121,9 +122,11 @@ func picturesSection(names []string) string {
 
 func counts(c Counts) string {
 	return fmt.Sprintf("rpc %d calls/path; lists %d pods, %d calls/path; lifecycle %d rounds/path; VM start %d rounds/path (%d MiB); "+
-		"snapshots %d rounds/path; burst %d × %d MiB; recovery %d containers + the burst VMs, %d rounds",
+		"snapshots %d rounds/path; burst %d × %d MiB; recovery %d containers + the burst VMs, %d rounds; "+
+		"load %d exec sessions into %d VMs, %d polling clients",
 		c.RPCCalls, c.ListPods, c.ListCalls, c.LifecycleRounds, c.VMRounds, c.VMMiB,
-		c.SnapshotRounds, c.Burst, c.BurstMiB, c.RecoveryContainers, c.RecoveryRounds)
+		c.SnapshotRounds, c.Burst, c.BurstMiB, c.RecoveryContainers, c.RecoveryRounds,
+		c.LoadSessions, c.LoadVMs, c.LoadClients)
 }
 
 // cell makes text safe inside a Markdown table cell.

@@ -28,10 +28,12 @@ type Net struct {
 	// FailSetup and FailDel fail CNI ADD and DEL (and DeleteNamespace).
 	FailSetup, FailDel error
 	Setups, Teardowns  []string
-	Collected          []string
-	Own                map[string]string
-	Foreign            []string
-	DHCPStarted        []string
+	// SetupPods is what each Setup was told, by sandbox ID.
+	SetupPods   map[string]podnet.Pod
+	Collected   []string
+	Own         map[string]string
+	Foreign     []string
+	DHCPStarted []string
 	// Foreign namespaces adopted and deleted (by file name).
 	AdoptedNS, DeletedNS []string
 	// StatusErr is what STATUS answers; GCLists the sandboxes each GC
@@ -59,6 +61,10 @@ func (f *Net) Setup(_ context.Context, p *podnet.Pod, a *podnet.Attachment) erro
 		return f.FailSetup
 	}
 	f.Setups = append(f.Setups, p.SandboxID)
+	if f.SetupPods == nil {
+		f.SetupPods = map[string]podnet.Pod{}
+	}
+	f.SetupPods[p.SandboxID] = *p
 	up := upAttachment(p.SandboxID)
 	a.IP, a.PrefixLen, a.GuestMAC, a.Ready = up.IP, up.PrefixLen, up.GuestMAC, true
 	return nil
