@@ -43,6 +43,7 @@ const (
 	// (none installed, not started yet) is Unavailable quickly, not a hang.
 	callTimeout = 5 * time.Second
 	pollEvery   = 100 * time.Millisecond
+	pollMax     = time.Second
 )
 
 // ErrTimedOut: the command did not finish within the caller's deadline
@@ -108,7 +109,8 @@ func ExecInput(ctx context.Context, send Send, argv []string, input []byte) (Res
 	if err != nil {
 		return Result{}, err
 	}
-	tick := time.NewTicker(pollEvery)
+	every := pollEvery
+	tick := time.NewTimer(every)
 	defer tick.Stop()
 	for {
 		res, done, err := status(send, pid)
@@ -126,6 +128,11 @@ func ExecInput(ctx context.Context, send Send, argv []string, input []byte) (Res
 			return Result{}, fmt.Errorf("%s (pid %d): %w", argv[0], pid, ErrTimedOut)
 		case <-tick.C:
 		}
+		// A long command is asked less and less often (up to pollMax):
+		// each poll is an agent call, and many execs polling at once
+		// fill the caps of calls in flight.
+		every = min(every*3/2, pollMax)
+		tick.Reset(every)
 	}
 }
 

@@ -65,7 +65,8 @@ func runningWithAgent(t *testing.T, f *virtfake.Libvirt, name string, agent func
 }
 
 // TestAgentCallsAreCapped: agent calls past the per-VM or the per-node
-// cap are refused at once (ResourceExhausted, naming the cap), while the
+// cap wait the caps' Wait and are refused (ResourceExhausted, naming the
+// cap), while the
 // admitted ones wait on a guest that does not answer; other calls of the
 // connection (another VM's lifecycle) are not held; the slots come back
 // when the calls end.
@@ -75,7 +76,7 @@ func TestAgentCallsAreCapped(t *testing.T) {
 	stuck := &stuckAgents{answer: make(chan struct{})}
 	a := runningWithAgent(t, f, "a", stuck.agent)
 	b := runningWithAgent(t, f, "b", stuck.agent)
-	slots := virt.NewAgentSlots(virt.AgentCaps{PerVM: 2, PerNode: 3})
+	slots := virt.NewAgentSlots(virt.AgentCaps{PerVM: 2, PerNode: 3, Wait: 50 * time.Millisecond})
 	l := virt.CapAgentCalls(f, slots)
 
 	var wg sync.WaitGroup
@@ -105,8 +106,8 @@ func TestAgentCallsAreCapped(t *testing.T) {
 		if errdefs.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), words) || !strings.Contains(err.Error(), d.Name) {
 			t.Fatalf("call to %s past the cap: %v (%s), want ResourceExhausted naming %s and %q", d.Name, err, errdefs.Code(err), d.Name, words)
 		}
-		if time.Since(start) > time.Second {
-			t.Fatalf("a refusal took %v: it must not wait", time.Since(start))
+		if took := time.Since(start); took < 50*time.Millisecond || took > time.Second {
+			t.Fatalf("a refusal took %v: it must wait the caps' 50 ms, no longer", took)
 		}
 	}
 
@@ -165,4 +166,25 @@ func TestAgentSlotsDefaults(t *testing.T) {
 		t.Fatalf("after releasing a's slot twice: %d to b, %d on the node; want 1 and 1", vm, node)
 	}
 	other()
+}
+
+// TestAgentCallWaitsForASlot: a call past a cap gets the slot a call
+// ending gives back, instead of being refused.
+func TestAgentCallWaitsForASlot(t *testing.T) {
+	t.Parallel()
+	s := virt.NewAgentSlots(virt.AgentCaps{PerVM: 1, PerNode: 1, Wait: 5 * time.Second})
+	release, err := s.Take("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(100*time.Millisecond, release)
+	start := time.Now()
+	second, err := s.Take("b")
+	if err != nil {
+		t.Fatalf("a call waiting for a slot: %v", err)
+	}
+	if took := time.Since(start); took < 100*time.Millisecond || took > 2*time.Second {
+		t.Fatalf("the slot came after %v, want about 100 ms", took)
+	}
+	second()
 }

@@ -336,7 +336,7 @@ func TestConnCapsAgentCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.SetAgentCaps(AgentCaps{PerVM: 1, PerNode: 1})
+	c.SetAgentCaps(AgentCaps{PerVM: 1, PerNode: 1, Wait: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() { cancel(); <-c.Done() }()
 	go c.Run(ctx)
