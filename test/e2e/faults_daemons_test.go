@@ -22,11 +22,12 @@ import (
 	"github.com/crimux/crimux/test/images/oci"
 )
 
-// seqLines counts, in a log, each line CRIMUX-SEQ-<n> (whole lines only:
-// the shell's echo of the typed loop does not count).
+// seqLines counts, in a log, each CRIMUX-SEQ-<n> the loop printed (the
+// shell's echo of the typed loop, CRIMUX-SEQ-$i, does not count; a kernel
+// message the guest's console put on the same line does not hide one).
 func seqLines(log string) map[int]int {
 	out := map[int]int{}
-	for _, m := range regexp.MustCompile(`(?m)CRIMUX-SEQ-(\d+)\r?$`).FindAllStringSubmatch(log, -1) {
+	for _, m := range regexp.MustCompile(`CRIMUX-SEQ-(\d+)(?:\D|$)`).FindAllStringSubmatch(log, -1) {
 		n, _ := strconv.Atoi(m[1])
 		out[n]++
 	}
@@ -47,6 +48,24 @@ func requireEachOnce(t *testing.T, where string, counts map[int]int, n int) {
 	}
 	if len(lost) > 0 || len(doubled) > 0 {
 		t.Errorf("%s: of %d console lines, lost %v, doubled %v", where, n, lost, doubled)
+	}
+}
+
+// logAround logs the lines of log near the first CRIMUX-SEQ-<n> before
+// and after a number that is missing or doubled, to tell how it went.
+func logAround(t *testing.T, log string, counts map[int]int, n int) {
+	t.Helper()
+	lines := strings.Split(log, "\n")
+	for i := 0; i < n; i++ {
+		if counts[i] == 1 {
+			continue
+		}
+		for j, l := range lines {
+			if strings.Contains(l, fmt.Sprintf("CRIMUX-SEQ-%d", max(i-1, 0))) {
+				t.Logf("around CRIMUX-SEQ-%d:\n%q", i, lines[j:min(j+4, len(lines))])
+				break
+			}
+		}
 	}
 }
 
@@ -90,7 +109,13 @@ func TestVirtlogdKilledWhileGuestWrites(t *testing.T) {
 		}
 		return nil
 	})
-	requireEachOnce(t, "the CRI log", seqLines(c.crictl("logs", v.ctrID)), n)
+	logs := c.crictl("logs", v.ctrID)
+	counts := seqLines(logs)
+	requireEachOnce(t, "the CRI log", counts, n)
+	if t.Failed() {
+		logAround(t, logs, counts, n)
+		logAround(t, v.consoleLog(), seqLines(v.consoleLog()), n)
+	}
 	if got := qemuPID(t, v.domain); got != pid {
 		t.Fatalf("qemu %d after virtlogd's kill, was %d", got, pid)
 	}
