@@ -386,56 +386,64 @@ const (
 	vmapiPlacement = "/run/crimux-testbed/vmapi/placement.sock"
 )
 
-var (
-	vmapiWrapperOnce sync.Once
-	vmapiWrapperErr  error
-)
-
-// installVMAPIWrapper builds the tests' wrapper and installs it when it
-// changed (or qemu is newer: libvirt caches qemu's capabilities by the
-// emulator's ctime).
+// installVMAPIWrapper installs the VM API tests' wrapper.
 func installVMAPIWrapper(t *testing.T) {
 	t.Helper()
-	vmapiWrapperOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "crimux-vmapi-wrapper")
-		if err != nil {
-			vmapiWrapperErr = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		built := filepath.Join(dir, "wrapper")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.placementSocket="+vmapiPlacement,
-			"-o", built, "github.com/crimux/crimux/cmd/crimux-qemu-wrapper")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			vmapiWrapperErr = fmt.Errorf("build the VM API tests' qemu wrapper: %v\n%s", err, out)
-			return
-		}
-		data, err := os.ReadFile(built)
-		if err != nil {
-			vmapiWrapperErr = err
-			return
-		}
-		old, oerr := os.ReadFile(vmapiWrapper)
-		qemu, qerr := os.Stat("/usr/bin/qemu-system-x86_64")
-		inst, ierr := os.Stat(vmapiWrapper)
-		if oerr == nil && bytes.Equal(old, data) && qerr == nil && ierr == nil && !qemu.ModTime().After(inst.ModTime()) {
-			return
-		}
-		tmp := vmapiWrapper + ".new"
-		if err := os.WriteFile(tmp, data, 0o755); err != nil {
-			vmapiWrapperErr = fmt.Errorf("install the VM API tests' qemu wrapper (make bed makes its directory): %w", err)
-			return
-		}
-		if err := os.Chmod(tmp, 0o755); err != nil {
-			vmapiWrapperErr = err
-			return
-		}
-		vmapiWrapperErr = os.Rename(tmp, vmapiWrapper)
-	})
-	if vmapiWrapperErr != nil {
-		t.Fatal(vmapiWrapperErr)
+	installQemuWrapper(t, vmapiWrapper, vmapiPlacement)
+}
+
+// wrapperInstalls holds, per wrapper path, its one install of the run.
+var wrapperInstalls sync.Map // path -> *wrapperInstall
+
+type wrapperInstall struct {
+	once sync.Once
+	err  error
+}
+
+// installQemuWrapper builds a qemu wrapper that asks placement and
+// installs it at path when it changed (or qemu is newer: libvirt caches
+// qemu's capabilities by the emulator's ctime).
+func installQemuWrapper(t *testing.T, path, placement string) {
+	t.Helper()
+	v, _ := wrapperInstalls.LoadOrStore(path, &wrapperInstall{})
+	w := v.(*wrapperInstall)
+	w.once.Do(func() { w.err = buildQemuWrapper(path, placement) })
+	if w.err != nil {
+		t.Fatal(w.err)
 	}
+}
+
+func buildQemuWrapper(path, placement string) error {
+	dir, err := os.MkdirTemp("", "crimux-vmapi-wrapper")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	built := filepath.Join(dir, "wrapper")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.placementSocket="+placement,
+		"-o", built, "github.com/crimux/crimux/cmd/crimux-qemu-wrapper")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the qemu wrapper %s: %v\n%s", path, err, out)
+	}
+	data, err := os.ReadFile(built)
+	if err != nil {
+		return err
+	}
+	old, oerr := os.ReadFile(path)
+	qemu, qerr := os.Stat("/usr/bin/qemu-system-x86_64")
+	inst, ierr := os.Stat(path)
+	if oerr == nil && bytes.Equal(old, data) && qerr == nil && ierr == nil && !qemu.ModTime().After(inst.ModTime()) {
+		return nil
+	}
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, data, 0o755); err != nil {
+		return fmt.Errorf("install the qemu wrapper %s (make bed makes its directory): %w", path, err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // startVMAPICrimux starts crimux (TCG) with the VM API tests' wrapper.
@@ -448,11 +456,18 @@ func startVMAPICrimux(t *testing.T) *crimux {
 // one under test).
 func startVMAPICrimuxWith(t *testing.T, bin string, extraArgs ...string) *crimux {
 	t.Helper()
-	installVMAPIWrapper(t)
-	if err := os.MkdirAll(filepath.Dir(vmapiPlacement), 0o755); err != nil {
+	return startWrappedCrimux(t, vmapiWrapper, vmapiPlacement, bin, extraArgs...)
+}
+
+// startWrappedCrimux starts crimux bin (TCG) with the qemu wrapper at
+// wrapper, built to ask placement.
+func startWrappedCrimux(t *testing.T, wrapper, placement, bin string, extraArgs ...string) *crimux {
+	t.Helper()
+	installQemuWrapper(t, wrapper, placement)
+	if err := os.MkdirAll(filepath.Dir(placement), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg := writeJSON(t, "crimux.toml", fmt.Sprintf("[libvirt]\nemulator = %q\nplacement_socket = %q\n", vmapiWrapper, vmapiPlacement))
+	cfg := writeJSON(t, "crimux.toml", fmt.Sprintf("[libvirt]\nemulator = %q\nplacement_socket = %q\n", wrapper, placement))
 	return startCrimuxBin(t, bin, bed.containerd, append([]string{"--vm-accel", "tcg", "--config", cfg}, extraArgs...)...)
 }
 
