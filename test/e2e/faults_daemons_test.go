@@ -209,22 +209,12 @@ func TestLibvirtdKilledDuringVMBurst(t *testing.T) {
 	var errs callErrors
 	ch.onErr = errs.add
 
-	type pod struct{ name, podID, ctrID string }
-	pods := make([]pod, burstPods)
-	var wg sync.WaitGroup
-	for i := range pods {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p := &pods[i]
-			p.name, p.podID, p.ctrID = ch.up(i, true)
-		}()
-	}
+	pods, wait := ch.burst(burstPods, true)
 	time.Sleep(2 * time.Second)
 	killed := killDaemon(t, "/run/libvirtd.pid")
 	time.Sleep(3 * time.Second)
 	startLibvirtd(t)
-	wg.Wait()
+	wait()
 	t.Logf("libvirtd %d killed 2 s into a burst of %d VM pods; %d calls failed meanwhile", killed, burstPods, len(errs.seen))
 	t.Logf("the failed calls:\n%s", errs.summary())
 	if bad := errs.unclear(true); len(bad) > 0 {
@@ -363,20 +353,10 @@ func TestContainerdKilledDuringPodBurst(t *testing.T) {
 	before := hostCounts(t, c, parent)
 	var errs callErrors
 	ch.onErr = errs.add
-	type pod struct{ name, podID, ctrID string }
-	pods := make([]pod, 10)
-	var wg sync.WaitGroup
-	for i := range pods {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p := &pods[i]
-			p.name, p.podID, p.ctrID = ch.up(i, false)
-		}()
-	}
+	pods, wait := ch.burst(10, false)
 	time.Sleep(time.Second)
 	restartContainerd(t, 2*time.Second)
-	wg.Wait()
+	wait()
 	t.Logf("containerd killed 1 s into a burst of %d container pods; %d calls failed meanwhile", len(pods), len(errs.seen))
 	t.Logf("the failed calls:\n%s", errs.summary())
 	if bad := errs.unclear(false); len(bad) > 0 {
@@ -409,4 +389,23 @@ func waitIngest(timeout time.Duration) {
 			return
 		}
 	}
+}
+
+// burstPod is one pod of a burst.
+type burstPod struct{ name, podID, ctrID string }
+
+// burst brings n pods up at once, each with ch.up (every call retried as
+// kubelet would); wait returns once all run, pods filled in by then.
+func (ch *chaos) burst(n int, isVM bool) (pods []burstPod, wait func()) {
+	pods = make([]burstPod, n)
+	var wg sync.WaitGroup
+	for i := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := &pods[i]
+			p.name, p.podID, p.ctrID = ch.up(i, isVM)
+		}()
+	}
+	return pods, wg.Wait
 }
