@@ -75,6 +75,8 @@ func TestGuestNotBooted(t *testing.T) {
 	if st := status(); st.State != runtimeapi.ContainerState_CONTAINER_RUNNING || !strings.Contains(st.Message, "stuck in its firmware or boot loader") {
 		t.Fatalf("status %v %q", st.State, st.Message)
 	}
+	// The status turns first; the log line and the notice follow it.
+	waitUntil(t, "the GuestNotBooted notice", func() bool { return len(seen.list()) > 0 })
 	got := seen.list()
 	if len(got) != 1 || got[0].Booted || got[0].Pod.GetName() != "p1" || got[0].Pod.GetUid() != "p1-uid" {
 		t.Fatalf("notices %+v", got)
