@@ -125,6 +125,11 @@ func exitOf(why virt.StopReason) (int32, string) {
 // (guest power-off, crash, qemu killed), not of one the user powered off
 // through the VM API (see stopIsNoExit).
 func (r *Runtime) domainStopped(domain string, code int32, reason string) {
+	r.stopped(domain, code, reason, "domain "+domain+" stopped")
+}
+
+// stopped records the exit of a running VM with its message.
+func (r *Runtime) stopped(domain string, code int32, reason, msg string) {
 	id := strings.TrimPrefix(domain, vm.DomainName(""))
 	c, unlock, err := r.LockContainer(id)
 	if err != nil {
@@ -134,7 +139,7 @@ func (r *Runtime) domainStopped(domain string, code int32, reason string) {
 	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING || r.stopIsNoExit(c, reason) {
 		return
 	}
-	if err := r.SaveExit(c, code, reason, "domain "+domain+" stopped"); err != nil {
+	if err := r.SaveExit(c, code, reason, msg); err != nil {
 		r.Log.Error("record VM exit", "container", c.ID, "err", err)
 	}
 	r.Log.Info("VM exited", "container", c.ID, "exit_code", code, "reason", reason)
@@ -168,9 +173,12 @@ func (r *Runtime) resync(l virt.Libvirt) {
 				r.startedUnrecorded(l, c)
 			}
 		case c.State != runtimeapi.ContainerState_CONTAINER_RUNNING:
+		case defined && !d.Inactive():
+		case r.startedBeforeBoot(c):
+			r.stopped(c.Domain, ExitNodeRebooted, ReasonNodeRebooted, nodeRebootMessage(c.Domain))
 		case !defined:
 			r.domainStopped(c.Domain, ExitKilled, "DomainGone")
-		case d.Inactive():
+		default:
 			r.domainStopped(c.Domain, ExitClean, "Completed")
 		}
 	}

@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -235,6 +236,9 @@ func TestResync(t *testing.T) {
 		code   int32
 		reason string
 	}{
+		{"running, node rebooted, domain off", running, vmtypes.PowerRunning, state(virt.StateShutoff), exited, core.ExitNodeRebooted, core.ReasonNodeRebooted},
+		{"running, node rebooted, domain gone", running, vmtypes.PowerRunning, gone, exited, core.ExitNodeRebooted, core.ReasonNodeRebooted},
+		{"running, node rebooted, domain runs", running, vmtypes.PowerRunning, nil, running, 0, ""},
 		{"running, domain gone", running, vmtypes.PowerRunning, gone, exited, core.ExitKilled, "DomainGone"},
 		{"running, user power state, domain gone", running, vmtypes.PowerShutdown, gone, exited, core.ExitKilled, "DomainGone"},
 		{"running, domain off", running, vmtypes.PowerRunning, state(virt.StateShutoff), exited, core.ExitClean, "Completed"},
@@ -270,6 +274,11 @@ func TestResync(t *testing.T) {
 			if tc.domain != nil {
 				tc.domain(e.Libvirt)
 			}
+			boot := time.Now().Add(-time.Hour)
+			if strings.Contains(tc.name, "node rebooted") { // after the VM started
+				boot = time.Now().Add(time.Minute)
+			}
+			e.R.BootTime = func() time.Time { return boot }
 			e.Connect(t)
 			c = record(t, e, "c1")
 			if c.State != tc.want {

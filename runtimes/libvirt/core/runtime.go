@@ -193,6 +193,8 @@ type Runtime struct {
 	// AfterResync runs on every (re)connect once the store has caught up
 	// with libvirt (the collector's pass); first is true the first time.
 	AfterResync func(ctx context.Context, first bool)
+	// BootTime is when the node booted (nil: HostBootTime).
+	BootTime func() time.Time
 
 	// firstConnect is set once the first pass after start ran; recovered
 	// is closed then.

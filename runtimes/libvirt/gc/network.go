@@ -112,6 +112,9 @@ func (r *Collector) collectNamespaces(ctx context.Context, rep *GCReport) {
 func (r *Collector) collectNetworks(rep *GCReport, afterStart, orphans bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), core.NetworkGCTimeout)
 	defer cancel()
+	if afterStart {
+		r.markDeadSandboxes()
+	}
 	r.finishSandboxes(ctx, rep, afterStart)
 	if orphans && r.Net != nil {
 		r.collectNamespaces(ctx, rep)

@@ -113,6 +113,9 @@ func (e *Env) PutVM(t testing.TB, sbID, id string, state runtimeapi.ContainerSta
 		VCPUs: 1, MemoryMiB: 128, Accel: "tcg", CgroupParent: "/kubepods/pod" + sbID, CreatedAt: time.Now().UnixNano(),
 		Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "vm"},
 			Image: &runtimeapi.ImageSpec{Image: "vm-image"}}}
+	if state == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		c.StartedAt = c.CreatedAt
+	}
 	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
