@@ -146,7 +146,7 @@ e2e-vm-net: build bed
 # with crictl (pod slices, limits, stats, update, crimux killed, reloaded,
 # stopped, frozen and upgraded through its unit), then kubelet as a systemd
 # unit joined to the bed's cluster and the cluster's VM scenarios
-# (TestNodeKubelet), then the whole of critest in the node
+# (TestNodeKubelet, a power cut of the node among them), then the whole of critest in the node
 # (docs/testing.md, "The cgroup v2 node"). The node disk is cached by its
 # inputs (test/node/build.sh). Prints last:
 # node: cgroup v2, systemd driver, kubelet: N passed, M failed, K skipped

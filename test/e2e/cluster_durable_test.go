@@ -181,12 +181,26 @@ func deleteDurable(k8s string) {
 func startControllers(t *testing.T, k8s string) {
 	t.Helper()
 	admin := filepath.Join(clusterPKI, "admin.kubeconfig")
-	for _, args := range [][]string{
-		{"kube-controller-manager", "--kubeconfig", admin, "--secure-port", "0", "--leader-elect=false",
-			"--controllers", "statefulset-controller,node-lifecycle-controller,persistentvolume-binder-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,garbage-collector-controller",
-			"--service-account-private-key-file", filepath.Join(clusterPKI, "sa.key"), "--root-ca-file", filepath.Join(clusterPKI, "ca.crt")},
-		{"kube-scheduler", "--kubeconfig", admin, "--secure-port", "0", "--leader-elect=false"},
-	} {
+	startKubeProcs(t, k8s, controllerManager(volumeControllers+",statefulset-controller,node-lifecycle-controller,garbage-collector-controller"),
+		[]string{"kube-scheduler", "--kubeconfig", admin, "--secure-port", "0", "--leader-elect=false"})
+}
+
+// volumeControllers bind claims to volumes and protect those in use.
+const volumeControllers = "persistentvolume-binder-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller"
+
+// controllerManager is kube-controller-manager's command line running
+// controllers (a comma-separated list) as the bed's admin.
+func controllerManager(controllers string) []string {
+	return []string{"kube-controller-manager", "--kubeconfig", filepath.Join(clusterPKI, "admin.kubeconfig"), "--secure-port", "0", "--leader-elect=false",
+		"--controllers", controllers,
+		"--service-account-private-key-file", filepath.Join(clusterPKI, "sa.key"), "--root-ca-file", filepath.Join(clusterPKI, "ca.crt")}
+}
+
+// startKubeProcs runs each command line (a binary of k8s and its flags)
+// until the test ends; their logs are printed if it failed.
+func startKubeProcs(t *testing.T, k8s string, procs ...[]string) {
+	t.Helper()
+	for _, args := range procs {
 		log, err := os.CreateTemp("", args[0]+"-*.log")
 		if err != nil {
 			t.Fatal(err)

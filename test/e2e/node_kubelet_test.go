@@ -22,11 +22,16 @@ const (
 	nodeVMPodMemMiB = 512
 )
 
-// nodeClusterVMPod is the test VM with a guest agent as a cluster user writes a VM
-// pod, bound to the node.
+// nodeClusterVMPod is the test VM with a guest agent as a cluster user
+// writes a durable VM pod, bound to the node: its root disk on a claim
+// (nodeDurableVolume), so that it comes back with its data after the
+// power cut.
 const nodeClusterVMPod = `apiVersion: v1
 kind: Pod
-metadata: {name: vm, namespace: ` + clusterNamespace + `}
+metadata:
+  name: vm
+  namespace: ` + clusterNamespace + `
+  annotations: {crimux.io/root-disk: /var/lib/vm}
 spec:
   nodeName: ` + nodeVMName + `
   runtimeClassName: vm
@@ -37,6 +42,10 @@ spec:
     stdin: true
     resources:
       limits: {cpu: "1", memory: 512Mi}
+    volumeMounts: [{name: root, mountPath: /var/lib/vm}]
+  volumes:
+  - name: root
+    persistentVolumeClaim: {claimName: vm-root}
 `
 
 // nodeClusterCtrPod is a container pod beside it.
@@ -56,21 +65,26 @@ spec:
 // node, whose kubelet runs as a systemd unit with the systemd driver:
 // RuntimeClass vm, the overhead in the pod's slice, kubectl logs, exec,
 // port-forward and attach, the power-state annotation, in-place resize,
-// and kubectl delete leaving nothing. The steps share the pods and run in
+// a power cut (node_powercut_test.go), and kubectl delete leaving nothing
+// (the records of the sandboxes the power cut killed included). The steps
+// share the pods and run in
 // order; make e2e-node counts them with TestNode's.
 func TestNodeKubelet(t *testing.T) {
 	requireNode(t)
 	k8s := k8sDir(t)
 	n := &nodeCluster{k8s: k8s}
+	// The bed's volume controllers bind the VM's claim (and let it go).
+	startKubeProcs(t, k8s, controllerManager(volumeControllers))
 	runSteps(t, []step{
 		{"kubelet is a systemd unit with the systemd driver, node Ready", n.kubeletUnit},
-		{"a VM pod and a container pod Running through RuntimeClass vm", n.podsRunning},
+		{"a durable VM pod and a container pod Running through RuntimeClass vm", n.podsRunning},
 		{"kubectl logs shows the VM's console", n.logs},
 		{"kubectl exec runs in the guest", n.exec},
 		{"kubectl port-forward reaches the guest", n.portForward},
 		{"kubectl attach reaches the console", n.attach},
 		{"the power-state annotation: Hibernate, Running, Paused, Running", n.power},
 		{"in-place resize: 2 CPUs and +256 MiB, then back", n.resize},
+		{"a power cut: the node reset, every pod made again, the durable VM's data kept", n.powerCut},
 		{"kubectl delete leaves nothing on the node", n.deleteLeavesNothing},
 	})
 }
@@ -99,6 +113,8 @@ func (n *nodeCluster) kubeletUnit(t *testing.T) {
 }
 
 func (n *nodeCluster) podsRunning(t *testing.T) {
+	nodeRun(t, "install -d -m 0700 "+nodeDurableDir)
+	kubectlApply(t, n.k8s, nodeDurableVolume)
 	kubectlApply(t, n.k8s, nodeClusterVMPod)
 	kubectlApply(t, n.k8s, nodeClusterCtrPod)
 	var vmID, ctrID string
@@ -141,6 +157,9 @@ func (n *nodeCluster) logs(t *testing.T) {
 		}
 		return nil
 	})
+	if logs := kubectl(t, n.k8s, "-n", clusterNamespace, "logs", "vm"); !strings.Contains(logs, "crimux: importing the image's disk") {
+		t.Fatalf("kubectl logs vm does not tell the import of its root disk:\n%s", tail(logs, 20))
+	}
 	if logs := kubectl(t, n.k8s, "-n", clusterNamespace, "logs", "ctr"); !strings.Contains(logs, ctrMarker) {
 		t.Fatalf("kubectl logs ctr = %q, want %s", logs, ctrMarker)
 	}
@@ -245,6 +264,7 @@ func (n *nodeCluster) requireSlice(t *testing.T, cpuMax string, memMax int) {
 // domain, state, pod slice, network namespace or pod IP on the node.
 func (n *nodeCluster) deleteLeavesNothing(t *testing.T) {
 	kubectl(t, n.k8s, "-n", clusterNamespace, "delete", "pod", "vm", "ctr", "--timeout", "5m")
+	n.deleteVolume(t)
 	nodeWait(t, 2*time.Minute, "nothing left on the node after kubectl delete", `
 test -z "$(crictl pods -q)"
 test -z "$(virsh list --all --name)"

@@ -16,6 +16,8 @@ NODE_CLUSTER_MAC=52:54:00:59:00:02
 NODE_PID=$NODE_RUN/qemu.pid
 NODE_KEY=$NODE_RUN/id_ed25519
 NODE_SERIAL=$NODE_RUN/serial.log
+# qemu's monitor (QMP): test/e2e's power cut sends system_reset there.
+NODE_QMP=$NODE_RUN/qmp.sock
 export PATH=$PATH:/usr/local/go/bin:/usr/sbin:/sbin
 
 node_ssh_opts=(-i "$NODE_KEY" -p "$NODE_SSH_PORT" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null

@@ -2,7 +2,8 @@
 # Boots the crimux test node (test/node/build.sh's disk, behind a
 # throw-away overlay) under qemu TCG: 2 vCPUs, NODE_MEM_MIB (3072) of RAM,
 # user-mode networking with the node's sshd on 127.0.0.1:NODE_SSH_PORT
-# (2222) and a tap to this host for the cluster (lib.sh), its serial console in $NODE_RUN/serial.log. Waits for SSH, then
+# (2222) and a tap to this host for the cluster (lib.sh), its serial console in $NODE_RUN/serial.log,
+# its QMP monitor on $NODE_QMP (the power-cut test resets the node there). Waits for SSH, then
 # copies the test images crictl needs into the node's registry. Prints how
 # long each step took. test/node/down.sh stops it and removes everything.
 set -euo pipefail
@@ -43,6 +44,7 @@ nice -n 19 ionice -c3 qemu-system-x86_64 -name crimux-node -accel tcg,thread=mul
 	-netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$NODE_SSH_PORT-:22" -device "virtio-net-pci,netdev=n0,mac=$NODE_UPLINK_MAC" \
 	-netdev "tap,id=n1,ifname=$NODE_TAP,script=no,downscript=no" -device "virtio-net-pci,netdev=n1,mac=$NODE_CLUSTER_MAC" \
 	-device virtio-rng-pci -serial "file:$NODE_SERIAL" \
+	-qmp "unix:$NODE_QMP,server=on,wait=off" \
 	-daemonize -pidfile "$NODE_PID"
 until node_ssh true 2>/dev/null; do
 	node_running || { tail -n 30 "$NODE_SERIAL" >&2; echo "node/up.sh: qemu exited" >&2; exit 1; }
