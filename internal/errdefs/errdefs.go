@@ -27,6 +27,10 @@ var (
 	// ErrResourceExhausted: a cap of the node's was reached (VM
 	// identities, agent calls, snapshots); retrying later may succeed.
 	ErrResourceExhausted = errors.New("resource exhausted")
+	// ErrNodeBusy is a ResourceExhausted of the node as a whole (its cap
+	// of guest-agent calls in flight full of other VMs' calls), not of
+	// the caller's own VM: a caller that can wait may retry at once.
+	ErrNodeBusy = fmt.Errorf("the node is busy: %w", ErrResourceExhausted)
 )
 
 var classes = []struct {

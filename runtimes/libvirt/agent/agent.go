@@ -89,8 +89,12 @@ type statusReply struct {
 }
 
 // Exec runs argv in the guest and waits for it until ctx ends. An exec
-// whose start is refused by the caps of agent calls in flight
-// (ResourceExhausted) starts nothing.
+// whose start is refused by its VM's cap of agent calls in flight
+// (ResourceExhausted) starts nothing. One refused by the node's cap (the
+// node busy with other VMs' calls: errdefs.ErrNodeBusy) asks again until
+// ctx ends: a kubectl exec or an exec probe would rather wait its turn
+// than fail (a failed probe restarts the pod), and the waiting is in
+// crimux, never in libvirtd's workers.
 func Exec(ctx context.Context, send Send, argv []string) (Result, error) {
 	return ExecInput(ctx, send, argv, nil)
 }
@@ -105,7 +109,7 @@ func ExecInput(ctx context.Context, send Send, argv []string, input []byte) (Res
 	if len(argv) == 0 || argv[0] == "" {
 		return Result{}, errdefs.Invalid("cmd", "must name a command")
 	}
-	pid, err := start(send, argv, input)
+	pid, err := startWhenFree(ctx, send, argv, input)
 	if err != nil {
 		return Result{}, err
 	}
@@ -135,6 +139,25 @@ func ExecInput(ctx context.Context, send Send, argv []string, input []byte) (Res
 		tick.Reset(every)
 	}
 }
+
+// startWhenFree starts argv, asking again while the node's cap refuses
+// it (each refusal has waited for a slot already) and ctx lives.
+func startWhenFree(ctx context.Context, send Send, argv []string, input []byte) (int64, error) {
+	for {
+		pid, err := start(send, argv, input)
+		if !errors.Is(err, errdefs.ErrNodeBusy) {
+			return pid, err
+		}
+		select { // a pause, should a refusal ever come without its wait
+		case <-ctx.Done():
+			return pid, err
+		case <-time.After(busyPause):
+		}
+	}
+}
+
+// busyPause is the pause between two starts the node's cap refused.
+const busyPause = 20 * time.Millisecond
 
 func start(send Send, argv []string, input []byte) (int64, error) {
 	var reply execReply

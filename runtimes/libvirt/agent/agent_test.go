@@ -132,3 +132,32 @@ func TestExecUnderTheAgentCap(t *testing.T) {
 		t.Fatalf("%d calls reached the agent, want guest-exec and 2 polls", len(f.seen))
 	}
 }
+
+// TestExecWaitsForABusyNode: an exec whose start the node's cap refuses
+// (other VMs' calls fill it) asks again until it starts, and gives up
+// with the refusal once its context ends; its own VM's cap refuses at
+// once (TestExecUnderTheAgentCap).
+func TestExecWaitsForABusyNode(t *testing.T) {
+	busy := func(f *fakeAgent, refusals int) Send {
+		n := 0
+		return func(cmd string, timeout time.Duration) (string, error) {
+			if n++; n <= refusals {
+				return "", fmt.Errorf("guest-agent call to crimux-c1 refused: the per-node cap: %w", errdefs.ErrNodeBusy)
+			}
+			return f.send(cmd, timeout)
+		}
+	}
+	f := &fakeAgent{out: "done\n"}
+	res, err := Exec(context.Background(), busy(f, 3), []string{"echo", "done"})
+	if err != nil || string(res.Stdout) != "done\n" || len(f.seen) != 2 {
+		t.Fatalf("an exec refused 3 times by the node's cap: %+v, %v, %d calls reached the agent; want its output", res, err, len(f.seen))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	f = &fakeAgent{}
+	start := time.Now()
+	_, err = Exec(ctx, busy(f, 1<<30), []string{"true"})
+	if errdefs.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "per-node cap") || len(f.seen) != 0 || time.Since(start) > 2*time.Second {
+		t.Fatalf("an exec the node's cap refuses until its context ends: %v after %v, %d calls; want ResourceExhausted naming the cap, soon", err, time.Since(start), len(f.seen))
+	}
+}

@@ -125,7 +125,7 @@ func (s *AgentSlots) full(domain string) error {
 	case s.node >= s.caps.PerNode:
 		return fmt.Errorf("guest-agent call to %s refused: %d guest-agent calls are in flight on this node, the per-node cap "+
 			"(libvirt.agent_calls_per_node = %d), after %v waiting for one to end; retry once they end: %w",
-			domain, s.node, s.caps.PerNode, s.caps.Wait, errdefs.ErrResourceExhausted)
+			domain, s.node, s.caps.PerNode, s.caps.Wait, errdefs.ErrNodeBusy)
 	}
 	return nil
 }
