@@ -27,10 +27,10 @@ var (
 	// ErrResourceExhausted: a cap of the node's was reached (VM
 	// identities, agent calls, snapshots); retrying later may succeed.
 	ErrResourceExhausted = errors.New("resource exhausted")
-	// ErrNodeBusy is a ResourceExhausted of the node as a whole (its cap
-	// of guest-agent calls in flight full of other VMs' calls), not of
-	// the caller's own VM: a caller that can wait may retry at once.
-	ErrNodeBusy = fmt.Errorf("the node is busy: %w", ErrResourceExhausted)
+	// ErrBusy is a ResourceExhausted of a cap full of work that is being
+	// done (guest-agent calls that are answered), not of work that is
+	// stuck: a caller that can wait may ask again at once.
+	ErrBusy = fmt.Errorf("busy: %w", ErrResourceExhausted)
 )
 
 var classes = []struct {

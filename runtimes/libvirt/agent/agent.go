@@ -89,12 +89,14 @@ type statusReply struct {
 }
 
 // Exec runs argv in the guest and waits for it until ctx ends. An exec
-// whose start is refused by its VM's cap of agent calls in flight
-// (ResourceExhausted) starts nothing. One refused by the node's cap (the
-// node busy with other VMs' calls: errdefs.ErrNodeBusy) asks again until
-// ctx ends: a kubectl exec or an exec probe would rather wait its turn
-// than fail (a failed probe restarts the pod), and the waiting is in
-// crimux, never in libvirtd's workers.
+// whose start is refused by the caps of agent calls in flight
+// (ResourceExhausted) starts nothing. One refused because the caps are
+// busy with calls that are answered (errdefs.ErrBusy: the node's cap, or
+// its VM's while its agent answers) asks again until ctx ends: a kubectl
+// exec or an exec probe would rather wait its turn than fail (a failed
+// probe restarts the pod), and the waiting is in crimux, never in
+// libvirtd's workers. A VM whose agent does not answer is refused within
+// seconds, naming its cap.
 func Exec(ctx context.Context, send Send, argv []string) (Result, error) {
 	return ExecInput(ctx, send, argv, nil)
 }
@@ -140,12 +142,12 @@ func ExecInput(ctx context.Context, send Send, argv []string, input []byte) (Res
 	}
 }
 
-// startWhenFree starts argv, asking again while the node's cap refuses
-// it (each refusal has waited for a slot already) and ctx lives.
+// startWhenFree starts argv, asking again while a busy cap refuses it
+// (each refusal has waited for a slot already) and ctx lives.
 func startWhenFree(ctx context.Context, send Send, argv []string, input []byte) (int64, error) {
 	for {
 		pid, err := start(send, argv, input)
-		if !errors.Is(err, errdefs.ErrNodeBusy) {
+		if !errors.Is(err, errdefs.ErrBusy) {
 			return pid, err
 		}
 		select { // a pause, should a refusal ever come without its wait
@@ -156,7 +158,7 @@ func startWhenFree(ctx context.Context, send Send, argv []string, input []byte) 
 	}
 }
 
-// busyPause is the pause between two starts the node's cap refused.
+// busyPause is the pause between two starts a busy cap refused.
 const busyPause = 20 * time.Millisecond
 
 func start(send Send, argv []string, input []byte) (int64, error) {

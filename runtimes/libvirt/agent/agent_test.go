@@ -142,7 +142,7 @@ func TestExecWaitsForABusyNode(t *testing.T) {
 		n := 0
 		return func(cmd string, timeout time.Duration) (string, error) {
 			if n++; n <= refusals {
-				return "", fmt.Errorf("guest-agent call to crimux-c1 refused: the per-node cap: %w", errdefs.ErrNodeBusy)
+				return "", fmt.Errorf("guest-agent call to crimux-c1 refused: the per-node cap: %w", errdefs.ErrBusy)
 			}
 			return f.send(cmd, timeout)
 		}

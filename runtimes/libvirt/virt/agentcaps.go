@@ -18,7 +18,9 @@ import (
 // define, start and stop queued behind it. So crimux bounds the agent
 // calls it has in flight, per VM and for the node; a call past either
 // bound waits in crimux, not in libvirtd, for one to end (at most
-// AgentCaps.Wait) and is refused after that (ResourceExhausted); an
+// AgentCaps.Wait) and is refused after that (ResourceExhausted; busy,
+// errdefs.ErrBusy, when the calls filling the cap are being answered:
+// an exec's start then asks again for as long as its request lives); an
 // agent call also never uses the shared connection's request slots
 // (remote.AgentCommand). Waiting matters under load: 100 kubectl execs
 // into a few VMs poll their commands' status and fill the caps for
@@ -55,6 +57,9 @@ type AgentSlots struct {
 	mu   sync.Mutex
 	node int
 	vms  map[string]int
+	// answered is when each VM with calls in flight last answered one:
+	// a full per-VM cap whose agent answers is busy, not stuck.
+	answered map[string]time.Time
 	// freed is closed (and made anew) whenever a slot comes back.
 	freed chan struct{}
 }
@@ -70,7 +75,7 @@ func NewAgentSlots(caps AgentCaps) *AgentSlots {
 	if caps.Wait <= 0 {
 		caps.Wait = DefaultAgentCaps.Wait
 	}
-	return &AgentSlots{caps: caps, vms: map[string]int{}, freed: make(chan struct{})}
+	return &AgentSlots{caps: caps, vms: map[string]int{}, answered: map[string]time.Time{}, freed: make(chan struct{})}
 }
 
 // Caps are the caps counted against.
@@ -89,9 +94,12 @@ func (s *AgentSlots) InFlight(domain string) (vm, node int) {
 // caps' Wait, then refuses the call, naming the cap.
 func (s *AgentSlots) Take(domain string) (release func(), err error) {
 	deadline := time.Now().Add(s.caps.Wait)
+	// The VM is busy, not stuck, if it answered a call from one Wait
+	// before this one until the refusal.
+	busySince := time.Now().Add(-s.caps.Wait)
 	for {
 		s.mu.Lock()
-		err := s.full(domain)
+		err := s.full(domain, busySince)
 		if err == nil {
 			s.vms[domain]++
 			s.node++
@@ -115,19 +123,33 @@ func (s *AgentSlots) Take(domain string) (release func(), err error) {
 }
 
 // full says which cap a call to domain would pass now (nil: none); s.mu
-// is held.
-func (s *AgentSlots) full(domain string) error {
+// is held. A full per-VM cap is busy (errdefs.ErrBusy: worth waiting
+// for) if the VM's agent answered a call after busySince, and stuck
+// otherwise; the node's is busy with whatever fills it (a stuck VM holds
+// at most its own cap of it).
+func (s *AgentSlots) full(domain string, busySince time.Time) error {
 	switch {
 	case s.vms[domain] >= s.caps.PerVM:
+		class := errdefs.ErrResourceExhausted
+		if s.answered[domain].After(busySince) {
+			class = errdefs.ErrBusy
+		}
 		return fmt.Errorf("guest-agent call to %s refused: %d calls to its agent are in flight, the per-VM cap "+
 			"(libvirt.agent_calls_per_vm = %d), after %v waiting for one to end; retry once they end: %w",
-			domain, s.vms[domain], s.caps.PerVM, s.caps.Wait, errdefs.ErrResourceExhausted)
+			domain, s.vms[domain], s.caps.PerVM, s.caps.Wait, class)
 	case s.node >= s.caps.PerNode:
 		return fmt.Errorf("guest-agent call to %s refused: %d guest-agent calls are in flight on this node, the per-node cap "+
 			"(libvirt.agent_calls_per_node = %d), after %v waiting for one to end; retry once they end: %w",
-			domain, s.node, s.caps.PerNode, s.caps.Wait, errdefs.ErrNodeBusy)
+			domain, s.node, s.caps.PerNode, s.caps.Wait, errdefs.ErrBusy)
 	}
 	return nil
+}
+
+// answer records that domain's agent answered a call.
+func (s *AgentSlots) answer(domain string) {
+	s.mu.Lock()
+	s.answered[domain] = time.Now()
+	s.mu.Unlock()
 }
 
 func (s *AgentSlots) give(domain string) {
@@ -136,6 +158,7 @@ func (s *AgentSlots) give(domain string) {
 	s.node--
 	if s.vms[domain]--; s.vms[domain] <= 0 {
 		delete(s.vms, domain)
+		delete(s.answered, domain) // consulted only while its cap is full
 	}
 	close(s.freed)
 	s.freed = make(chan struct{})
@@ -157,5 +180,9 @@ func (a agentCapped) AgentCommand(d Domain, cmd string, timeout time.Duration) (
 		return "", err
 	}
 	defer release()
-	return a.Libvirt.AgentCommand(d, cmd, timeout)
+	answer, err := a.Libvirt.AgentCommand(d, cmd, timeout)
+	if err == nil {
+		a.slots.answer(d.Name)
+	}
+	return answer, err
 }
