@@ -20,6 +20,7 @@ import (
 type Libvirt interface {
 	Domains
 	Power
+	SavedStates
 	Snapshots
 	Events
 	Agent
@@ -72,6 +73,23 @@ type Power interface {
 	// ManagedSave saves the memory to disk and stops the domain; its next
 	// start restores it, running.
 	ManagedSave(Domain) error
+}
+
+// SavedStates save a running domain's state to a file and start domains
+// from such files: the VM templates and their clones (issue 39).
+type SavedStates interface {
+	// SaveState saves the running domain's memory and device state into
+	// path, a file libvirtd creates as root (mode 0600), and stops the
+	// domain.
+	SaveState(d Domain, path string) error
+	// RestoreState starts, running, the domain described by the save
+	// image at path, with the XML the image holds (none is passed: with
+	// one libvirt would check it against the image's). libvirtd opens
+	// path as root, reads it once from start to end and hands qemu the
+	// open file: path may be a FIFO.
+	RestoreState(path string) error
+	// SetTime sets the guest's clock to t through its agent.
+	SetTime(d Domain, t time.Time) error
 }
 
 // Snapshots are libvirt's internal snapshots of a domain.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"libvirt.org/go/libvirtxml"
 
@@ -57,6 +58,11 @@ type Domain struct {
 	// requested) or ignores it (no driver: current stays).
 	Memory     virt.MemoryPlug
 	GuestPlugs bool
+	// SavedMemory is what SaveState writes as the domain's qemu stream
+	// (nil: a few bytes); Restored is the stream RestoreState read;
+	// GuestTime what SetTime last set.
+	SavedMemory, Restored []byte
+	GuestTime             time.Time
 	// GuestMemory is what the guest's balloon driver reports of its RAM
 	// while the domain runs; nil: it reports nothing.
 	GuestMemory *virt.GuestMemory
@@ -187,6 +193,14 @@ func (f *Libvirt) Disconnect() {
 
 // enter counts a call and returns its injected failure, if any. The
 // caller holds mu.
+// call counts a call of method and returns its injected failure, under
+// mu, for methods that do their work without it.
+func (f *Libvirt) call(method string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.enter(method)
+}
+
 func (f *Libvirt) enter(method string) error {
 	f.calls[method]++
 	if errs := f.failures[method]; len(errs) > 0 {
