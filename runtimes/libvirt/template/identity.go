@@ -1,0 +1,110 @@
+package template
+
+import (
+	"fmt"
+	"net"
+	"regexp"
+	"strings"
+)
+
+// Identity is what a clone makes its own in its guest once restored (its
+// VM generation ID is new already: libvirt makes one at every restore,
+// and the guest's kernel reseeds its RNG on it; its clock is set through
+// the agent). Firecracker's snapshot documentation and cloud-init's idea
+// of a new instance ask for the rest: a network identity of its own (its
+// pod's MAC and addresses), its hostname, machine ID and SSH host keys,
+// then cloud-init's per-instance stages for the pod's instance ID.
+type Identity struct {
+	Hostname string
+	// MachineID is 32 lowercase hex digits (systemd's machine-id(5)).
+	MachineID string
+	// TemplateMAC is the MAC the guest's NIC has from the template's
+	// saved state; MAC is the pod's, which crimux's DHCP and the pod
+	// network know.
+	TemplateMAC, MAC string
+	// Addresses are the pod's, each with its prefix length and gateway.
+	Addresses []Address
+}
+
+// Address is one of the pod's addresses.
+type Address struct {
+	IP        string
+	PrefixLen int
+	Gateway   string
+}
+
+var (
+	hostnameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
+	machineRE  = regexp.MustCompile(`^[0-9a-f]{32}$`)
+)
+
+// Check refuses what the script would not put safely into a shell.
+func (id Identity) Check() error {
+	if len(id.Hostname) > 253 || !hostnameRE.MatchString(id.Hostname) {
+		return fmt.Errorf("clone identity: hostname %q is not a DNS name", id.Hostname)
+	}
+	if !machineRE.MatchString(id.MachineID) {
+		return fmt.Errorf("clone identity: machine ID %q is not 32 hex digits", id.MachineID)
+	}
+	for _, mac := range []string{id.TemplateMAC, id.MAC} {
+		if hw, err := net.ParseMAC(mac); err != nil || len(hw) != 6 || hw.String() != mac {
+			return fmt.Errorf("clone identity: MAC %q is not a lowercase Ethernet address", mac)
+		}
+	}
+	for _, a := range id.Addresses {
+		ip := net.ParseIP(a.IP)
+		bits := 128
+		if ip.To4() != nil {
+			bits = 32
+		}
+		if ip == nil || a.PrefixLen < 1 || a.PrefixLen > bits || (a.Gateway != "" && net.ParseIP(a.Gateway) == nil) {
+			return fmt.Errorf("clone identity: address %s/%d via %q", a.IP, a.PrefixLen, a.Gateway)
+		}
+	}
+	return nil
+}
+
+// Script is the shell script (POSIX sh, run as root through the guest
+// agent) that makes a restored clone id. The values are checked (Check)
+// and none needs quoting; the NIC is found by the template's MAC, whatever
+// its name. What takes long under TCG (an RSA host key, cloud-init's
+// per-instance stages, which read the pod's cloud-init volume afresh)
+// runs in the background, after the script returns.
+func (id Identity) Script() (string, error) {
+	if err := id.Check(); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `set -eu
+nic=
+for d in /sys/class/net/*; do
+	[ "$(cat "$d/address")" = %s ] && nic=${d##*/}
+done
+[ -n "$nic" ] || { echo "no NIC with the template's MAC %s" >&2; exit 1; }
+ip link set dev "$nic" down
+ip link set dev "$nic" address %s
+ip addr flush dev "$nic"
+ip link set dev "$nic" up
+`, id.TemplateMAC, id.TemplateMAC, id.MAC)
+	for _, a := range id.Addresses {
+		fam := "-4"
+		if net.ParseIP(a.IP).To4() == nil {
+			fam = "-6"
+		}
+		fmt.Fprintf(&b, "ip %s addr add %s/%d dev \"$nic\"\n", fam, a.IP, a.PrefixLen)
+		if a.Gateway != "" {
+			fmt.Fprintf(&b, "ip %s route replace default via %s dev \"$nic\"\n", fam, a.Gateway)
+		}
+	}
+	fmt.Fprintf(&b, `hostname %[1]s
+echo %[1]s >/etc/hostname
+echo %[2]s >/etc/machine-id
+rm -f /etc/ssh/ssh_host_*
+ssh-keygen -q -N '' -t ed25519 -f /etc/ssh/ssh_host_ed25519_key
+ssh-keygen -q -N '' -t ecdsa -f /etc/ssh/ssh_host_ecdsa_key
+systemctl reload-or-restart ssh 2>/dev/null || true
+blockdev --flushbufs /dev/sr0 2>/dev/null || true
+systemd-run --unit=crimux-clone-instance --no-block sh -c 'ssh-keygen -q -N "" -t rsa -b 3072 -f /etc/ssh/ssh_host_rsa_key; systemctl reload-or-restart ssh; cloud-init init && cloud-init modules --mode=config && cloud-init modules --mode=final' >/dev/null 2>&1 || true
+`, id.Hostname, id.MachineID)
+	return b.String(), nil
+}

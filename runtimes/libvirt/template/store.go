@@ -1,0 +1,163 @@
+package template
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/crimux/crimux/internal/errdefs"
+)
+
+// The states of a template.
+const (
+	Making = "making" // being booted and saved
+	Ready  = "ready"  // clones may be restored from it
+	Failed = "failed" // its making failed (Meta.Error says why)
+)
+
+// Meta is what template.json says of a template.
+type Meta struct {
+	Key         string `json:"key"`
+	Image       string `json:"image"`
+	ImageDigest string `json:"image_digest"`
+	Shape       Shape  `json:"shape"`
+	Version     string `json:"crimux_version"`
+	State       string `json:"state"`
+	Error       string `json:"error,omitempty"`
+	CreatedAt   int64  `json:"created_at"`
+	ReadyAt     int64  `json:"ready_at,omitempty"`
+	// StreamOffset is where qemu's stream starts in the save image.
+	StreamOffset int64 `json:"stream_offset,omitempty"`
+}
+
+// Store is the templates' directory.
+type Store struct{ Dir string }
+
+// Paths are a template's files.
+type Paths struct{ Dir, State, Disk, CIData, Meta string }
+
+// Paths of the template key.
+func (s Store) Paths(key string) Paths {
+	dir := filepath.Join(s.Dir, key)
+	return Paths{Dir: dir, State: filepath.Join(dir, "state"), Disk: filepath.Join(dir, "disk.qcow2"),
+		CIData: filepath.Join(dir, "cidata.iso"), Meta: filepath.Join(dir, "template.json")}
+}
+
+// Create makes the template's directory (root's alone) and writes m, in
+// state Making; AlreadyExists if there is one.
+func (s Store) Create(m Meta) error {
+	if !validKey(m.Key) {
+		return errdefs.Invalid("template key", "%q is not 16 hex digits", m.Key)
+	}
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.Mkdir(s.Paths(m.Key).Dir, 0o700); errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("template %s: %w", m.Key, errdefs.ErrAlreadyExists)
+	} else if err != nil {
+		return err
+	}
+	m.State = Making
+	return s.Put(m)
+}
+
+// Put writes m, whole or not at all (a temporary file renamed).
+func (s Store) Put(m Meta) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	p := s.Paths(m.Key).Meta
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+// Get reads template key's meta; NotFound if there is none.
+func (s Store) Get(key string) (Meta, error) {
+	var m Meta
+	if !validKey(key) {
+		return m, errdefs.Invalid("template key", "%q is not 16 hex digits", key)
+	}
+	b, err := os.ReadFile(s.Paths(key).Meta)
+	if errors.Is(err, fs.ErrNotExist) {
+		return m, fmt.Errorf("template %s: %w", key, errdefs.ErrNotFound)
+	} else if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("template %s: %s: %w", key, s.Paths(key).Meta, err)
+	}
+	return m, nil
+}
+
+// List is every template whose meta reads, by key; a directory without
+// one (a making cut short before its first write) is listed as Failed.
+func (s Store) List() ([]Meta, error) {
+	entries, err := os.ReadDir(s.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var out []Meta
+	for _, e := range entries {
+		if !e.IsDir() || !validKey(e.Name()) {
+			continue
+		}
+		m, err := s.Get(e.Name())
+		if err != nil {
+			m = Meta{Key: e.Name(), State: Failed, Error: err.Error()}
+		}
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// Remove deletes template key's directory; nothing there is no error.
+func (s Store) Remove(key string) error {
+	if !validKey(key) {
+		return errdefs.Invalid("template key", "%q is not 16 hex digits", key)
+	}
+	return os.RemoveAll(s.Paths(key).Dir)
+}
+
+// Usage is the bytes and inodes the templates take on disk.
+func (s Store) Usage() (bytes, inodes uint64, err error) {
+	err = filepath.WalkDir(s.Dir, func(_ string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil // gone meanwhile
+		}
+		inodes++
+		if st, ok := blocks(info); ok {
+			bytes += st
+		}
+		return nil
+	})
+	return bytes, inodes, err
+}
+
+func validKey(k string) bool {
+	if len(k) != 16 {
+		return false
+	}
+	for _, c := range k {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
