@@ -161,6 +161,7 @@ func (r *Runtime) resync(l virt.Libvirt) {
 		r.Log.Warn("resync: list libvirt's domains; VM records left as they are", "err", err)
 		return
 	}
+	boot := r.bootTime()
 	listed := make(map[string]virt.Domain, len(doms))
 	for _, d := range doms {
 		listed[d.Name] = d
@@ -174,8 +175,8 @@ func (r *Runtime) resync(l virt.Libvirt) {
 			}
 		case c.State != runtimeapi.ContainerState_CONTAINER_RUNNING:
 		case defined && !d.Inactive():
-		case r.startedBeforeBoot(c):
-			r.stopped(c.Domain, ExitNodeRebooted, ReasonNodeRebooted, nodeRebootMessage(c.Domain))
+		case startedBefore(c, boot):
+			r.stopped(c.Domain, ExitNodeRebooted, ReasonNodeRebooted, nodeRebootMessage(c.Domain, boot))
 		case !defined:
 			r.domainStopped(c.Domain, ExitKilled, "DomainGone")
 		default:

@@ -38,11 +38,10 @@ func HostBootTime() time.Time {
 	return time.Time{}
 }
 
-// startedBeforeBoot: VM c was started before the node last booted, so
+// startedBefore: VM c was started before the node booted at boot, so
 // whatever ended it, the node's restart did (with a second's slack for
-// btime's precision).
-func (r *Runtime) startedBeforeBoot(c *store.Container) bool {
-	boot := r.bootTime()
+// btime's precision). A zero boot (unknown) says no.
+func startedBefore(c *store.Container, boot time.Time) bool {
 	return !boot.IsZero() && c.StartedAt > 0 && time.Unix(0, c.StartedAt).Before(boot.Add(-time.Second))
 }
 
@@ -54,7 +53,7 @@ func (r *Runtime) bootTime() time.Time {
 }
 
 // nodeRebootMessage is the exit message of a VM lost with the node.
-func nodeRebootMessage(domain string) string {
+func nodeRebootMessage(domain string, boot time.Time) string {
 	return fmt.Sprintf("the node restarted (booted %s) while VM %s ran: it ended with the node",
-		HostBootTime().UTC().Format(time.RFC3339), domain)
+		boot.UTC().Format(time.RFC3339), domain)
 }
