@@ -127,9 +127,23 @@ func TestDiskGrowthIsTheWritableLayer(t *testing.T) {
 	c := startVMAPICrimux(t)
 	v := startTestVM(t, c, "disk-growth")
 	before := writableLayer(t, c, v.ctrID)
-	if out := v.guestRun(t, "dd if=/dev/urandom of=/mnt/fill bs=1M count=8 2>/dev/null && sync"); !strings.HasPrefix(out, "0:") {
-		t.Fatalf("the guest could not write 8 MiB to its disk: %s", out)
-	}
+	// The write runs in the background: a loaded host may take long to
+	// flush it, and typing the line again (^C first) would kill it.
+	// Started once however often the line is typed; polled until done.
+	// Zeros, not /dev/urandom: the guest makes those slowly under TCG and
+	// its console waits behind it (here the test took 55 s with them, 8.5 s
+	// with zeros); the disk has no detect_zeroes, so zeros are data.
+	v.guestRun(t, "[ -e /mnt/fill.started ] || { touch /mnt/fill.started; "+
+		"(dd if=/dev/zero of=/mnt/fill bs=1M count=8 2>/dev/null && sync && echo ok >/mnt/fill.done || echo failed >/mnt/fill.done) & }")
+	testutil.Eventually(t, 2*time.Minute, "the guest wrote and synced 8 MiB", func() error {
+		if out := v.guestRun(t, "cat /mnt/fill.done"); !strings.HasPrefix(out, "0:") {
+			return fmt.Errorf("not yet: %s", out)
+		}
+		if out := v.guestOutput(t, "cat /mnt/fill.done"); out != "ok" {
+			t.Fatalf("the guest could not write 8 MiB to its disk: %s", out)
+		}
+		return nil
+	})
 	testutil.Eventually(t, 30*time.Second, "the writable layer grown by the 8 MiB written", func() error {
 		if after := writableLayer(t, c, v.ctrID); after < before+8<<20 {
 			return fmt.Errorf("writable layer %d bytes, was %d", after, before)
