@@ -29,7 +29,7 @@ UNITDIR    ?= $(PREFIX)/lib/systemd/system
 DESTDIR    ?=
 E2E_ENV   := CRIMUX_E2E=1 CRIMUX_BIN=$(BIN)/crimux CRIMUX_CTL=$(BIN)/crimuxctl CRIMUX_TESTBED=$(TESTBED)
 
-.PHONY: all build install dist dist-tree host-tools e2e-node e2e-kubelet e2e-cluster run test vet fmt-check unit bed bed-down e2e e2e-guest e2e-vm e2e-vm-net e2e-vm-api e2e-vm-storage e2e-vm-durable e2e-faults chaos critest proto clean
+.PHONY: all build install dist dist-tree host-tools e2e-node e2e-kubelet e2e-cluster run test vet fmt-check unit bed bed-down e2e e2e-guest e2e-guest-instant e2e-vm e2e-vm-net e2e-vm-api e2e-vm-storage e2e-vm-durable e2e-faults chaos critest proto clean
 
 all: build
 
@@ -106,6 +106,11 @@ e2e-vm: build bed
 # log reopen, events, graceful stop. Minutes under TCG.
 e2e-guest: build bed
 	CRIMUX_GUEST=1 $(E2E_ENV) $(GO) test -race -count=1 -v -timeout 25m -run '^TestVMGuest$$' ./test/e2e/
+
+# e2e-guest-instant: the Debian guest's template made once, two VM pods
+# restored from it, each a machine of its own (issue 39).
+e2e-guest-instant: build bed
+	CRIMUX_GUEST=1 $(E2E_ENV) $(GO) test -race -count=1 -v -timeout 30m -run '^TestVMGuestInstant$$' ./test/e2e/
 
 # e2e-vm-storage: a VM pod's storage (issue 15) through crimux with crictl:
 # a loop device as a virtio-blk disk, host directories as virtio-fs shares

@@ -115,6 +115,12 @@ type Libvirt struct {
 	// GCInterval is how often the collector passes over the VM runtime's
 	// leftovers (domains, files, pod networks and CNI GC, image cache).
 	GCInterval Duration `toml:"gc_interval"`
+	// Templates lets VM pods that ask for it (RuntimeClass vm-instant, or
+	// the annotation crimux.io/start: template) start from their image's
+	// booted template; false boots every VM. TemplateCgroupParent is
+	// the cgroup templates are made under.
+	Templates            bool   `toml:"templates"`
+	TemplateCgroupParent string `toml:"template_cgroup_parent"`
 }
 
 // Kubernetes configures the node agent (package nodeagent), which applies
@@ -184,10 +190,12 @@ func Default() Config {
 			VMIDCount:             DefaultVMIDCount,
 			GuestBootTimeout:      Duration{3 * time.Minute},
 			GCInterval:            Duration{time.Minute},
+			Templates:             true,
+			TemplateCgroupParent:  "/crimux-templates",
 		},
 		Runtimes: []Runtime{
 			{Name: "containerd", Type: TypeContainer, Handlers: []string{"runc"}, Primary: true},
-			{Name: "vm", Type: TypeVM, Handlers: []string{"vm"}},
+			{Name: "vm", Type: TypeVM, Handlers: []string{"vm", "vm-instant"}},
 		},
 	}
 }

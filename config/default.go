@@ -97,6 +97,13 @@ guest_boot_timeout = "3m0s"
 # files, pod networks and CNI GC, the image cache); it also passes after every
 # start and libvirtd reconnect.
 gc_interval = "1m0s"
+# VM pods that ask for it (RuntimeClass vm-instant, or the annotation
+# crimux.io/start: template) start from their image's booted template, in
+# seconds; the first such pod of an image and shape boots while the template
+# is made (docs/templates.md). false boots every VM.
+templates = true
+# The cgroup templates are made under (a cgroupfs path).
+template_cgroup_parent = "/crimux-templates"
 
 [kubernetes]
 # The node agent: with a kubeconfig, crimux watches this node's pods and
@@ -122,10 +129,11 @@ handlers = ["runc"]
 primary = true
 # endpoint = "unix:///run/containerd/containerd.sock"  # default: [containerd].endpoint
 
-# VMs: pods whose RuntimeClass handler is "vm" (or annotated
-# crimux.io/workload-type: vm) run as libvirt + qemu VMs.
+# VMs: pods whose RuntimeClass handler is "vm" or "vm-instant" (or annotated
+# crimux.io/workload-type: vm) run as libvirt + qemu VMs; "vm-instant" ones
+# start from their image's booted template where they can (libvirt.templates).
 [[runtime]]
 name = "vm"
 type = "vm"
-handlers = ["vm"]
+handlers = ["vm", "vm-instant"]
 `

@@ -36,6 +36,12 @@ func (a *Agent) GuestBoot(pod PodRef, booted bool, message string) {
 	if booted {
 		eventType, reason = corev1.EventTypeNormal, ReasonGuestBooted
 	}
+	a.PodEvent(pod, eventType, reason, message)
+}
+
+// PodEvent records an event of the VM runtime's on a pod (how its VM
+// started, issue 39); it returns at once.
+func (a *Agent) PodEvent(pod PodRef, eventType, reason, message string) {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), guestBootEventTimeout)

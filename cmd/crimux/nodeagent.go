@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -100,6 +101,11 @@ type guestBootRelay struct {
 func (g *guestBootRelay) report(b libvirt.GuestBoot) {
 	if a := g.agent.Load(); a != nil {
 		md := b.Pod
-		a.GuestBoot(nodeagent.PodRef{Namespace: md.GetNamespace(), Name: md.GetName(), UID: types.UID(md.GetUid())}, b.Booted, b.Message)
+		ref := nodeagent.PodRef{Namespace: md.GetNamespace(), Name: md.GetName(), UID: types.UID(md.GetUid())}
+		if b.Reason != "" {
+			a.PodEvent(ref, corev1.EventTypeNormal, b.Reason, b.Message)
+			return
+		}
+		a.GuestBoot(ref, b.Booted, b.Message)
 	}
 }

@@ -50,6 +50,8 @@ Commands:
   vm         VMs: list, get, reboot, power, snapshot (crimuxctl vm --help)
   gc         resources of another crimux identity: list them, or --adopt or
              --delete one, e.g. domain/crimux-<id> (crimuxctl gc --help)
+  template   VM templates (instant start): list, warm IMAGE, rm KEY
+             (crimuxctl template --help)
   store rebuild
              with crimux stopped: rebuild a damaged VM store from libvirt's
              domains and the state dir (crimuxctl store rebuild --help)
@@ -111,6 +113,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = c.vm(rest)
 	case "gc":
 		err = c.gc(rest)
+	case "template":
+		err = c.template(rest)
 	case "store":
 		err = c.store(rest)
 	default:

@@ -11,6 +11,16 @@ import (
 // Annotations crimux reads from a VM pod or container (the container's win).
 const (
 	AnnotationKernelArgs = "crimux.io/kernel-args"
+	// AnnotationStart says how the VM starts: "template" restores it
+	// from its image's booted template where its shape allows (issue 39),
+	// "boot" boots it (the default; it overrides RuntimeClass vm-instant).
+	AnnotationStart = "crimux.io/start"
+)
+
+// The values of AnnotationStart.
+const (
+	StartTemplate = "template"
+	StartBoot     = "boot"
 )
 
 // maxKernelArgs is the x86 kernel command line limit.
@@ -20,6 +30,8 @@ const maxKernelArgs = 2048
 type Options struct {
 	// KernelArgs replaces the image's kernel arguments when set.
 	KernelArgs string
+	// Start is AnnotationStart's value ("" when unset).
+	Start string
 }
 
 // ParseAnnotations reads crimux's annotations, pod first, then the
@@ -34,6 +46,12 @@ func ParseAnnotations(pod, container map[string]string) (Options, error) {
 				return o, errdefs.Invalid("annotations["+AnnotationKernelArgs+"]", "%v", err)
 			}
 			o.KernelArgs = args
+		}
+		if v, ok := src[AnnotationStart]; ok {
+			if v != StartTemplate && v != StartBoot {
+				return o, errdefs.Invalid("annotations["+AnnotationStart+"]", "%q is neither %q nor %q", v, StartTemplate, StartBoot)
+			}
+			o.Start = v
 		}
 	}
 	return o, nil

@@ -35,6 +35,9 @@ func Domain(spec Spec) (*libvirtxml.Domain, error) {
 		return nil, fmt.Errorf("vm spec %s: neither a disk nor a kernel to boot", spec.Name)
 	}
 	d := &libvirtxml.Domain{Name: spec.Name, UUID: spec.UUID}
+	if spec.GenID {
+		d.GenID = &libvirtxml.DomainGenID{} // libvirt picks one, and a new one at every restore
+	}
 	for _, c := range configurators {
 		if err := c(spec, d); err != nil {
 			return nil, fmt.Errorf("vm spec %s: %w", spec.Name, err)

@@ -216,3 +216,17 @@ func (o operator) AdoptForeign(ctx context.Context, kind, name string) error {
 func (o operator) DeleteForeign(ctx context.Context, kind, name string) error {
 	return o.gc.DeleteForeign(ctx, kind, name)
 }
+
+// ListTemplates, WarmTemplate and RemoveTemplate are the VM runtime's
+// templates (vmtypes.Templates).
+func (b *backend) ListTemplates(ctx context.Context) ([]vmtypes.TemplateInfo, error) {
+	return b.rt.cri.ListTemplates(ctx)
+}
+
+func (b *backend) WarmTemplate(ctx context.Context, image string, vcpus uint32, memoryMiB uint64) (vmtypes.TemplateInfo, error) {
+	return b.rt.cri.WarmTemplate(ctx, image, vcpus, memoryMiB)
+}
+
+func (b *backend) RemoveTemplate(ctx context.Context, key string) error {
+	return b.rt.cri.RemoveTemplate(ctx, key)
+}

@@ -31,8 +31,10 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/criservice"
 	"github.com/crimux/crimux/runtimes/libvirt/gc"
+	"github.com/crimux/crimux/runtimes/libvirt/instant"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/template"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/runtimes/libvirt/virtiofs"
 	"github.com/crimux/crimux/runtimes/libvirt/vmops"
@@ -120,10 +122,18 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 	return rt, nil
 }
 
+// TemplatesDir holds the VM templates, under the state dir.
+const TemplatesDir = "templates"
+
 // wire makes the rooms on one core.
 func (rt *Runtime) wire(opts Options, p core.Parts, conn *virt.Conn) {
 	rt.core = core.New(opts, p)
 	rt.cri, rt.ops, rt.gc, rt.conn = criservice.New(rt.core), vmops.New(rt.core), gc.New(rt.core), conn
+	if !opts.TemplatesOff {
+		rt.cri.Instant = &instant.Maker{R: rt.core, Store: template.Store{Dir: filepath.Join(opts.StateDir, TemplatesDir)},
+			Parent: opts.TemplateParent}
+		rt.gc.Templates = &rt.cri.Instant.Store
+	}
 	rt.core.AfterResync = func(ctx context.Context, first bool) { rt.gc.CollectGarbage(ctx, first) }
 }
 

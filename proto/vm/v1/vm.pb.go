@@ -1707,6 +1707,421 @@ func (*CollectForeignResponse) Descriptor() ([]byte, []int) {
 	return file_vm_v1_vm_proto_rawDescGZIP(), []int{25}
 }
 
+// Template is one VM template.
+type Template struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key names it: its image's manifest digest, its shape and crimux's
+	// template format, hashed (16 hex digits).
+	Key          string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Image        string `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	ImageDigest  string `protobuf:"bytes,3,opt,name=image_digest,json=imageDigest,proto3" json:"image_digest,omitempty"`
+	Vcpus        uint32 `protobuf:"varint,4,opt,name=vcpus,proto3" json:"vcpus,omitempty"`
+	MaxVcpus     uint32 `protobuf:"varint,5,opt,name=max_vcpus,json=maxVcpus,proto3" json:"max_vcpus,omitempty"`
+	MemoryMib    uint64 `protobuf:"varint,6,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	MaxMemoryMib uint64 `protobuf:"varint,7,opt,name=max_memory_mib,json=maxMemoryMib,proto3" json:"max_memory_mib,omitempty"`
+	Accel        string `protobuf:"bytes,8,opt,name=accel,proto3" json:"accel,omitempty"`
+	// "making", "ready" or "failed" (error says why).
+	State string `protobuf:"bytes,9,opt,name=state,proto3" json:"state,omitempty"`
+	Error string `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
+	// Unix nanoseconds.
+	CreatedAt int64 `protobuf:"varint,11,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ReadyAt   int64 `protobuf:"varint,12,opt,name=ready_at,json=readyAt,proto3" json:"ready_at,omitempty"`
+	// What its files take on disk (its saved memory and its disk's writes).
+	SizeBytes     uint64 `protobuf:"varint,13,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Template) Reset() {
+	*x = Template{}
+	mi := &file_vm_v1_vm_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Template) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Template) ProtoMessage() {}
+
+func (x *Template) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Template.ProtoReflect.Descriptor instead.
+func (*Template) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Template) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Template) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *Template) GetImageDigest() string {
+	if x != nil {
+		return x.ImageDigest
+	}
+	return ""
+}
+
+func (x *Template) GetVcpus() uint32 {
+	if x != nil {
+		return x.Vcpus
+	}
+	return 0
+}
+
+func (x *Template) GetMaxVcpus() uint32 {
+	if x != nil {
+		return x.MaxVcpus
+	}
+	return 0
+}
+
+func (x *Template) GetMemoryMib() uint64 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+func (x *Template) GetMaxMemoryMib() uint64 {
+	if x != nil {
+		return x.MaxMemoryMib
+	}
+	return 0
+}
+
+func (x *Template) GetAccel() string {
+	if x != nil {
+		return x.Accel
+	}
+	return ""
+}
+
+func (x *Template) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Template) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *Template) GetCreatedAt() int64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+func (x *Template) GetReadyAt() int64 {
+	if x != nil {
+		return x.ReadyAt
+	}
+	return 0
+}
+
+func (x *Template) GetSizeBytes() uint64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+type ListTemplatesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTemplatesRequest) Reset() {
+	*x = ListTemplatesRequest{}
+	mi := &file_vm_v1_vm_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTemplatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTemplatesRequest) ProtoMessage() {}
+
+func (x *ListTemplatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTemplatesRequest.ProtoReflect.Descriptor instead.
+func (*ListTemplatesRequest) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{27}
+}
+
+type ListTemplatesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By key.
+	Templates     []*Template `protobuf:"bytes,1,rep,name=templates,proto3" json:"templates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTemplatesResponse) Reset() {
+	*x = ListTemplatesResponse{}
+	mi := &file_vm_v1_vm_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTemplatesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTemplatesResponse) ProtoMessage() {}
+
+func (x *ListTemplatesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTemplatesResponse.ProtoReflect.Descriptor instead.
+func (*ListTemplatesResponse) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListTemplatesResponse) GetTemplates() []*Template {
+	if x != nil {
+		return x.Templates
+	}
+	return nil
+}
+
+type WarmTemplateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The image, as a pod names it; it must be pulled.
+	Image string `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	// The pod's CPUs (whole vCPUs, at least 1) and memory (MiB, at least
+	// 64), as kubelet would give them: a template serves the pods of
+	// exactly that shape.
+	Vcpus         uint32 `protobuf:"varint,2,opt,name=vcpus,proto3" json:"vcpus,omitempty"`
+	MemoryMib     uint64 `protobuf:"varint,3,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WarmTemplateRequest) Reset() {
+	*x = WarmTemplateRequest{}
+	mi := &file_vm_v1_vm_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WarmTemplateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WarmTemplateRequest) ProtoMessage() {}
+
+func (x *WarmTemplateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WarmTemplateRequest.ProtoReflect.Descriptor instead.
+func (*WarmTemplateRequest) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *WarmTemplateRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *WarmTemplateRequest) GetVcpus() uint32 {
+	if x != nil {
+		return x.Vcpus
+	}
+	return 0
+}
+
+func (x *WarmTemplateRequest) GetMemoryMib() uint64 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+type WarmTemplateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Template      *Template              `protobuf:"bytes,1,opt,name=template,proto3" json:"template,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WarmTemplateResponse) Reset() {
+	*x = WarmTemplateResponse{}
+	mi := &file_vm_v1_vm_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WarmTemplateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WarmTemplateResponse) ProtoMessage() {}
+
+func (x *WarmTemplateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WarmTemplateResponse.ProtoReflect.Descriptor instead.
+func (*WarmTemplateResponse) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *WarmTemplateResponse) GetTemplate() *Template {
+	if x != nil {
+		return x.Template
+	}
+	return nil
+}
+
+type RemoveTemplateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveTemplateRequest) Reset() {
+	*x = RemoveTemplateRequest{}
+	mi := &file_vm_v1_vm_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveTemplateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveTemplateRequest) ProtoMessage() {}
+
+func (x *RemoveTemplateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveTemplateRequest.ProtoReflect.Descriptor instead.
+func (*RemoveTemplateRequest) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *RemoveTemplateRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type RemoveTemplateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveTemplateResponse) Reset() {
+	*x = RemoveTemplateResponse{}
+	mi := &file_vm_v1_vm_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveTemplateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveTemplateResponse) ProtoMessage() {}
+
+func (x *RemoveTemplateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveTemplateResponse.ProtoReflect.Descriptor instead.
+func (*RemoveTemplateResponse) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{32}
+}
+
 var File_vm_v1_vm_proto protoreflect.FileDescriptor
 
 const file_vm_v1_vm_proto_rawDesc = "" +
@@ -1807,7 +2222,38 @@ const file_vm_v1_vm_proto_rawDesc = "" +
 	"\x06action\x18\x01 \x01(\x0e2\x1b.crimux.vm.v1.ForeignActionR\x06action\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\"\x18\n" +
-	"\x16CollectForeignResponse*\x8f\x01\n" +
+	"\x16CollectForeignResponse\"\xe8\x02\n" +
+	"\bTemplate\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05image\x18\x02 \x01(\tR\x05image\x12!\n" +
+	"\fimage_digest\x18\x03 \x01(\tR\vimageDigest\x12\x14\n" +
+	"\x05vcpus\x18\x04 \x01(\rR\x05vcpus\x12\x1b\n" +
+	"\tmax_vcpus\x18\x05 \x01(\rR\bmaxVcpus\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\x06 \x01(\x04R\tmemoryMib\x12$\n" +
+	"\x0emax_memory_mib\x18\a \x01(\x04R\fmaxMemoryMib\x12\x14\n" +
+	"\x05accel\x18\b \x01(\tR\x05accel\x12\x14\n" +
+	"\x05state\x18\t \x01(\tR\x05state\x12\x14\n" +
+	"\x05error\x18\n" +
+	" \x01(\tR\x05error\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\v \x01(\x03R\tcreatedAt\x12\x19\n" +
+	"\bready_at\x18\f \x01(\x03R\areadyAt\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\r \x01(\x04R\tsizeBytes\"\x16\n" +
+	"\x14ListTemplatesRequest\"M\n" +
+	"\x15ListTemplatesResponse\x124\n" +
+	"\ttemplates\x18\x01 \x03(\v2\x16.crimux.vm.v1.TemplateR\ttemplates\"`\n" +
+	"\x13WarmTemplateRequest\x12\x14\n" +
+	"\x05image\x18\x01 \x01(\tR\x05image\x12\x14\n" +
+	"\x05vcpus\x18\x02 \x01(\rR\x05vcpus\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\x03 \x01(\x04R\tmemoryMib\"J\n" +
+	"\x14WarmTemplateResponse\x122\n" +
+	"\btemplate\x18\x01 \x01(\v2\x16.crimux.vm.v1.TemplateR\btemplate\")\n" +
+	"\x15RemoveTemplateRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\"\x18\n" +
+	"\x16RemoveTemplateResponse*\x8f\x01\n" +
 	"\n" +
 	"PowerState\x12\x1b\n" +
 	"\x17POWER_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -1822,7 +2268,7 @@ const file_vm_v1_vm_proto_rawDesc = "" +
 	"\rForeignAction\x12\x1e\n" +
 	"\x1aFOREIGN_ACTION_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14FOREIGN_ACTION_ADOPT\x10\x01\x12\x19\n" +
-	"\x15FOREIGN_ACTION_DELETE\x10\x022\xdf\x06\n" +
+	"\x15FOREIGN_ACTION_DELETE\x10\x022\xed\b\n" +
 	"\tVMService\x12F\n" +
 	"\aListVMs\x12\x1c.crimux.vm.v1.ListVMsRequest\x1a\x1d.crimux.vm.v1.ListVMsResponse\x12@\n" +
 	"\x05GetVM\x12\x1a.crimux.vm.v1.GetVMRequest\x1a\x1b.crimux.vm.v1.GetVMResponse\x12I\n" +
@@ -1833,7 +2279,10 @@ const file_vm_v1_vm_proto_rawDesc = "" +
 	"\x0fRestoreSnapshot\x12$.crimux.vm.v1.RestoreSnapshotRequest\x1a%.crimux.vm.v1.RestoreSnapshotResponse\x12[\n" +
 	"\x0eDeleteSnapshot\x12#.crimux.vm.v1.DeleteSnapshotRequest\x1a$.crimux.vm.v1.DeleteSnapshotResponse\x12R\n" +
 	"\vListForeign\x12 .crimux.vm.v1.ListForeignRequest\x1a!.crimux.vm.v1.ListForeignResponse\x12[\n" +
-	"\x0eCollectForeign\x12#.crimux.vm.v1.CollectForeignRequest\x1a$.crimux.vm.v1.CollectForeignResponseB+Z)github.com/crimux/crimux/proto/vm/v1;vmv1b\x06proto3"
+	"\x0eCollectForeign\x12#.crimux.vm.v1.CollectForeignRequest\x1a$.crimux.vm.v1.CollectForeignResponse\x12X\n" +
+	"\rListTemplates\x12\".crimux.vm.v1.ListTemplatesRequest\x1a#.crimux.vm.v1.ListTemplatesResponse\x12U\n" +
+	"\fWarmTemplate\x12!.crimux.vm.v1.WarmTemplateRequest\x1a\".crimux.vm.v1.WarmTemplateResponse\x12[\n" +
+	"\x0eRemoveTemplate\x12#.crimux.vm.v1.RemoveTemplateRequest\x1a$.crimux.vm.v1.RemoveTemplateResponseB+Z)github.com/crimux/crimux/proto/vm/v1;vmv1b\x06proto3"
 
 var (
 	file_vm_v1_vm_proto_rawDescOnce sync.Once
@@ -1848,7 +2297,7 @@ func file_vm_v1_vm_proto_rawDescGZIP() []byte {
 }
 
 var file_vm_v1_vm_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_vm_v1_vm_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_vm_v1_vm_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_vm_v1_vm_proto_goTypes = []any{
 	(PowerState)(0),                 // 0: crimux.vm.v1.PowerState
 	(RebootMethod)(0),               // 1: crimux.vm.v1.RebootMethod
@@ -1879,6 +2328,13 @@ var file_vm_v1_vm_proto_goTypes = []any{
 	(*ListForeignResponse)(nil),     // 26: crimux.vm.v1.ListForeignResponse
 	(*CollectForeignRequest)(nil),   // 27: crimux.vm.v1.CollectForeignRequest
 	(*CollectForeignResponse)(nil),  // 28: crimux.vm.v1.CollectForeignResponse
+	(*Template)(nil),                // 29: crimux.vm.v1.Template
+	(*ListTemplatesRequest)(nil),    // 30: crimux.vm.v1.ListTemplatesRequest
+	(*ListTemplatesResponse)(nil),   // 31: crimux.vm.v1.ListTemplatesResponse
+	(*WarmTemplateRequest)(nil),     // 32: crimux.vm.v1.WarmTemplateRequest
+	(*WarmTemplateResponse)(nil),    // 33: crimux.vm.v1.WarmTemplateResponse
+	(*RemoveTemplateRequest)(nil),   // 34: crimux.vm.v1.RemoveTemplateRequest
+	(*RemoveTemplateResponse)(nil),  // 35: crimux.vm.v1.RemoveTemplateResponse
 }
 var file_vm_v1_vm_proto_depIdxs = []int32{
 	4,  // 0: crimux.vm.v1.VMRef.pod:type_name -> crimux.vm.v1.PodName
@@ -1903,31 +2359,39 @@ var file_vm_v1_vm_proto_depIdxs = []int32{
 	3,  // 19: crimux.vm.v1.DeleteSnapshotRequest.vm:type_name -> crimux.vm.v1.VMRef
 	24, // 20: crimux.vm.v1.ListForeignResponse.resources:type_name -> crimux.vm.v1.ForeignResource
 	2,  // 21: crimux.vm.v1.CollectForeignRequest.action:type_name -> crimux.vm.v1.ForeignAction
-	8,  // 22: crimux.vm.v1.VMService.ListVMs:input_type -> crimux.vm.v1.ListVMsRequest
-	10, // 23: crimux.vm.v1.VMService.GetVM:input_type -> crimux.vm.v1.GetVMRequest
-	12, // 24: crimux.vm.v1.VMService.RebootVM:input_type -> crimux.vm.v1.RebootVMRequest
-	14, // 25: crimux.vm.v1.VMService.SetPowerState:input_type -> crimux.vm.v1.SetPowerStateRequest
-	16, // 26: crimux.vm.v1.VMService.CreateSnapshot:input_type -> crimux.vm.v1.CreateSnapshotRequest
-	18, // 27: crimux.vm.v1.VMService.ListSnapshots:input_type -> crimux.vm.v1.ListSnapshotsRequest
-	20, // 28: crimux.vm.v1.VMService.RestoreSnapshot:input_type -> crimux.vm.v1.RestoreSnapshotRequest
-	22, // 29: crimux.vm.v1.VMService.DeleteSnapshot:input_type -> crimux.vm.v1.DeleteSnapshotRequest
-	25, // 30: crimux.vm.v1.VMService.ListForeign:input_type -> crimux.vm.v1.ListForeignRequest
-	27, // 31: crimux.vm.v1.VMService.CollectForeign:input_type -> crimux.vm.v1.CollectForeignRequest
-	9,  // 32: crimux.vm.v1.VMService.ListVMs:output_type -> crimux.vm.v1.ListVMsResponse
-	11, // 33: crimux.vm.v1.VMService.GetVM:output_type -> crimux.vm.v1.GetVMResponse
-	13, // 34: crimux.vm.v1.VMService.RebootVM:output_type -> crimux.vm.v1.RebootVMResponse
-	15, // 35: crimux.vm.v1.VMService.SetPowerState:output_type -> crimux.vm.v1.SetPowerStateResponse
-	17, // 36: crimux.vm.v1.VMService.CreateSnapshot:output_type -> crimux.vm.v1.CreateSnapshotResponse
-	19, // 37: crimux.vm.v1.VMService.ListSnapshots:output_type -> crimux.vm.v1.ListSnapshotsResponse
-	21, // 38: crimux.vm.v1.VMService.RestoreSnapshot:output_type -> crimux.vm.v1.RestoreSnapshotResponse
-	23, // 39: crimux.vm.v1.VMService.DeleteSnapshot:output_type -> crimux.vm.v1.DeleteSnapshotResponse
-	26, // 40: crimux.vm.v1.VMService.ListForeign:output_type -> crimux.vm.v1.ListForeignResponse
-	28, // 41: crimux.vm.v1.VMService.CollectForeign:output_type -> crimux.vm.v1.CollectForeignResponse
-	32, // [32:42] is the sub-list for method output_type
-	22, // [22:32] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	29, // 22: crimux.vm.v1.ListTemplatesResponse.templates:type_name -> crimux.vm.v1.Template
+	29, // 23: crimux.vm.v1.WarmTemplateResponse.template:type_name -> crimux.vm.v1.Template
+	8,  // 24: crimux.vm.v1.VMService.ListVMs:input_type -> crimux.vm.v1.ListVMsRequest
+	10, // 25: crimux.vm.v1.VMService.GetVM:input_type -> crimux.vm.v1.GetVMRequest
+	12, // 26: crimux.vm.v1.VMService.RebootVM:input_type -> crimux.vm.v1.RebootVMRequest
+	14, // 27: crimux.vm.v1.VMService.SetPowerState:input_type -> crimux.vm.v1.SetPowerStateRequest
+	16, // 28: crimux.vm.v1.VMService.CreateSnapshot:input_type -> crimux.vm.v1.CreateSnapshotRequest
+	18, // 29: crimux.vm.v1.VMService.ListSnapshots:input_type -> crimux.vm.v1.ListSnapshotsRequest
+	20, // 30: crimux.vm.v1.VMService.RestoreSnapshot:input_type -> crimux.vm.v1.RestoreSnapshotRequest
+	22, // 31: crimux.vm.v1.VMService.DeleteSnapshot:input_type -> crimux.vm.v1.DeleteSnapshotRequest
+	25, // 32: crimux.vm.v1.VMService.ListForeign:input_type -> crimux.vm.v1.ListForeignRequest
+	27, // 33: crimux.vm.v1.VMService.CollectForeign:input_type -> crimux.vm.v1.CollectForeignRequest
+	30, // 34: crimux.vm.v1.VMService.ListTemplates:input_type -> crimux.vm.v1.ListTemplatesRequest
+	32, // 35: crimux.vm.v1.VMService.WarmTemplate:input_type -> crimux.vm.v1.WarmTemplateRequest
+	34, // 36: crimux.vm.v1.VMService.RemoveTemplate:input_type -> crimux.vm.v1.RemoveTemplateRequest
+	9,  // 37: crimux.vm.v1.VMService.ListVMs:output_type -> crimux.vm.v1.ListVMsResponse
+	11, // 38: crimux.vm.v1.VMService.GetVM:output_type -> crimux.vm.v1.GetVMResponse
+	13, // 39: crimux.vm.v1.VMService.RebootVM:output_type -> crimux.vm.v1.RebootVMResponse
+	15, // 40: crimux.vm.v1.VMService.SetPowerState:output_type -> crimux.vm.v1.SetPowerStateResponse
+	17, // 41: crimux.vm.v1.VMService.CreateSnapshot:output_type -> crimux.vm.v1.CreateSnapshotResponse
+	19, // 42: crimux.vm.v1.VMService.ListSnapshots:output_type -> crimux.vm.v1.ListSnapshotsResponse
+	21, // 43: crimux.vm.v1.VMService.RestoreSnapshot:output_type -> crimux.vm.v1.RestoreSnapshotResponse
+	23, // 44: crimux.vm.v1.VMService.DeleteSnapshot:output_type -> crimux.vm.v1.DeleteSnapshotResponse
+	26, // 45: crimux.vm.v1.VMService.ListForeign:output_type -> crimux.vm.v1.ListForeignResponse
+	28, // 46: crimux.vm.v1.VMService.CollectForeign:output_type -> crimux.vm.v1.CollectForeignResponse
+	31, // 47: crimux.vm.v1.VMService.ListTemplates:output_type -> crimux.vm.v1.ListTemplatesResponse
+	33, // 48: crimux.vm.v1.VMService.WarmTemplate:output_type -> crimux.vm.v1.WarmTemplateResponse
+	35, // 49: crimux.vm.v1.VMService.RemoveTemplate:output_type -> crimux.vm.v1.RemoveTemplateResponse
+	37, // [37:50] is the sub-list for method output_type
+	24, // [24:37] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_vm_v1_vm_proto_init() }
@@ -1945,7 +2409,7 @@ func file_vm_v1_vm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vm_v1_vm_proto_rawDesc), len(file_vm_v1_vm_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   26,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

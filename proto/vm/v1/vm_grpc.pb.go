@@ -42,6 +42,9 @@ const (
 	VMService_DeleteSnapshot_FullMethodName  = "/crimux.vm.v1.VMService/DeleteSnapshot"
 	VMService_ListForeign_FullMethodName     = "/crimux.vm.v1.VMService/ListForeign"
 	VMService_CollectForeign_FullMethodName  = "/crimux.vm.v1.VMService/CollectForeign"
+	VMService_ListTemplates_FullMethodName   = "/crimux.vm.v1.VMService/ListTemplates"
+	VMService_WarmTemplate_FullMethodName    = "/crimux.vm.v1.VMService/WarmTemplate"
+	VMService_RemoveTemplate_FullMethodName  = "/crimux.vm.v1.VMService/RemoveTemplate"
 )
 
 // VMServiceClient is the client API for VMService service.
@@ -83,6 +86,19 @@ type VMServiceClient interface {
 	// name, on an operator's command. A resource of this crimux's own is
 	// refused (FailedPrecondition), an unknown one is NotFound.
 	CollectForeign(ctx context.Context, in *CollectForeignRequest, opts ...grpc.CallOption) (*CollectForeignResponse, error)
+	// ListTemplates lists the VM templates on this node: an image booted
+	// once in a shape and saved, which VM pods asking for it (RuntimeClass
+	// vm-instant, or the annotation crimux.io/start: template) are restored
+	// from in seconds.
+	ListTemplates(ctx context.Context, in *ListTemplatesRequest, opts ...grpc.CallOption) (*ListTemplatesResponse, error)
+	// WarmTemplate makes the template of an image (pulled already) in the
+	// shape a VM pod with those CPUs and memory gets, ahead of the pods; it
+	// returns once the template is ready (a template made already is
+	// returned as it is, a failed one with its error: remove it first).
+	WarmTemplate(ctx context.Context, in *WarmTemplateRequest, opts ...grpc.CallOption) (*WarmTemplateResponse, error)
+	// RemoveTemplate removes one template, by key. Clones restored from it
+	// run on; the next pod of its image and shape makes it again.
+	RemoveTemplate(ctx context.Context, in *RemoveTemplateRequest, opts ...grpc.CallOption) (*RemoveTemplateResponse, error)
 }
 
 type vMServiceClient struct {
@@ -193,6 +209,36 @@ func (c *vMServiceClient) CollectForeign(ctx context.Context, in *CollectForeign
 	return out, nil
 }
 
+func (c *vMServiceClient) ListTemplates(ctx context.Context, in *ListTemplatesRequest, opts ...grpc.CallOption) (*ListTemplatesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTemplatesResponse)
+	err := c.cc.Invoke(ctx, VMService_ListTemplates_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *vMServiceClient) WarmTemplate(ctx context.Context, in *WarmTemplateRequest, opts ...grpc.CallOption) (*WarmTemplateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WarmTemplateResponse)
+	err := c.cc.Invoke(ctx, VMService_WarmTemplate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *vMServiceClient) RemoveTemplate(ctx context.Context, in *RemoveTemplateRequest, opts ...grpc.CallOption) (*RemoveTemplateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveTemplateResponse)
+	err := c.cc.Invoke(ctx, VMService_RemoveTemplate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // VMServiceServer is the server API for VMService service.
 // All implementations must embed UnimplementedVMServiceServer
 // for forward compatibility.
@@ -232,6 +278,19 @@ type VMServiceServer interface {
 	// name, on an operator's command. A resource of this crimux's own is
 	// refused (FailedPrecondition), an unknown one is NotFound.
 	CollectForeign(context.Context, *CollectForeignRequest) (*CollectForeignResponse, error)
+	// ListTemplates lists the VM templates on this node: an image booted
+	// once in a shape and saved, which VM pods asking for it (RuntimeClass
+	// vm-instant, or the annotation crimux.io/start: template) are restored
+	// from in seconds.
+	ListTemplates(context.Context, *ListTemplatesRequest) (*ListTemplatesResponse, error)
+	// WarmTemplate makes the template of an image (pulled already) in the
+	// shape a VM pod with those CPUs and memory gets, ahead of the pods; it
+	// returns once the template is ready (a template made already is
+	// returned as it is, a failed one with its error: remove it first).
+	WarmTemplate(context.Context, *WarmTemplateRequest) (*WarmTemplateResponse, error)
+	// RemoveTemplate removes one template, by key. Clones restored from it
+	// run on; the next pod of its image and shape makes it again.
+	RemoveTemplate(context.Context, *RemoveTemplateRequest) (*RemoveTemplateResponse, error)
 	mustEmbedUnimplementedVMServiceServer()
 }
 
@@ -271,6 +330,15 @@ func (UnimplementedVMServiceServer) ListForeign(context.Context, *ListForeignReq
 }
 func (UnimplementedVMServiceServer) CollectForeign(context.Context, *CollectForeignRequest) (*CollectForeignResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CollectForeign not implemented")
+}
+func (UnimplementedVMServiceServer) ListTemplates(context.Context, *ListTemplatesRequest) (*ListTemplatesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTemplates not implemented")
+}
+func (UnimplementedVMServiceServer) WarmTemplate(context.Context, *WarmTemplateRequest) (*WarmTemplateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WarmTemplate not implemented")
+}
+func (UnimplementedVMServiceServer) RemoveTemplate(context.Context, *RemoveTemplateRequest) (*RemoveTemplateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveTemplate not implemented")
 }
 func (UnimplementedVMServiceServer) mustEmbedUnimplementedVMServiceServer() {}
 func (UnimplementedVMServiceServer) testEmbeddedByValue()                   {}
@@ -473,6 +541,60 @@ func _VMService_CollectForeign_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _VMService_ListTemplates_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTemplatesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VMServiceServer).ListTemplates(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: VMService_ListTemplates_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VMServiceServer).ListTemplates(ctx, req.(*ListTemplatesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _VMService_WarmTemplate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WarmTemplateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VMServiceServer).WarmTemplate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: VMService_WarmTemplate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VMServiceServer).WarmTemplate(ctx, req.(*WarmTemplateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _VMService_RemoveTemplate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveTemplateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VMServiceServer).RemoveTemplate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: VMService_RemoveTemplate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VMServiceServer).RemoveTemplate(ctx, req.(*RemoveTemplateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // VMService_ServiceDesc is the grpc.ServiceDesc for VMService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -519,6 +641,18 @@ var VMService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CollectForeign",
 			Handler:    _VMService_CollectForeign_Handler,
+		},
+		{
+			MethodName: "ListTemplates",
+			Handler:    _VMService_ListTemplates_Handler,
+		},
+		{
+			MethodName: "WarmTemplate",
+			Handler:    _VMService_WarmTemplate_Handler,
+		},
+		{
+			MethodName: "RemoveTemplate",
+			Handler:    _VMService_RemoveTemplate_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -32,9 +32,19 @@ func (ISOCIData) WriteCIData(dir string, files cloudinit.Files) (string, error) 
 		return "", fmt.Errorf("cidata: %w", err)
 	}
 	p := filepath.Join(dir, CIDataFile)
-	if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
+	err := os.WriteFile(p, buf.Bytes(), 0o600)
+	if err == nil && buf.Len() < CIDataSize {
+		err = os.Truncate(p, CIDataSize)
+	}
+	if err != nil {
 		_ = os.Remove(p)
 		return "", err
 	}
 	return p, nil
 }
+
+// CIDataSize is every cloud-init volume's size (zeros after the ISO, a
+// hole in the file): a clone's guest (issue 39) keeps the size its
+// template's volume had, and reads the pod's volume with it. The ISO is
+// at most MaxUserData and a few small files.
+const CIDataSize = 1 << 20

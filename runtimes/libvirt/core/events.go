@@ -214,6 +214,10 @@ func (r *Runtime) startedUnrecorded(l virt.Libvirt, c *store.Container) {
 	if off, err := IsShutoff(l, dom); err != nil || off {
 		return
 	}
+	if c.Clone != nil { // restored, perhaps not made itself yet: never run as its template
+		r.cloneCutShort(l, dom, c)
+		return
+	}
 	c.State, c.StartedAt = runtimeapi.ContainerState_CONTAINER_RUNNING, time.Now().UnixNano()
 	if err := r.Store.PutContainer(c); err == nil {
 		r.Console.Start(c.ID, c.Dir, c.LogPath)

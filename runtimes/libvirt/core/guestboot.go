@@ -35,6 +35,9 @@ type GuestBoot struct {
 	// false: it is stuck.
 	Booted  bool
 	Message string
+	// Reason, when set, is no boot watch's finding but how the VM
+	// started (issue 39): a Normal event of that reason.
+	Reason string
 }
 
 // bootReports turns a watch's findings into what a user sees.
@@ -78,6 +81,17 @@ func (r *Runtime) note(id, msg string) {
 }
 
 func (r *Runtime) guestBootNotice(id string, booted bool, msg string) {
+	r.podNotice(id, GuestBoot{Booted: booted, Message: msg})
+}
+
+// StartNotice tells VM id's log and its pod's events how it started:
+// reason is the event's, msg the line and the event's message.
+func (r *Runtime) StartNotice(id, reason, msg string) {
+	r.note(id, msg)
+	r.podNotice(id, GuestBoot{Reason: reason, Message: msg})
+}
+
+func (r *Runtime) podNotice(id string, n GuestBoot) {
 	if r.Opts.OnGuestBoot == nil {
 		return
 	}
@@ -89,7 +103,8 @@ func (r *Runtime) guestBootNotice(id string, booted bool, msg string) {
 	if err != nil {
 		return
 	}
-	r.Opts.OnGuestBoot(GuestBoot{Pod: sb.Config.GetMetadata(), Booted: booted, Message: msg})
+	n.Pod = sb.Config.GetMetadata()
+	r.Opts.OnGuestBoot(n)
 }
 
 // WatchBoot watches a VM that was just cold-booted (fresh) or found

@@ -62,6 +62,25 @@ func (r *Runtime) EnsureIdentity(sb *store.Sandbox) (*store.VMIdentity, error) {
 	}
 	r.ids.mu.Lock()
 	defer r.ids.mu.Unlock()
+	used, err := r.usedIdentities()
+	if err != nil {
+		return nil, err
+	}
+	id, ok := r.ids.pick(rg, used)
+	if !ok {
+		return nil, errNoIdentity(rg)
+	}
+	sb.Identity = &store.VMIdentity{UID: id, GID: id}
+	if err := r.Store.PutSandbox(sb); err != nil {
+		sb.Identity = nil
+		return nil, err
+	}
+	return sb.Identity, nil
+}
+
+// usedIdentities are the uids pods and templates being made hold; the
+// caller holds r.ids.mu.
+func (r *Runtime) usedIdentities() (map[uint32]bool, error) {
 	all, err := r.Store.Sandboxes()
 	if err != nil { // a record it cannot read may hold a number
 		return nil, fmt.Errorf("read pod records to pick a VM identity: %w", err)
@@ -72,16 +91,14 @@ func (r *Runtime) EnsureIdentity(sb *store.Sandbox) (*store.VMIdentity, error) {
 			used[o.Identity.UID] = true
 		}
 	}
-	id, ok := r.ids.pick(rg, used)
-	if !ok {
-		return nil, fmt.Errorf("%w: all %d of libvirt.vm_id_count are in use: %w", ErrNoIdentity, rg.Count-1, errdefs.ErrResourceExhausted)
+	for _, uid := range r.templateIdentities() {
+		used[uid] = true
 	}
-	sb.Identity = &store.VMIdentity{UID: id, GID: id}
-	if err := r.Store.PutSandbox(sb); err != nil {
-		sb.Identity = nil
-		return nil, err
-	}
-	return sb.Identity, nil
+	return used, nil
+}
+
+func errNoIdentity(rg IdentityRange) error {
+	return fmt.Errorf("%w: all %d of libvirt.vm_id_count are in use: %w", ErrNoIdentity, rg.Count-1, errdefs.ErrResourceExhausted)
 }
 
 // pick finds the first number of rg not in used, from next on, wrapping.

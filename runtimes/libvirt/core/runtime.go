@@ -91,6 +91,11 @@ type Options struct {
 	OnGuestBoot      func(GuestBoot)
 	// GCInterval is the collector's period; 0 is a minute.
 	GCInterval time.Duration
+	// TemplatesOff: every VM boots, none starts from a template (issue
+	// 39). TemplateParent is the cgroup templates are made under ("": the
+	// default, /crimux-templates).
+	TemplatesOff   bool
+	TemplateParent string
 }
 
 // ImageReader gets a VM image's files out of the image store.
@@ -202,6 +207,8 @@ type Runtime struct {
 	recovered    chan struct{}
 	// ids hands out Opts.Identities.
 	ids identities
+	// templates are the templates being made (templates.go).
+	templates templateVMs
 	// claims are the root volumes being prepared (rootvolume.go).
 	claims volumeClaims
 }

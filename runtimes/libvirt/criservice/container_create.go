@@ -81,7 +81,8 @@ func (r *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	}
 	r.Events.Publish(r.Event(plan.rec, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT))
 	r.Log.Info("VM created", "sandbox", sb.ID, "container", plan.rec.ID, "domain", plan.rec.Domain,
-		"vcpus", plan.rec.VCPUs, "memory_mib", plan.rec.MemoryMiB, "accel", plan.rec.Accel)
+		"vcpus", plan.rec.VCPUs, "memory_mib", plan.rec.MemoryMiB, "accel", plan.rec.Accel, "template", plan.rec.Clone.GetKey())
+	r.noteStart(plan)
 	return &runtimeapi.CreateContainerResponse{ContainerId: plan.rec.ID}, nil
 }
 
@@ -117,6 +118,8 @@ type vmPlan struct {
 	// the pod's overlay; rootImported: the image was imported into it.
 	root         *vm.RootVolume
 	rootImported bool
+	// cold says why a VM that asked for its template boots (instant.go).
+	cold string
 }
 
 // planVM validates the container config and reads the image: everything
@@ -201,7 +204,9 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 		return nil, err
 	}
 	spec.CIData = filepath.Join(rec.Dir, core.CIDataFile)
-	return &vmPlan{rec: rec, spec: spec, layout: layout, cidata: files, root: root}, nil
+	p := &vmPlan{rec: rec, spec: spec, layout: layout, cidata: files, root: root}
+	p.cold = r.planClone(sb, p, opts, storage)
+	return p, nil
 }
 
 // makeVMFiles makes the VM's directory and its root disk (the pod's,
@@ -235,7 +240,13 @@ func (r *Service) makeVMFiles(ctx context.Context, sb *store.Sandbox, p *vmPlan,
 
 // defineDomain defines (does not start) the VM's libvirt domain.
 func (r *Service) defineDomain(p *vmPlan, undo *core.Rollback) error {
-	xml, err := vm.DomainXML(p.spec)
+	var xml string
+	var err error
+	if p.rec.Clone != nil {
+		xml, err = r.Instant.CloneXML(p.rec.Clone.Key, cloneSpec(p))
+	} else {
+		xml, err = vm.DomainXML(p.spec)
+	}
 	if err != nil {
 		return err
 	}

@@ -39,10 +39,7 @@ func (r *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	r.Console.Start(c.ID, c.Dir, c.LogPath)
 	// A domain running already is a crimux killed after DomainCreate and
 	// before recording it: starting again would fail, recording converges.
-	err = r.StartingQemu(c, func() error {
-		_, err := l.StartIfOff(c.Domain)
-		return err
-	})
+	restored, err := r.startQemu(ctx, l, c)
 	if err != nil {
 		r.Console.Stop(c.ID)
 		_ = r.Cgroups.Remove(cg)
@@ -53,7 +50,9 @@ func (r *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		return nil, err
 	}
 	r.Events.Publish(r.Event(c, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT))
-	r.WatchBoot(c, time.Now(), true)
+	if !restored { // a clone runs its template's booted guest
+		r.WatchBoot(c, time.Now(), true)
+	}
 	r.Log.Info("VM started", "container", c.ID, "domain", c.Domain)
 	return &runtimeapi.StartContainerResponse{}, nil
 }

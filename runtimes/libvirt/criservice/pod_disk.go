@@ -71,6 +71,9 @@ func (r *Service) makePodDisk(sb *store.Sandbox, p *vmPlan, undo *core.Rollback)
 	if err := os.Remove(p.spec.Disk.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("replace root disk %s: %w", p.spec.Disk.Path, err)
 	}
+	if p.rec.Clone != nil { // the template's overlay, booted
+		return r.Instant.CopyDisk(p.rec.Clone.Key, p.spec.Disk.Path)
+	}
 	// Root's alone (0600) until libvirt hands it to qemu's user at start.
 	if err := qcow2.CreateOverlay(p.spec.Disk.Path, p.layout.DiskPath, p.layout.DiskFormat, p.layout.DiskVirtualSize, 0o600); err != nil {
 		return fmt.Errorf("create overlay disk %s: %w", p.spec.Disk.Path, err)

@@ -14,12 +14,16 @@ import (
 	"k8s.io/cri-streaming/pkg/streaming"
 
 	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/instant"
 )
 
 // Service serves the CRI RuntimeService for VM pods.
 type Service struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 	*core.Runtime
+	// Instant makes templates and restores clones from them (issue 39);
+	// nil: every VM boots.
+	Instant *instant.Maker
 
 	// streaming serves Attach to the serial console; nil until Serve.
 	streaming streaming.Server

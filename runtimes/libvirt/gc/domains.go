@@ -35,6 +35,10 @@ func (r *Collector) collectDomains(l virt.Libvirt, rep *GCReport) (present map[s
 		if !strings.HasPrefix(d.Name, prefix) {
 			continue
 		}
+		if _, ok := core.TemplateKeyOf(d.Name); ok {
+			r.collectTemplateDomain(l, d, rep)
+			continue
+		}
 		id := strings.TrimPrefix(d.Name, prefix)
 		present[id] = true
 		if _, err := r.Store.AnyContainer(id); err == nil {

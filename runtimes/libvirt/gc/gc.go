@@ -15,13 +15,19 @@ import (
 	"context"
 
 	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/template"
 )
 
 // Collector is the collector of a runtime.
-type Collector struct{ *core.Runtime }
+type Collector struct {
+	*core.Runtime
+	// Templates are the VM templates, collected with their images (nil:
+	// templates are off).
+	Templates *template.Store
+}
 
 // New returns the collector of the runtime r.
-func New(r *core.Runtime) *Collector { return &Collector{r} }
+func New(r *core.Runtime) *Collector { return &Collector{Runtime: r} }
 
 // Run runs a collector pass every Options.GCInterval (a minute by default) until ctx ends.
 func (r *Collector) Run(ctx context.Context) { r.runCollector(ctx) }

@@ -45,6 +45,7 @@ func (r *Collector) CollectImages(ctx context.Context) ([]string, error) {
 	removed, err := r.collectImages(ctx, cache)
 	if len(removed) > 0 {
 		r.Log.Info("image cache entries removed: their image is gone and no VM uses them", "digests", removed)
+		r.collectTemplates(removed)
 	}
 	switch {
 	case errors.Is(err, errUseUnknown):

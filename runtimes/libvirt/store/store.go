@@ -141,6 +141,26 @@ type Container struct {
 	// RootVolume is the volume the VM's root disk lives on (issue 38);
 	// nil: the pod's overlay (Sandbox.Disk).
 	RootVolume *RootVolume `json:"root_volume,omitempty"`
+	// Clone: the VM's first start restores template Clone.Key's saved
+	// state instead of booting (issue 39); nil boots it.
+	Clone *Clone `json:"clone,omitempty"`
+}
+
+// GetKey is c's template key; "" for nil.
+func (c *Clone) GetKey() string {
+	if c == nil {
+		return ""
+	}
+	return c.Key
+}
+
+// Clone is the template a VM is restored from, and the UUID its domain
+// got (its XML is derived from the template's again at start).
+type Clone struct {
+	Key  string `json:"key"`
+	UUID string `json:"uuid"`
+	// MachineID is its guest's new /etc/machine-id.
+	MachineID string `json:"machine_id"`
 }
 
 // RootVolume is a VM's root disk on a volume (runtimes/libvirt/rootvol).

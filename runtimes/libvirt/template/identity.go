@@ -24,7 +24,16 @@ type Identity struct {
 	TemplateMAC, MAC string
 	// Addresses are the pod's, each with its prefix length and gateway.
 	Addresses []Address
+	// Seed is entropy from the host (at least MinSeed bytes), mixed into
+	// the guest's input pool before anything else, its RNG then reseeded:
+	// every clone starts from the template's RNG state, and a guest kernel
+	// without a VM generation ID driver (Debian 12's cloud kernel) would
+	// go on from it.
+	Seed []byte
 }
+
+// MinSeed is the least entropy a clone is given, in bytes.
+const MinSeed = 32
 
 // Address is one of the pod's addresses.
 type Address struct {
@@ -45,6 +54,15 @@ func (id Identity) Check() error {
 	}
 	if !machineRE.MatchString(id.MachineID) {
 		return fmt.Errorf("clone identity: machine ID %q is not 32 hex digits", id.MachineID)
+	}
+	if len(id.Seed) < MinSeed {
+		return fmt.Errorf("clone identity: a seed of %d bytes, fewer than %d", len(id.Seed), MinSeed)
+	}
+	if id.TemplateMAC == "" && id.MAC == "" { // a VM without a NIC
+		if len(id.Addresses) > 0 {
+			return fmt.Errorf("clone identity: addresses without a NIC")
+		}
+		return nil
 	}
 	for _, mac := range []string{id.TemplateMAC, id.MAC} {
 		if hw, err := net.ParseMAC(mac); err != nil || len(hw) != 6 || hw.String() != mac {
@@ -75,8 +93,31 @@ func (id Identity) Script() (string, error) {
 		return "", err
 	}
 	var b strings.Builder
+	// RNDADDENTROPY (credited) then RNDRESEEDCRNG, in perl (Debian's
+	// perl-base is essential) or python3.
 	fmt.Fprintf(&b, `set -eu
-nic=
+seed=%x
+if command -v perl >/dev/null; then
+	perl -e 'open(my $f, ">", "/dev/random") or die "$!"; my $d = pack("H*", $ARGV[0]); ioctl($f, 0x40085203, pack("ii", 8 * length($d), length($d)) . $d) or die "RNDADDENTROPY: $!"; ioctl($f, 0x5207, 0) or die "RNDRESEEDCRNG: $!"' "$seed"
+else
+	python3 -c 'import fcntl, struct, sys
+d = bytes.fromhex(sys.argv[1])
+with open("/dev/random", "wb") as f:
+    fcntl.ioctl(f, 0x40085203, struct.pack("ii", 8 * len(d), len(d)) + d)
+    fcntl.ioctl(f, 0x5207)' "$seed"
+fi
+`, id.Seed)
+	if id.TemplateMAC != "" {
+		id.nicScript(&b)
+	}
+	id.hostScript(&b)
+	return b.String(), nil
+}
+
+// nicScript gives the NIC found by the template's MAC the pod's MAC and
+// addresses.
+func (id Identity) nicScript(b *strings.Builder) {
+	fmt.Fprintf(b, `nic=
 for d in /sys/class/net/*; do
 	[ "$(cat "$d/address")" = %s ] && nic=${d##*/}
 done
@@ -91,12 +132,17 @@ ip link set dev "$nic" up
 		if net.ParseIP(a.IP).To4() == nil {
 			fam = "-6"
 		}
-		fmt.Fprintf(&b, "ip %s addr add %s/%d dev \"$nic\"\n", fam, a.IP, a.PrefixLen)
+		fmt.Fprintf(b, "ip %s addr add %s/%d dev \"$nic\"\n", fam, a.IP, a.PrefixLen)
 		if a.Gateway != "" {
-			fmt.Fprintf(&b, "ip %s route replace default via %s dev \"$nic\"\n", fam, a.Gateway)
+			fmt.Fprintf(b, "ip %s route replace default via %s dev \"$nic\"\n", fam, a.Gateway)
 		}
 	}
-	fmt.Fprintf(&b, `hostname %[1]s
+}
+
+// hostScript sets the hostname, the machine ID and new SSH host keys,
+// and starts what takes long in the background.
+func (id Identity) hostScript(b *strings.Builder) {
+	fmt.Fprintf(b, `hostname %[1]s
 echo %[1]s >/etc/hostname
 echo %[2]s >/etc/machine-id
 rm -f /etc/ssh/ssh_host_*
@@ -104,7 +150,6 @@ ssh-keygen -q -N '' -t ed25519 -f /etc/ssh/ssh_host_ed25519_key
 ssh-keygen -q -N '' -t ecdsa -f /etc/ssh/ssh_host_ecdsa_key
 systemctl reload-or-restart ssh 2>/dev/null || true
 blockdev --flushbufs /dev/sr0 2>/dev/null || true
-systemd-run --unit=crimux-clone-instance --no-block sh -c 'ssh-keygen -q -N "" -t rsa -b 3072 -f /etc/ssh/ssh_host_rsa_key; systemctl reload-or-restart ssh; cloud-init init && cloud-init modules --mode=config && cloud-init modules --mode=final' >/dev/null 2>&1 || true
+systemd-run --unit=crimux-clone-instance --no-block sh -c 'ssh-keygen -q -N "" -t rsa -b 3072 -f /etc/ssh/ssh_host_rsa_key; systemctl reload-or-restart ssh; cloud-init init --local; cloud-init init && cloud-init modules --mode=config && cloud-init modules --mode=final' >/dev/null 2>&1 || true
 `, id.Hostname, id.MachineID)
-	return b.String(), nil
 }

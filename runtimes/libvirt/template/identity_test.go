@@ -9,7 +9,8 @@ import (
 func cloneIdentity() Identity {
 	return Identity{Hostname: "web-0", MachineID: "0123456789abcdef0123456789abcdef",
 		TemplateMAC: "52:54:00:00:00:01", MAC: "52:54:00:12:34:56",
-		Addresses: []Address{{IP: "10.88.0.7", PrefixLen: 16, Gateway: "10.88.0.1"}, {IP: "fd00:88:77::7", PrefixLen: 64, Gateway: "fd00:88:77::1"}}}
+		Addresses: []Address{{IP: "10.88.0.7", PrefixLen: 16, Gateway: "10.88.0.1"}, {IP: "fd00:88:77::7", PrefixLen: 64, Gateway: "fd00:88:77::1"}},
+		Seed:      []byte("0123456789abcdef0123456789abcdef")}
 }
 
 // TestIdentityScript: the script finds the NIC by the template's MAC,
@@ -25,7 +26,7 @@ func TestIdentityScript(t *testing.T) {
 		`ip -4 addr add 10.88.0.7/16 dev "$nic"`, `ip -4 route replace default via 10.88.0.1`,
 		`ip -6 addr add fd00:88:77::7/64 dev "$nic"`, `hostname web-0`,
 		`echo 0123456789abcdef0123456789abcdef >/etc/machine-id`, `rm -f /etc/ssh/ssh_host_*`, `-t ed25519`,
-		`cloud-init modules --mode=final`,
+		`cloud-init modules --mode=final`, `seed=30313233`, `0x5207`,
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("the script lacks %q:\n%s", want, s)
@@ -48,11 +49,33 @@ func TestIdentityRefusesWhatAShellWouldRead(t *testing.T) {
 		"address not an IP":       func(id *Identity) { id.Addresses[0].IP = "$(id)" },
 		"prefix too long":         func(id *Identity) { id.Addresses[0].PrefixLen = 33 },
 		"gateway not an IP":       func(id *Identity) { id.Addresses[1].Gateway = "`id`" },
+		"seed short":              func(id *Identity) { id.Seed = id.Seed[:31] },
 	} {
 		id := cloneIdentity()
 		edit(&id)
 		if _, err := id.Script(); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// TestIdentityScriptOrder: the RNG is reseeded before any key is made,
+// and a VM without a NIC gets no NIC lines.
+func TestIdentityScriptOrder(t *testing.T) {
+	s, err := cloneIdentity().Script()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Index(s, "0x5207") > strings.Index(s, "ssh-keygen") {
+		t.Fatalf("keys are made before the reseed:\n%s", s)
+	}
+	id := cloneIdentity()
+	id.TemplateMAC, id.MAC, id.Addresses = "", "", nil
+	if s, err = id.Script(); err != nil || strings.Contains(s, "nic=") {
+		t.Fatalf("without a NIC: %v\n%s", err, s)
+	}
+	id.Addresses = cloneIdentity().Addresses
+	if _, err := id.Script(); err == nil {
+		t.Fatal("addresses without a NIC: no error")
 	}
 }

@@ -53,7 +53,12 @@ func (s Store) Create(m Meta) error {
 	if !validKey(m.Key) {
 		return errdefs.Invalid("template key", "%q is not 16 hex digits", m.Key)
 	}
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+	// 0711: a template's making qemu opens its files (its directory is
+	// 0711 then), and nothing lists them.
+	if err := os.MkdirAll(s.Dir, 0o711); err != nil {
+		return err
+	}
+	if err := os.Chmod(s.Dir, 0o711); err != nil {
 		return err
 	}
 	if err := os.Mkdir(s.Paths(m.Key).Dir, 0o700); errors.Is(err, fs.ErrExist) {

@@ -59,7 +59,7 @@ func (f *Libvirt) Define(xml string) (virt.Domain, error) {
 	d, ok := f.domains[name]
 	if !ok {
 		f.clock++
-		d = &Domain{State: virt.StateShutoff, Snapshots: map[string]*Snapshot{}, uuid: virt.UUID{byte(f.clock)}}
+		d = &Domain{State: virt.StateShutoff, Snapshots: map[string]*Snapshot{}, uuid: virt.UUID{byte(f.clock)}, Agent: f.agent}
 		f.domains[name] = d
 	}
 	d.XML = xml

@@ -32,6 +32,16 @@ type Libvirt struct {
 	lifecycle    []chan virt.LifecycleEvent
 	reboots      []chan string
 	clock        int64
+	// agent is every new domain's Agent (SetAgent).
+	agent func(cmd string) (string, error)
+}
+
+// SetAgent gives every domain defined or restored from now on a guest
+// agent answering as agent does (a domain's own Agent can replace it).
+func (f *Libvirt) SetAgent(agent func(cmd string) (string, error)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.agent = agent
 }
 
 // Domain is a fake domain.

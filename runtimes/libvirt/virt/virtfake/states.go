@@ -61,7 +61,7 @@ func (f *Libvirt) RestoreState(path string) error {
 	d, ok := f.domains[name]
 	if !ok {
 		f.clock++
-		d = &Domain{State: virt.StateShutoff, Snapshots: map[string]*Snapshot{}, uuid: virt.UUID{byte(f.clock)}}
+		d = &Domain{State: virt.StateShutoff, Snapshots: map[string]*Snapshot{}, uuid: virt.UUID{byte(f.clock)}, Agent: f.agent}
 		f.domains[name] = d
 	} else if d.State.Active() {
 		return invalid("domain " + name + " is already active")

@@ -1,0 +1,91 @@
+package criservice
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/instant"
+	"github.com/crimux/crimux/runtimes/libvirt/template"
+	"github.com/crimux/crimux/vmtypes"
+)
+
+// The VM API's templates (vmtypes.Templates): listed, made ahead of the
+// pods that start from them (crimuxctl template warm), removed.
+
+// errTemplatesOff refuses template calls on a node whose templates are off.
+func (r *Service) errTemplatesOff() error {
+	if r.Instant == nil {
+		return fmt.Errorf("templates are off on this node (libvirt.templates = false): %w", errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// ListTemplates lists the templates, with what their files take.
+func (r *Service) ListTemplates(context.Context) ([]vmtypes.TemplateInfo, error) {
+	if err := r.errTemplatesOff(); err != nil {
+		return nil, err
+	}
+	all, err := r.Instant.Store.List()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]vmtypes.TemplateInfo, 0, len(all))
+	for _, m := range all {
+		info := templateInfo(m)
+		if bytes, _, err := (template.Store{Dir: r.Instant.Store.Paths(m.Key).Dir}).Usage(); err == nil {
+			info.SizeBytes = bytes
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// WarmTemplate makes image's template in the shape a VM pod of vcpus and
+// memoryMiB gets, and waits for it.
+func (r *Service) WarmTemplate(ctx context.Context, image string, vcpus uint32, memoryMiB uint64) (vmtypes.TemplateInfo, error) {
+	if err := r.errTemplatesOff(); err != nil {
+		return vmtypes.TemplateInfo{}, err
+	}
+	layout, err := r.Images.Prepare(ctx, image)
+	if err != nil {
+		return vmtypes.TemplateInfo{}, err
+	}
+	res := vm.Resources{VCPUs: uint(vcpus), MemoryMiB: memoryMiB}
+	maxVCPUs, maxMemoryMiB := r.resizeRoom(res)
+	req := instant.Request{Image: image, Layout: layout, Shape: template.Shape{VCPUs: res.VCPUs, MaxVCPUs: maxVCPUs,
+		MemoryMiB: res.MemoryMiB, MaxMemoryMiB: maxMemoryMiB, Accel: r.Accel}}
+	m, err := r.Instant.Make(ctx, req)
+	if err != nil {
+		return templateInfo(m), err
+	}
+	return templateInfo(m), nil
+}
+
+// RemoveTemplate removes template key; NotFound if there is none.
+func (r *Service) RemoveTemplate(_ context.Context, key string) error {
+	if err := r.errTemplatesOff(); err != nil {
+		return err
+	}
+	m, err := r.Instant.Store.Get(key)
+	if err != nil {
+		return err
+	}
+	if m.State == template.Making {
+		return fmt.Errorf("template %s is being made: remove it once it is ready or failed: %w", key, errdefs.ErrFailedPrecondition)
+	}
+	if err := r.Instant.Store.Remove(key); err != nil {
+		return err
+	}
+	r.Log.Info("template removed", "template", key, "image", m.Image, "dir", filepath.Join(r.Instant.Store.Dir, key))
+	return nil
+}
+
+func templateInfo(m template.Meta) vmtypes.TemplateInfo {
+	return vmtypes.TemplateInfo{Key: m.Key, Image: m.Image, ImageDigest: m.ImageDigest,
+		VCPUs: uint32(m.Shape.VCPUs), MaxVCPUs: uint32(m.Shape.MaxVCPUs), MemoryMiB: m.Shape.MemoryMiB,
+		MaxMemoryMiB: m.Shape.MaxMemoryMiB, Accel: m.Shape.Accel, State: m.State, Error: m.Error,
+		CreatedAt: m.CreatedAt, ReadyAt: m.ReadyAt}
+}

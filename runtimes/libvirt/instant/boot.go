@@ -1,0 +1,164 @@
+package instant
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/crimux/crimux/converter/cloudinit"
+	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/podnet"
+	"github.com/crimux/crimux/runtimes/libvirt/qcow2"
+	"github.com/crimux/crimux/runtimes/libvirt/saveimage"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/template"
+)
+
+// The template's neutral identity: no pod's name, address or data. Its
+// NIC has an address no pod network uses, so its guest waits for no DHCP.
+const (
+	templateHostname = "crimux-template"
+	templateIP       = "169.254.0.2"
+)
+
+// TemplateMAC is the MAC the NIC of template key has (and every clone's,
+// until its identity replaces it): locally administered, from the key.
+func TemplateMAC(key string) string {
+	return fmt.Sprintf("02:%s:%s:%s:%s:%s", key[0:2], key[2:4], key[4:6], key[6:8], key[8:10])
+}
+
+// bootAndSave boots the template's VM, settles its guest and saves it
+// into p.State; it returns where qemu's stream starts there, and the
+// identity its qemu ran as. Whatever
+// happens, the VM, its cgroup and its tap are gone when it returns.
+func (m *Maker) bootAndSave(ctx context.Context, req Request, p template.Paths, key string) (_ int64, _ *store.VMIdentity, err error) {
+	domain := core.TemplateDomain(key)
+	parent := m.Parent
+	if parent == "" {
+		parent = DefaultParent
+	}
+	cg := core.VMCgroup{Parent: parent, Name: domain, MemoryLimit: int64(req.Shape.MemoryMiB<<20) + m.R.Opts.MemoryOverheadMiB<<20}
+	newNIC := m.NIC
+	if newNIC == nil {
+		newNIC = m.isolatedNIC
+	}
+	nic, closeNIC, err := newNIC(TemplateMAC(key))
+	if err != nil {
+		return 0, nil, err
+	}
+	defer closeNIC()
+	id, done, err := m.R.MakingTemplate(domain, core.TemplateVM{Cgroup: cg, NIC: nic})
+	if err != nil {
+		return 0, nil, err
+	}
+	defer done()
+	spec, err := m.files(req, p, key, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	xml, err := vm.DomainXML(spec)
+	if err != nil {
+		return 0, nil, err
+	}
+	l, err := m.R.Conn.Get()
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := m.R.Cgroups.Create(cg); err != nil {
+		return 0, nil, fmt.Errorf("cgroup of template %s: %w", key, err)
+	}
+	defer func() { _ = m.R.Cgroups.Remove(cg) }()
+	dom, err := l.Define(xml)
+	if err != nil {
+		return 0, nil, fmt.Errorf("define template %s: %w", key, err)
+	}
+	defer func() { _ = core.DestroyAndUndefine(l, domain) }()
+	if err := m.R.StartingTemplate(domain, func() error { return l.Start(dom) }); err != nil {
+		return 0, nil, fmt.Errorf("start template %s: %w", key, err)
+	}
+	vmgenid, err := settle(ctx, l, dom)
+	if err != nil {
+		return 0, nil, fmt.Errorf("template %s of %s: %w (its console: %s)", key, req.Image, err, filepath.Join(p.Dir, core.ConsoleLogFile))
+	}
+	m.R.Log.Info("template settled", "template", key, "guest_vmgenid_driver", vmgenid)
+	if err := l.SaveState(dom, p.State); err != nil {
+		return 0, nil, fmt.Errorf("save template %s: %w", key, err)
+	}
+	img, err := saveimage.Read(p.State)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := img.Clonable(); err != nil {
+		return 0, nil, err
+	}
+	return img.StreamOffset, id, nil
+}
+
+// isolatedNIC is the template's NIC: a tap alone in a namespace of its
+// own, or none when VM pods have no network (their VMs have no NIC either).
+func (m *Maker) isolatedNIC(mac string) (func(fd string) (*os.File, []string, error), func(), error) {
+	if m.R.Net == nil {
+		return func(string) (*os.File, []string, error) { return nil, nil, nil }, func() {}, nil
+	}
+	tap, err := podnet.NewIsolatedTap()
+	if err != nil {
+		return nil, nil, err
+	}
+	open := func(fd string) (*os.File, []string, error) {
+		dup, err := unix.FcntlInt(tap.Tap.Fd(), unix.F_DUPFD_CLOEXEC, 0) // the placer closes what it sends
+		if err != nil {
+			return nil, nil, fmt.Errorf("the template's tap: %w", err)
+		}
+		return os.NewFile(uintptr(dup), tap.Tap.Name()), podnet.NICArgs(mac, fd), nil
+	}
+	return open, func() { _ = tap.Close() }, nil
+}
+
+// files makes the template's disk (an overlay over the image's), its
+// neutral cloud-init volume and run/, each its making qemu's, and says
+// what its domain is.
+func (m *Maker) files(req Request, p template.Paths, key string, id *store.VMIdentity) (vm.Spec, error) {
+	var spec vm.Spec
+	if err := os.Chmod(p.Dir, 0o711); err != nil { // qemu opens its files here, lists nothing
+		return spec, err
+	}
+	run := filepath.Join(p.Dir, core.RunDir)
+	if err := os.Mkdir(run, 0o700); err != nil {
+		return spec, err
+	}
+	if err := qcow2.CreateOverlay(p.Disk, req.Layout.DiskPath, req.Layout.DiskFormat, req.Layout.DiskVirtualSize, 0o600); err != nil {
+		return spec, fmt.Errorf("template disk: %w", err)
+	}
+	files, err := cloudinit.Build(cloudinit.Input{InstanceID: "crimux-template-" + key, Hostname: templateHostname,
+		Network: &cloudinit.Network{MAC: TemplateMAC(key), IP: templateIP, PrefixLen: 16, MTU: 1500}})
+	if err != nil {
+		return spec, err
+	}
+	iso, err := m.R.CIData.WriteCIData(p.Dir, files)
+	if err != nil {
+		return spec, err
+	}
+	for _, f := range []string{run, p.Disk, iso} {
+		if err := core.GiveTo(id, f); err != nil {
+			return spec, err
+		}
+	}
+	s := req.Shape
+	spec = vm.Spec{
+		Name: core.TemplateDomain(key), Meta: vm.Metadata{Instance: m.R.Opts.Instance, ContainerID: "template-" + key},
+		VCPUs: s.VCPUs, MaxVCPUs: s.MaxVCPUs, MemoryMiB: s.MemoryMiB, MaxMemoryMiB: s.MaxMemoryMiB,
+		Accel: s.Accel, Emulator: m.R.Opts.Emulator,
+		Console: vm.Console{Socket: filepath.Join(run, core.ConsoleSocketFile), Log: filepath.Join(p.Dir, core.ConsoleLogFile)},
+		Disk: &vm.Disk{Path: p.Disk, Format: "qcow2",
+			Backing: &vm.Disk{Path: req.Layout.DiskPath, Format: req.Layout.DiskFormat}},
+		CIData: iso, GenID: true,
+	}
+	if id != nil {
+		spec.Identity = &vm.Identity{UID: id.UID, GID: id.GID}
+	}
+	return spec, nil
+}

@@ -1,0 +1,25 @@
+// Package instant starts VM pods from booted templates (issue 39).
+//
+// A template is an image booted once in a shape (vCPUs, memory, the
+// accelerator) with a neutral identity, its guest settled (cloud-init
+// done, the VM generation ID driver loaded, caches dropped), then saved by
+// libvirt: its memory and device state in one save image, its disk's
+// writes in one overlay. Maker makes them: in a VM of no pod's (a domain
+// named core.TemplateDomain(key), its own uid, a cgroup under
+// Maker.Parent, a tap alone in a namespace of its own), then its files
+// become root's alone (0600 under a 0700 directory): no qemu ever opens
+// them again.
+//
+// A clone is a pod's VM restored from its template: a copy of the
+// template's overlay as the pod's root disk, a domain of its own (the
+// template's saved XML with its name, UUID, files and identity:
+// converter/vm.CloneXML), and the save image fed to libvirt through a
+// FIFO with the clone's header (saveimage.StartFeed): qemu, running as
+// the pod's uid, gets an fd libvirtd opened, never a path. Before
+// StartContainer returns, the clone becomes itself through its guest
+// agent (identity.go): the clock set, host entropy mixed in and the RNG
+// reseeded (libvirt gives every restore a new VM generation ID too), its
+// NIC given the pod's MAC and addresses, its hostname, machine ID and SSH
+// host keys new; cloud-init's per-instance stages for the pod's instance
+// ID (its user-data, its SSH keys) run in the background.
+package instant
