@@ -14,7 +14,7 @@ import (
 
 // The files the VM runtime makes from images live under its state dir,
 // outside containerd's store: the image cache (vmimage), the VMs'
-// directories and the pods' root disks. The CRI server has the cache
+// directories, the pods' root disks and the VM templates. The CRI server has the cache
 // collected after every RemoveImage (registry.ImageCollector; the
 // collector does it every pass too) and counts all of them in ImageFsInfo
 // (registry.ImageFsContributor), so kubelet's image garbage collection
@@ -63,13 +63,14 @@ func (rt *Runtime) CollectImages(ctx context.Context) error {
 	return err
 }
 
-// ImageFsUsage is what the image cache, the VMs' directories and the
-// pods' root disks take on disk: allocated bytes, each inode once. Its
+// ImageFsUsage is what the image cache, the VMs' directories, the pods'
+// root disks and the VM templates (saved memory and disk) take on disk: allocated bytes, each inode once. Its
 // mountpoint is the state dir, which tells the CRI server their
 // filesystem.
 func (rt *Runtime) ImageFsUsage(ctx context.Context) (*runtimeapi.FilesystemUsage, error) {
 	state := rt.core.Opts.StateDir
-	u, err := fsusage.Measure(ctx, imageCacheDir(state), filepath.Join(state, "vms"), filepath.Join(state, core.PodsDir))
+	u, err := fsusage.Measure(ctx, imageCacheDir(state), filepath.Join(state, "vms"), filepath.Join(state, core.PodsDir),
+		filepath.Join(state, TemplatesDir))
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@
 //	placer/, placement/  qemu placed in the pod's cgroup before it runs
 //	podnet/      the pod network of a VM (CNI, tap, DHCP)
 //	vmimage/     VM images out of containerd's store
+//	instant/, template/, saveimage/  VMs started from booted templates
 //
 // Arrows run one way: this package imports the rooms; criservice, vmops
 // and gc import core; core imports store, console and virt; nothing but

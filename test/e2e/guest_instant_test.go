@@ -69,6 +69,18 @@ func TestVMGuestInstant(t *testing.T) {
 	})
 }
 
+// criLogs is crictl logs of a container, both streams: crimux's own
+// lines are on stderr, the console on stdout.
+func criLogs(t *testing.T, c *crimux, id string) string {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(bed.testbed, "bin", "crictl"), "--runtime-endpoint", c.endpoint,
+		"logs", id).CombinedOutput()
+	if err != nil {
+		t.Fatalf("crictl logs %s: %v\n%s", id, err, out)
+	}
+	return string(out)
+}
+
 // ctlLong runs crimuxctl with a deadline of its own, failing the test
 // unless it exits 0.
 func ctlLong(t *testing.T, c *crimux, bin string, d time.Duration, args ...string) string {
@@ -146,7 +158,7 @@ func startClone(t *testing.T, c *crimux, name, runtimeFlag, handler string, how 
 	}
 	t.Logf("%s: StartContainer took %v; crictl exec answered %v after it returned", name,
 		started.Sub(began).Round(time.Millisecond), time.Since(started).Round(time.Millisecond))
-	if log := c.crictl("logs", v.ctrID); !strings.Contains(log, "restored from template") {
+	if log := criLogs(t, c, v.ctrID); !strings.Contains(log, "restored from template") {
 		t.Fatalf("%s: its log does not say it was restored from its template:\n%s", name, tail(log, 20))
 	}
 	return v
@@ -171,7 +183,6 @@ func (v *clone) check(t *testing.T, c *crimux) {
 		t.Errorf("%s: the guest's clock is %.2f s off the host's", v.name, d)
 	}
 	v.facts["machine_id"] = run("cat", "/etc/machine-id")
-	v.facts["host_key"] = run("cat", "/etc/ssh/ssh_host_ed25519_key.pub")
 	v.facts["urandom"] = run("sh", "-c", "head -c32 /dev/urandom | od -An -tx1 | tr -d ' \\n'")
 	t.Logf("%s: ip %s, machine-id %s, urandom %s", v.name, ip, v.facts["machine_id"], v.facts["urandom"])
 	testutil.Eventually(t, 5*time.Minute, v.name+"'s user-data written", func() error {
@@ -184,12 +195,13 @@ func (v *clone) check(t *testing.T, c *crimux) {
 	testutil.Eventually(t, 3*time.Minute, v.name+": ssh through crictl port-forward", func() error {
 		out, err := exec.Command("ssh", "-i", v.key, "-p", strconv.Itoa(local), "-o", "StrictHostKeyChecking=no",
 			"-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
-			debianUser+"@127.0.0.1", "hostname").CombinedOutput()
+			"-o", "LogLevel=ERROR", debianUser+"@127.0.0.1", "hostname").CombinedOutput()
 		if err != nil || strings.TrimSpace(string(out)) != v.name {
 			return fmt.Errorf("ssh: %v: %s", err, out)
 		}
 		return nil
 	})
+	v.facts["host_key"] = run("cat", "/etc/ssh/ssh_host_ed25519_key.pub")
 }
 
 // sharedPodBootsCold: a pod asking for the template with a virtio-fs
@@ -204,7 +216,7 @@ func sharedPodBootsCold(t *testing.T, c *crimux) {
 		t.Fatalf("crictl create: %v\n%s", err, ctrID)
 	}
 	c.crictl("start", ctrID)
-	if log := c.crictl("logs", ctrID); !strings.Contains(log, "boots instead of starting from its template") || !strings.Contains(log, "virtio-fs") {
+	if log := criLogs(t, c, ctrID); !strings.Contains(log, "boots instead of starting from its template") || !strings.Contains(log, "virtio-fs") {
 		t.Fatalf("the shared pod's log does not say why it boots:\n%s", tail(log, 20))
 	}
 	if xml := virsh(t, "dumpxml", domainOf(ctrID)); !strings.Contains(xml, "<boot dev='hd'/>") {

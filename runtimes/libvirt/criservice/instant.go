@@ -155,6 +155,7 @@ func (r *Service) startQemu(ctx context.Context, l virt.Libvirt, c *store.Contai
 		}
 		return false, boot()
 	}
+	loaded := time.Now()
 	dom, err := l.Lookup(c.Domain)
 	if err == nil {
 		err = r.becomeItself(ctx, l, dom, c)
@@ -165,7 +166,8 @@ func (r *Service) startQemu(ctx context.Context, l virt.Libvirt, c *store.Contai
 		return false, errors.Join(fmt.Errorf("clone %s of template %s: %w", c.ID, key, err), r.forgetClone(c))
 	}
 	took := time.Since(began).Round(time.Millisecond)
-	r.Log.Info("VM restored from its template", "container", c.ID, "template", c.Clone.Key, "took", took)
+	r.Log.Info("VM restored from its template", "container", c.ID, "template", c.Clone.Key, "took", took,
+		"restore", loaded.Sub(began).Round(time.Millisecond), "identity", time.Since(loaded).Round(time.Millisecond))
 	r.StartNotice(c.ID, ReasonRestoredTemplate, fmt.Sprintf(restoredMessageTemplate, c.Clone.Key, took))
 	return true, nil
 }

@@ -139,17 +139,25 @@ ip link set dev "$nic" up
 	}
 }
 
-// hostScript sets the hostname, the machine ID and new SSH host keys,
-// and starts what takes long in the background.
+// hostScript sets the hostname and the machine ID, removes the
+// template's SSH host keys and stops its sshd (which holds them), and
+// starts in the background what takes long under TCG: new host keys and
+// sshd again, then cloud-init's per-instance stages for the pod's
+// instance ID (its user-data and SSH keys; network config for later
+// boots; cloud-init finds a new instance only once its cache of the
+// template's, in /run and in obj.pkl, is gone). Its output goes to
+// CloneLog in the guest.
 func (id Identity) hostScript(b *strings.Builder) {
 	fmt.Fprintf(b, `hostname %[1]s
 echo %[1]s >/etc/hostname
 echo %[2]s >/etc/machine-id
 rm -f /etc/ssh/ssh_host_*
-ssh-keygen -q -N '' -t ed25519 -f /etc/ssh/ssh_host_ed25519_key
-ssh-keygen -q -N '' -t ecdsa -f /etc/ssh/ssh_host_ecdsa_key
-systemctl reload-or-restart ssh 2>/dev/null || true
+systemctl kill ssh 2>/dev/null || true
 blockdev --flushbufs /dev/sr0 2>/dev/null || true
-systemd-run --unit=crimux-clone-instance --no-block sh -c 'ssh-keygen -q -N "" -t rsa -b 3072 -f /etc/ssh/ssh_host_rsa_key; systemctl reload-or-restart ssh; cloud-init init --local; cloud-init init && cloud-init modules --mode=config && cloud-init modules --mode=final' >/dev/null 2>&1 || true
-`, id.Hostname, id.MachineID)
+systemd-run --unit=crimux-clone-instance --no-block sh -c 'exec >>%[3]s 2>&1; ssh-keygen -A && systemctl restart ssh; if command -v cloud-init >/dev/null; then rm -rf /run/cloud-init /var/lib/cloud/instance/obj.pkl; cloud-init init --local && cloud-init init && cloud-init modules --mode=config && cloud-init modules --mode=final; fi; echo "crimux: the clone is its pod instance: $?"' >>%[3]s 2>&1
+`, id.Hostname, id.MachineID, CloneLog)
 }
+
+// CloneLog is where a clone's guest keeps what its background identity
+// steps printed.
+const CloneLog = "/var/log/crimux-clone.log"
