@@ -191,8 +191,11 @@ func (v *clone) check(t *testing.T, c *crimux) {
 		}
 		return nil
 	})
-	local := portForward(t, c, v.podID, 22)
+	// A port-forward ends at its first refused connection (client-go's
+	// forwarder), and the clone's sshd is down until its new host keys
+	// are made: each try forwards anew.
 	testutil.Eventually(t, 3*time.Minute, v.name+": ssh through crictl port-forward", func() error {
+		local := portForward(t, c, v.podID, 22)
 		out, err := exec.Command("ssh", "-i", v.key, "-p", strconv.Itoa(local), "-o", "StrictHostKeyChecking=no",
 			"-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
 			"-o", "LogLevel=ERROR", debianUser+"@127.0.0.1", "hostname").CombinedOutput()

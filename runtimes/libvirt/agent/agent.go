@@ -105,6 +105,13 @@ func Exec(ctx context.Context, send Send, argv []string) (Result, error) {
 // standard input, then end of file. Its output comes back when it exits
 // (the agent keeps it until then).
 func ExecInput(ctx context.Context, send Send, argv []string, input []byte) (Result, error) {
+	return ExecPolling(ctx, send, argv, input, pollEvery)
+}
+
+// ExecPolling is ExecInput asking for the command's status every first
+// (then less often, up to a second): a short command whose end someone
+// waits for (a clone's identity) is asked for more often than an exec's.
+func ExecPolling(ctx context.Context, send Send, argv []string, input []byte, first time.Duration) (Result, error) {
 	if len(input) > MaxInput {
 		return Result{}, errdefs.Invalid("stdin", "is %d bytes, more than the %d a VM exec takes", len(input), MaxInput)
 	}
@@ -115,7 +122,7 @@ func ExecInput(ctx context.Context, send Send, argv []string, input []byte) (Res
 	if err != nil {
 		return Result{}, err
 	}
-	every := pollEvery
+	every := first
 	tick := time.NewTimer(every)
 	defer tick.Stop()
 	for {

@@ -134,7 +134,7 @@ func TestInstantStart(t *testing.T) {
 		t.Fatalf("the clone was not restored from the template's stream (%q) or its clock not set (%v)", d.Restored, d.GuestTime)
 	}
 	script := agent.last()
-	for _, want := range []string{"0x5207", "hostname second-host", c2.Clone.MachineID, instant.TemplateMAC(meta.Key), "address 52:54:00:00:00:01", "10.1.0.5/24"} {
+	for _, want := range []string{"0x5207", "echo second-host >/proc/sys/kernel/hostname", c2.Clone.MachineID, instant.TemplateMAC(meta.Key), "address 52:54:00:00:00:01", "10.1.0.5/24"} {
 		if !strings.Contains(script, want) {
 			t.Errorf("the clone's identity script lacks %q:\n%s", want, script)
 		}

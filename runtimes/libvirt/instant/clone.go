@@ -86,8 +86,12 @@ func (m *Maker) Restore(ctx context.Context, l virt.Libvirt, key, xml, fifo stri
 	return feed.Wait()
 }
 
-// identityTimeout bounds a clone's becoming itself.
-const identityTimeout = 30 * time.Second
+// identityTimeout bounds a clone's becoming itself; identityPoll is how
+// often its script is first asked whether it ended.
+const (
+	identityTimeout = 30 * time.Second
+	identityPoll    = 25 * time.Millisecond
+)
 
 // BecomeItself makes a restored clone its own machine: its clock set, its
 // RNG reseeded with host entropy, its NIC, hostname, machine ID and SSH
@@ -107,7 +111,7 @@ func BecomeItself(ctx context.Context, l virt.Libvirt, dom virt.Domain, id templ
 	if err := l.SetTime(dom, time.Now()); err != nil {
 		return fmt.Errorf("set the clone's clock: %w", err)
 	}
-	res, err := agent.ExecInput(ctx, agent.SendTo(l, dom), []string{"/bin/sh", "-s"}, []byte(script))
+	res, err := agent.ExecPolling(ctx, agent.SendTo(l, dom), []string{"/bin/sh", "-s"}, []byte(script), identityPoll)
 	if err != nil {
 		return fmt.Errorf("give the clone its identity: %w", err)
 	}

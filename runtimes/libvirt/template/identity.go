@@ -115,46 +115,52 @@ fi
 }
 
 // nicScript gives the NIC found by the template's MAC the pod's MAC and
-// addresses.
+// addresses: one ip process (-batch) for all of it.
 func (id Identity) nicScript(b *strings.Builder) {
 	fmt.Fprintf(b, `nic=
 for d in /sys/class/net/*; do
-	[ "$(cat "$d/address")" = %s ] && nic=${d##*/}
+	read -r mac <"$d/address" && [ "$mac" = %s ] && nic=${d##*/}
 done
 [ -n "$nic" ] || { echo "no NIC with the template's MAC %s" >&2; exit 1; }
-ip link set dev "$nic" down
-ip link set dev "$nic" address %s
-ip addr flush dev "$nic"
-ip link set dev "$nic" up
+ip -batch - <<EOF
+link set dev $nic down
+link set dev $nic address %s
+addr flush dev $nic
+link set dev $nic up
 `, id.TemplateMAC, id.TemplateMAC, id.MAC)
+	// Batch lines take no family option: ip tells it from the address.
+	// An IPv6 address is the pod's by its IPAM: no duplicate detection
+	// (it would hold the address back for a second).
 	for _, a := range id.Addresses {
-		fam := "-4"
+		nodad := ""
 		if net.ParseIP(a.IP).To4() == nil {
-			fam = "-6"
+			nodad = " nodad"
 		}
-		fmt.Fprintf(b, "ip %s addr add %s/%d dev \"$nic\"\n", fam, a.IP, a.PrefixLen)
+		fmt.Fprintf(b, "addr add %s/%d dev $nic%s\n", a.IP, a.PrefixLen, nodad)
 		if a.Gateway != "" {
-			fmt.Fprintf(b, "ip %s route replace default via %s dev \"$nic\"\n", fam, a.Gateway)
+			fmt.Fprintf(b, "route replace default via %s dev $nic\n", a.Gateway)
 		}
 	}
+	b.WriteString("EOF\n")
 }
 
 // hostScript sets the hostname and the machine ID, removes the
-// template's SSH host keys and stops its sshd (which holds them), and
-// starts in the background what takes long under TCG: new host keys and
-// sshd again, then cloud-init's per-instance stages for the pod's
-// instance ID (its user-data and SSH keys; network config for later
-// boots; cloud-init finds a new instance only once its cache of the
-// template's, in /run and in obj.pkl, is gone). Its output goes to
-// CloneLog in the guest.
+// template's SSH host keys and stops its sshd (which holds them: its
+// listener is killed, no new connection meets them), and starts in the
+// background what takes long under TCG: new host keys and sshd again,
+// then cloud-init's per-instance stages for the pod's instance ID (its
+// user-data and SSH keys; network config for later boots; cloud-init
+// finds a new instance only once its cache of the template's, in /run
+// and in obj.pkl, is gone). Their output goes to CloneLog in the guest.
+// Builtins where a process would do: each costs tens of milliseconds
+// under TCG.
 func (id Identity) hostScript(b *strings.Builder) {
-	fmt.Fprintf(b, `hostname %[1]s
+	fmt.Fprintf(b, `echo %[1]s >/proc/sys/kernel/hostname
 echo %[1]s >/etc/hostname
 echo %[2]s >/etc/machine-id
 rm -f /etc/ssh/ssh_host_*
-systemctl kill ssh 2>/dev/null || true
-blockdev --flushbufs /dev/sr0 2>/dev/null || true
-systemd-run --unit=crimux-clone-instance --no-block sh -c 'exec >>%[3]s 2>&1; ssh-keygen -A && systemctl restart ssh; if command -v cloud-init >/dev/null; then rm -rf /run/cloud-init /var/lib/cloud/instance/obj.pkl; cloud-init init --local && cloud-init init && cloud-init modules --mode=config && cloud-init modules --mode=final; fi; echo "crimux: the clone is its pod instance: $?"' >>%[3]s 2>&1
+if read -r pid 2>/dev/null </run/sshd.pid; then kill "$pid" 2>/dev/null || true; fi
+systemd-run --unit=crimux-clone-instance --no-block sh -c 'exec >>%[3]s 2>&1; blockdev --flushbufs /dev/sr0; ssh-keygen -A && systemctl restart ssh; if command -v cloud-init >/dev/null; then rm -rf /run/cloud-init /var/lib/cloud/instance/obj.pkl; cloud-init init --local && cloud-init init && cloud-init modules --mode=config && cloud-init modules --mode=final; fi; echo "crimux: the clone is its pod instance: $?"' >>%[3]s 2>&1
 `, id.Hostname, id.MachineID, CloneLog)
 }
 

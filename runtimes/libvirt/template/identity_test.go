@@ -23,9 +23,9 @@ func TestIdentityScript(t *testing.T) {
 	}
 	for _, want := range []string{
 		`= 52:54:00:00:00:01 ] && nic=`, `address 52:54:00:12:34:56`,
-		`ip -4 addr add 10.88.0.7/16 dev "$nic"`, `ip -4 route replace default via 10.88.0.1`,
-		`ip -6 addr add fd00:88:77::7/64 dev "$nic"`, `hostname web-0`,
-		`echo 0123456789abcdef0123456789abcdef >/etc/machine-id`, `rm -f /etc/ssh/ssh_host_*`, `systemctl kill ssh`, `ssh-keygen -A`,
+		`addr add 10.88.0.7/16 dev $nic`, `route replace default via 10.88.0.1 dev $nic`,
+		`addr add fd00:88:77::7/64 dev $nic nodad`, `route replace default via fd00:88:77::1 dev $nic`, `echo web-0 >/proc/sys/kernel/hostname`,
+		`echo 0123456789abcdef0123456789abcdef >/etc/machine-id`, `rm -f /etc/ssh/ssh_host_*`, `kill "$pid"`, `ssh-keygen -A`,
 		`cloud-init modules --mode=final`, `seed=30313233`, `0x5207`,
 	} {
 		if !strings.Contains(s, want) {
