@@ -144,6 +144,11 @@ func (r *Service) startQemu(ctx context.Context, l virt.Libvirt, c *store.Contai
 	if c.Clone == nil || r.Instant == nil {
 		return false, boot()
 	}
+	done, err := r.Instant.Restores.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer done()
 	began := time.Now()
 	key := c.Clone.Key
 	err = r.StartingQemu(c, func() error { return r.restoreClone(ctx, l, c) })

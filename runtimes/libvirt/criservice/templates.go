@@ -34,11 +34,7 @@ func (r *Service) ListTemplates(context.Context) ([]vmtypes.TemplateInfo, error)
 	}
 	out := make([]vmtypes.TemplateInfo, 0, len(all))
 	for _, m := range all {
-		info := templateInfo(m)
-		if bytes, _, err := (template.Store{Dir: r.Instant.Store.Paths(m.Key).Dir}).Usage(); err == nil {
-			info.SizeBytes = bytes
-		}
-		out = append(out, info)
+		out = append(out, r.templateInfo(m))
 	}
 	return out, nil
 }
@@ -58,10 +54,7 @@ func (r *Service) WarmTemplate(ctx context.Context, image string, vcpus uint32, 
 	req := instant.Request{Image: image, Layout: layout, Shape: template.Shape{VCPUs: res.VCPUs, MaxVCPUs: maxVCPUs,
 		MemoryMiB: res.MemoryMiB, MaxMemoryMiB: maxMemoryMiB, Accel: r.Accel}}
 	m, err := r.Instant.Make(ctx, req)
-	if err != nil {
-		return templateInfo(m), err
-	}
-	return templateInfo(m), nil
+	return r.templateInfo(m), err
 }
 
 // RemoveTemplate removes template key; NotFound if there is none.
@@ -83,9 +76,16 @@ func (r *Service) RemoveTemplate(_ context.Context, key string) error {
 	return nil
 }
 
-func templateInfo(m template.Meta) vmtypes.TemplateInfo {
-	return vmtypes.TemplateInfo{Key: m.Key, Image: m.Image, ImageDigest: m.ImageDigest,
+// templateInfo is m as the VM API shows it, with what its files take.
+func (r *Service) templateInfo(m template.Meta) vmtypes.TemplateInfo {
+	info := vmtypes.TemplateInfo{Key: m.Key, Image: m.Image, ImageDigest: m.ImageDigest,
 		VCPUs: uint32(m.Shape.VCPUs), MaxVCPUs: uint32(m.Shape.MaxVCPUs), MemoryMiB: m.Shape.MemoryMiB,
 		MaxMemoryMiB: m.Shape.MaxMemoryMiB, Accel: m.Shape.Accel, State: m.State, Error: m.Error,
 		CreatedAt: m.CreatedAt, ReadyAt: m.ReadyAt}
+	if m.Key != "" {
+		if bytes, _, err := (template.Store{Dir: r.Instant.Store.Paths(m.Key).Dir}).Usage(); err == nil {
+			info.SizeBytes = bytes
+		}
+	}
+	return info
 }

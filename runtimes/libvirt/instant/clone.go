@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/crimux/crimux/converter/vm"
@@ -108,10 +110,16 @@ func BecomeItself(ctx context.Context, l virt.Libvirt, dom virt.Domain, id templ
 	if err != nil {
 		return err
 	}
-	if err := l.SetTime(dom, time.Now()); err != nil {
+	// The restored agent answers at once on an idle host; on a busy one
+	// (many clones restored at once) its first answer can take seconds.
+	send := agent.SendTo(l, dom)
+	if err := waitAgent(ctx, send, identityPoll); err != nil {
+		return fmt.Errorf("the clone's guest agent: %w", err)
+	}
+	if err := setTime(ctx, l, dom); err != nil {
 		return fmt.Errorf("set the clone's clock: %w", err)
 	}
-	res, err := agent.ExecPolling(ctx, agent.SendTo(l, dom), []string{"/bin/sh", "-s"}, []byte(script), identityPoll)
+	res, err := agent.ExecPolling(ctx, send, []string{"/bin/sh", "-s"}, []byte(script), identityPoll)
 	if err != nil {
 		return fmt.Errorf("give the clone its identity: %w", err)
 	}
@@ -119,4 +127,40 @@ func BecomeItself(ctx context.Context, l virt.Libvirt, dom virt.Domain, id templ
 		return fmt.Errorf("give the clone its identity: exit %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
 	return nil
+}
+
+// setTime sets the clone's clock to the host's, asking again while its
+// agent is busy until ctx ends.
+func setTime(ctx context.Context, l virt.Libvirt, dom virt.Domain) error {
+	for {
+		err := l.SetTime(dom, time.Now())
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(identityPoll):
+		}
+	}
+}
+
+// Restores bounds the clones restored and made themselves at once to
+// the host's CPUs: a burst of restores all at once makes every one of
+// them slow (each guest and its agent wait for a CPU), one after another
+// makes the first ones ready soon.
+type Restores struct {
+	once sync.Once
+	sem  chan struct{}
+}
+
+// Begin waits for a turn, or ctx's end; done ends the turn.
+func (r *Restores) Begin(ctx context.Context) (done func(), err error) {
+	r.once.Do(func() { r.sem = make(chan struct{}, max(runtime.NumCPU(), 1)) })
+	select {
+	case r.sem <- struct{}{}:
+		return func() { <-r.sem }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }

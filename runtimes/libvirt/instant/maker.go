@@ -38,6 +38,9 @@ type Maker struct {
 	// namespace of its own, isolatedNIC; tests give another).
 	NIC func(mac string) (open func(fd string) (*os.File, []string, error), closeNIC func(), err error)
 
+	// Restores take turns restoring clones.
+	Restores Restores
+
 	mu     sync.Mutex
 	making map[string]chan struct{}
 }

@@ -33,7 +33,7 @@ const pingEvery = time.Second
 // vmgenid says whether the guest has a VM generation ID driver.
 func settle(ctx context.Context, l virt.Libvirt, dom virt.Domain) (vmgenid bool, err error) {
 	send := agent.SendTo(l, dom)
-	if err := waitAgent(ctx, send); err != nil {
+	if err := waitAgent(ctx, send, pingEvery); err != nil {
 		return false, err
 	}
 	res, err := agent.ExecInput(ctx, send, []string{"/bin/sh", "-s"}, []byte(settleScript))
@@ -46,8 +46,9 @@ func settle(ctx context.Context, l virt.Libvirt, dom virt.Domain) (vmgenid bool,
 	return strings.Contains(string(res.Stdout), "vmgenid"), nil
 }
 
-// waitAgent asks the guest agent until it answers or ctx ends.
-func waitAgent(ctx context.Context, send agent.Send) error {
+// waitAgent asks the guest agent until it answers or ctx ends (a booting
+// template's, a restored clone's).
+func waitAgent(ctx context.Context, send agent.Send, every time.Duration) error {
 	var last error
 	for {
 		if _, err := send(`{"execute":"guest-ping"}`, 2*time.Second); err == nil {
@@ -58,7 +59,7 @@ func waitAgent(ctx context.Context, send agent.Send) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("its guest agent did not answer before %w: %v", ctx.Err(), last)
-		case <-time.After(pingEvery):
+		case <-time.After(every):
 		}
 	}
 }
