@@ -115,7 +115,8 @@ const (
 	ReasonBootedCold        = "VMBootedCold"
 	ReasonRestoredTemplate  = "VMRestoredFromTemplate"
 	coldMessagePrefix       = "this VM boots instead of starting from its template: "
-	restoredMessageTemplate = "this VM was restored from template %s in %s and made its own (hostname, machine ID, SSH host keys, address)"
+	restoredMessageTemplate = "this VM was restored from template %s in %s and made its own: its hostname, machine ID, address and RNG now; " +
+		"new SSH host keys and cloud-init's per-instance stages in the background (/var/log/crimux-clone.log in the guest)"
 )
 
 // noteStart says in the VM's log, its pod's events and crimux's log why
