@@ -30,6 +30,21 @@ const (
 	guestBootTimeout = 8 * time.Minute
 )
 
+// startGuestCrimux skips the test unless CRIMUX_GUEST is set (make
+// target runs it), and starts crimux (TCG) with the Debian guest pulled.
+func startGuestCrimux(t *testing.T, target string) *crimux {
+	t.Helper()
+	if os.Getenv("CRIMUX_GUEST") == "" {
+		t.Skipf("the Debian guest boots for minutes under TCG: make %s runs this test (CRIMUX_GUEST=1)", target)
+	}
+	requireVM(t)
+	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
+	if out, err := c.crictlTimeout(10*time.Minute, "pull", debianImage); err != nil {
+		t.Fatalf("crictl pull %s: %v\n%s", debianImage, err, out)
+	}
+	return c
+}
+
 // crictlTimeout runs crictl with a longer deadline than crictl does (the
 // Debian image is hundreds of MiB: its first pull and create take long).
 func (c *crimux) crictlTimeout(d time.Duration, args ...string) (string, error) {

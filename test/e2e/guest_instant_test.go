@@ -26,14 +26,7 @@ import (
 // key through crictl port-forward. A pod with a virtio-fs share that asks
 // for the template boots and says why; the template goes with its image.
 func TestVMGuestInstant(t *testing.T) {
-	if os.Getenv("CRIMUX_GUEST") == "" {
-		t.Skip("the Debian guest boots for minutes under TCG: make e2e-guest-instant runs this test (CRIMUX_GUEST=1)")
-	}
-	requireVM(t)
-	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
-	if out, err := c.crictlTimeout(10*time.Minute, "pull", debianImage); err != nil {
-		t.Fatalf("crictl pull %s: %v\n%s", debianImage, err, out)
-	}
+	c := startGuestCrimux(t, "e2e-guest-instant")
 	ctl := ctlBin(t)
 	began := time.Now()
 	warm := ctlLong(t, c, ctl, 15*time.Minute, "template", "warm", debianImage, "--cpus", "2", "--memory", "1Gi")

@@ -25,14 +25,7 @@ import (
 // container events; the pod's DNS options in its resolv.conf; and a
 // graceful stop that is a clean ACPI shutdown.
 func TestVMGuest(t *testing.T) {
-	if os.Getenv("CRIMUX_GUEST") == "" {
-		t.Skip("the Debian guest boots for minutes under TCG: make e2e-guest runs this test (CRIMUX_GUEST=1)")
-	}
-	requireVM(t)
-	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
-	if out, err := c.crictlTimeout(10*time.Minute, "pull", debianImage); err != nil {
-		t.Fatalf("crictl pull %s: %v\n%s", debianImage, err, out)
-	}
+	c := startGuestCrimux(t, "e2e-guest")
 	events := watchEvents(t, c)
 	key, pub := sshKey(t)
 	userData := "#cloud-config\nwrite_files:\n  - path: /etc/ssh-marker\n    content: " + guestMarker + "\n"
