@@ -29,7 +29,7 @@ UNITDIR    ?= $(PREFIX)/lib/systemd/system
 DESTDIR    ?=
 E2E_ENV   := CRIMUX_E2E=1 CRIMUX_BIN=$(BIN)/crimux CRIMUX_CTL=$(BIN)/crimuxctl CRIMUX_TESTBED=$(TESTBED)
 
-.PHONY: all build install dist dist-tree host-tools e2e-node e2e-kubelet e2e-cluster run test vet fmt-check unit bed bed-down e2e e2e-guest e2e-guest-instant e2e-vm e2e-vm-net e2e-vm-api e2e-vm-storage e2e-vm-durable e2e-faults chaos critest proto clean
+.PHONY: all build install dist dist-tree host-tools e2e-node e2e-kubelet e2e-cluster run test vet fmt-check unit bed bed-down e2e e2e-guest e2e-guest-instant e2e-vm e2e-vm-net e2e-vm-api e2e-vm-storage e2e-vm-durable e2e-faults e2e-migrate chaos critest proto clean
 
 all: build
 
@@ -87,7 +87,17 @@ bed:
 	TESTBED=$(TESTBED) ./test/bed/up.sh
 	TESTBED=$(TESTBED) ./test/bed/libvirt-up.sh
 
+# bed-node2: a second libvirtd on this machine, for live migration tests
+# (issue 42): node two runs in its own mount and network namespaces,
+# reached from the host at qemu+tls://10.231.0.2/system with
+# ?pkipath=/etc/crimux-testbed/pki/node1 (test/bed/node2-up.sh; commands
+# in it: test/bed/node2-exec.sh). make bed-down stops it.
+.PHONY: bed-node2
+bed-node2: bed
+	TESTBED=$(TESTBED) ./test/bed/node2-up.sh
+
 bed-down:
+	-TESTBED=$(TESTBED) ./test/bed/node2-down.sh
 	-TESTBED=$(TESTBED) ./test/cluster/down.sh
 	-TESTBED=$(TESTBED) ./test/bed/libvirt-down.sh
 	TESTBED=$(TESTBED) ./test/bed/down.sh
@@ -111,6 +121,16 @@ e2e-guest: build bed
 # restored from it, each a machine of its own (issue 39).
 e2e-guest-instant: build bed
 	CRIMUX_GUEST=1 $(E2E_ENV) $(GO) test -race -count=1 -v -timeout 30m -run '^TestVMGuestInstant$$' ./test/e2e/
+
+# e2e-migrate: live migration (issue 42) between node one (the host's
+# libvirtd) and node two of the test bed (test/bed/node2-up.sh: its own
+# libvirtd in namespaces of its own, TLS between the two): a VM pod moved
+# with crimuxctl vm migrate, its memory, disk and processes intact. Node
+# two is taken down afterwards, whatever the tests gave.
+e2e-migrate: build bed
+	TESTBED=$(TESTBED) ./test/bed/node2-up.sh
+	{ CRIMUX_MIGRATE=1 $(E2E_ENV) $(GO) test -race -count=1 -v -timeout 20m -run '^TestVMMigrate' ./test/e2e/; \
+	  rc=$$?; TESTBED=$(TESTBED) ./test/bed/node2-down.sh; exit $$rc; }
 
 # e2e-vm-storage: a VM pod's storage (issue 15) through crimux with crictl:
 # a loop device as a virtio-blk disk, host directories as virtio-fs shares

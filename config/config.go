@@ -121,7 +121,38 @@ type Libvirt struct {
 	// the cgroup templates are made under.
 	Templates            bool   `toml:"templates"`
 	TemplateCgroupParent string `toml:"template_cgroup_parent"`
+	// Migration moves running VMs between nodes (issue 42).
+	Migration Migration `toml:"migration"`
 }
+
+// Migration configures live migration. A node takes part once Address
+// and PKIDir are set; until then a VM can neither leave nor arrive.
+type Migration struct {
+	// Address is where this node's crimux carries migration streams
+	// (host:port on the node's address), over mutually authenticated TLS.
+	Address string `toml:"address"`
+	// LibvirtURI is how other nodes' libvirtd reach this node's, peer to
+	// peer (qemu+tls://host/system); they add their own pkipath.
+	LibvirtURI string `toml:"libvirt_uri"`
+	// PKIDir holds this node's key pair and the CA, in libvirt's names
+	// (cacert.pem, servercert.pem, serverkey.pem, clientcert.pem,
+	// clientkey.pem): crimux's streams and libvirtd's peer connections
+	// both use it.
+	PKIDir string `toml:"pki_dir"`
+	// BandwidthMiB caps a migration's memory stream (MiB/s); KubeVirt's
+	// default is 64.
+	BandwidthMiB uint64 `toml:"bandwidth_mib"`
+	// CompletionTimeoutPerGiB: a migration still running after this much
+	// per GiB of the VM's memory and disk is aborted (KubeVirt: 800 s).
+	CompletionTimeoutPerGiB Duration `toml:"completion_timeout_per_gib"`
+	// MaxOutgoing is how many VMs may leave the node at once.
+	MaxOutgoing int `toml:"max_outgoing"`
+	// TargetTimeout is how long a target pod waits for its VM.
+	TargetTimeout Duration `toml:"target_timeout"`
+}
+
+// Enabled: the node can send and receive VMs.
+func (m Migration) Enabled() bool { return m.Address != "" && m.PKIDir != "" }
 
 // Kubernetes configures the node agent (package nodeagent), which applies
 // the crimux.io/ annotations of this node's VM pods to their VMs. It runs
@@ -191,7 +222,9 @@ func Default() Config {
 			GuestBootTimeout:      Duration{3 * time.Minute},
 			GCInterval:            Duration{time.Minute},
 			Templates:             true,
-			TemplateCgroupParent:  "/crimux-templates",
+			Migration: Migration{BandwidthMiB: 64, CompletionTimeoutPerGiB: Duration{800 * time.Second}, MaxOutgoing: 1,
+				TargetTimeout: Duration{10 * time.Minute}},
+			TemplateCgroupParent: "/crimux-templates",
 		},
 		Runtimes: []Runtime{
 			{Name: "containerd", Type: TypeContainer, Handlers: []string{"runc"}, Primary: true},
@@ -281,6 +314,7 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("libvirt.network: %q is not one of %s, %s", c.Libvirt.Network, NetworkCNI, NetworkNone))
 	}
+	errs = append(errs, validateMigration(c.Libvirt.Migration)...)
 	if c.Libvirt.GCInterval.Duration < time.Second {
 		errs = append(errs, fmt.Errorf("libvirt.gc_interval: %s is less than a second", c.Libvirt.GCInterval.Duration))
 	}
@@ -322,6 +356,23 @@ func (c Config) Validate() error {
 // dns1123Subdomain is the syntax of a Kubernetes node name (at most 253
 // characters, checked apart).
 var dns1123Subdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+func validateMigration(m Migration) []error {
+	var errs []error
+	if (m.Address == "") != (m.PKIDir == "") {
+		errs = append(errs, fmt.Errorf("libvirt.migration: address and pki_dir are set together"))
+	}
+	if m.Enabled() && !strings.HasPrefix(m.LibvirtURI, "qemu+tls://") {
+		errs = append(errs, fmt.Errorf("libvirt.migration.libvirt_uri: %q is not a qemu+tls:// URI (peers connect over TLS only)", m.LibvirtURI))
+	}
+	if m.MaxOutgoing < 1 {
+		errs = append(errs, fmt.Errorf("libvirt.migration.max_outgoing: %d is less than 1", m.MaxOutgoing))
+	}
+	if m.CompletionTimeoutPerGiB.Duration < time.Second || m.TargetTimeout.Duration < time.Second {
+		errs = append(errs, fmt.Errorf("libvirt.migration: completion_timeout_per_gib and target_timeout are at least a second"))
+	}
+	return errs
+}
 
 func validateKubernetes(k Kubernetes) []error {
 	var errs []error

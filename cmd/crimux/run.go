@@ -24,6 +24,7 @@ import (
 	"github.com/crimux/crimux/registry"
 	"github.com/crimux/crimux/runtimes/containerd"
 	"github.com/crimux/crimux/runtimes/libvirt"
+	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 	"github.com/crimux/crimux/vmapi"
 )
@@ -128,11 +129,22 @@ func (d *daemon) factories(cfg config.Config, log *slog.Logger) map[string]regis
 				GuestBootTimeout: cfg.Libvirt.GuestBootTimeout.Duration, OnGuestBoot: d.guestBoots.report,
 				GCInterval:   cfg.Libvirt.GCInterval.Duration,
 				TemplatesOff: !cfg.Libvirt.Templates, TemplateParent: cfg.Libvirt.TemplateCgroupParent,
+				Migration: vmMigration(cfg.Libvirt.Migration),
 			},
 			ContainerdEndpoint: cfg.Containerd.Endpoint,
 			Log:                log,
 		},
 	}
+}
+
+// vmMigration is the node's live migration endpoint; nil unless set.
+func vmMigration(m config.Migration) *migration.Config {
+	if !m.Enabled() {
+		return nil
+	}
+	return &migration.Config{Address: m.Address, LibvirtURI: m.LibvirtURI, PKIDir: m.PKIDir, BandwidthMiB: m.BandwidthMiB,
+		CompletionTimeoutPerGiB: m.CompletionTimeoutPerGiB.Duration, MaxOutgoing: m.MaxOutgoing,
+		TargetTimeout: m.TargetTimeout.Duration}
 }
 
 // vmNetwork is the VM pods' CNI setup; nil with network = "none".

@@ -22,6 +22,8 @@ Commands:
   snapshot list VM
   snapshot restore VM NAME
   snapshot delete VM NAME
+  migrate VM TARGET --to ENDPOINT         move a running VM, live, to TARGET (a VM pod made with
+                                          crimux.io/migrate-from) on the node whose crimux is ENDPOINT
 
 VM is a pod sandbox ID or container ID as crictl shows them (vm--...), or
 namespace/name. Whatever the power state, the VM stays the same running
@@ -60,6 +62,8 @@ func (c *cli) vm(args []string) error {
 		return c.vmPower(rest)
 	case "snapshot", "snapshots":
 		return c.vmSnapshot(rest)
+	case "migrate":
+		return c.vmMigrate(rest)
 	default:
 		fmt.Fprintf(c.stderr, "crimuxctl vm: unknown command %q\n\n%s", cmd, vmUsage)
 		return errUsagePrinted

@@ -32,6 +32,9 @@ type Options struct {
 	KernelArgs string
 	// Start is AnnotationStart's value ("" when unset).
 	Start string
+	// MigrateFrom is AnnotationMigrateFrom's value: the pod is the
+	// target of a live migration from it.
+	MigrateFrom string
 }
 
 // ParseAnnotations reads crimux's annotations, pod first, then the
@@ -52,6 +55,12 @@ func ParseAnnotations(pod, container map[string]string) (Options, error) {
 				return o, errdefs.Invalid("annotations["+AnnotationStart+"]", "%q is neither %q nor %q", v, StartTemplate, StartBoot)
 			}
 			o.Start = v
+		}
+		if v, ok := src[AnnotationMigrateFrom]; ok {
+			if v == "" || len(v) > maxMigrateFrom || strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r > '~' }) {
+				return o, errdefs.Invalid("annotations["+AnnotationMigrateFrom+"]", "%q does not name a pod (namespace/name) or a container", v)
+			}
+			o.MigrateFrom = v
 		}
 	}
 	return o, nil

@@ -33,6 +33,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/criservice"
 	"github.com/crimux/crimux/runtimes/libvirt/gc"
 	"github.com/crimux/crimux/runtimes/libvirt/instant"
+	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
@@ -147,6 +148,15 @@ func (rt *Runtime) start(opts Options) error {
 	if err := rt.cri.Serve(runCtx, opts.StreamingAddr); err != nil {
 		cancel()
 		return err
+	}
+	if opts.Migration != nil {
+		node, err := migration.Start(*opts.Migration, rt.core.Log.With("component", "migration"))
+		if err != nil {
+			cancel()
+			return err
+		}
+		rt.cri.Migration = node
+		rt.closers = append(rt.closers, node.Close)
 	}
 	go rt.gc.Run(runCtx)
 	go rt.core.ResumeWhenRoom(runCtx)

@@ -96,6 +96,9 @@ type crimux struct {
 	bin string
 	// libvirtd is libvirtd's pid when crimux last started ("": none ran).
 	libvirtd string
+	// prefix runs crimux, and crictl against it, in another node's
+	// namespaces (test/bed/node2-exec.sh); nil: the host's.
+	prefix []string
 }
 
 // startCrimux runs the crimux binary in front of containerdEndpoint with a
@@ -109,6 +112,13 @@ func startCrimux(t *testing.T, containerdEndpoint string, extraArgs ...string) *
 // one under test). Another binary is given --listen as a path, as every
 // crimux has taken it.
 func startCrimuxBin(t *testing.T, bin, containerdEndpoint string, extraArgs ...string) *crimux {
+	t.Helper()
+	return startCrimuxOn(t, nil, bin, containerdEndpoint, extraArgs...)
+}
+
+// startCrimuxOn is startCrimuxBin run through prefix: in another node's
+// namespaces (test/bed/node2-exec.sh), crictl against it too.
+func startCrimuxOn(t *testing.T, prefix []string, bin, containerdEndpoint string, extraArgs ...string) *crimux {
 	t.Helper()
 	// Not t.TempDir(): qemu runs as libvirt's qemu user and must traverse
 	// the state dir to reach a VM's disk and console.
@@ -132,7 +142,7 @@ func startCrimuxBin(t *testing.T, bin, containerdEndpoint string, extraArgs ...s
 	if err := os.WriteFile(filepath.Join(dir, "absent.toml"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := &crimux{t: t, socket: sock, endpoint: "unix://" + sock, stateDir: filepath.Join(dir, "state"), logs: &testutil.SyncBuffer{}, args: args, bin: bin}
+	c := &crimux{t: t, socket: sock, endpoint: "unix://" + sock, stateDir: filepath.Join(dir, "state"), logs: &testutil.SyncBuffer{}, args: args, bin: bin, prefix: prefix}
 	for i, a := range extraArgs { // a state dir of the test's own (the last --state-dir wins)
 		if a == "--state-dir" && i+1 < len(extraArgs) {
 			c.stateDir = extraArgs[i+1]
@@ -156,6 +166,9 @@ func (c *crimux) start() {
 		bin = bed.crimuxBin
 	}
 	c.cmd = exec.Command(bin, c.args...)
+	if len(c.prefix) > 0 {
+		c.cmd = exec.Command(c.prefix[0], append(append(c.prefix[1:len(c.prefix):len(c.prefix)], bin), c.args...)...)
+	}
 	c.cmd.Stdout, c.cmd.Stderr = c.logs, c.logs
 	if err := c.cmd.Start(); err != nil {
 		c.t.Fatalf("start crimux: %v", err)
@@ -273,6 +286,9 @@ func (c *crimux) crictlErr(args ...string) (string, error) {
 func (c *crimux) crictlCmd(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
 	full := append([]string{"--runtime-endpoint", c.endpoint, "--image-endpoint", c.endpoint}, args...)
 	cmd := exec.CommandContext(ctx, filepath.Join(bed.testbed, "bin", "crictl"), full...)
+	if len(c.prefix) > 0 { // its streaming server listens in its node's network namespace
+		cmd = exec.CommandContext(ctx, c.prefix[0], append(append(c.prefix[1:len(c.prefix):len(c.prefix)], cmd.Path), full...)...)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
 	if err := cmd.Run(); err != nil {

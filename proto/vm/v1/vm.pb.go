@@ -2122,6 +2122,595 @@ func (*RemoveTemplateResponse) Descriptor() ([]byte, []int) {
 	return file_vm_v1_vm_proto_rawDescGZIP(), []int{32}
 }
 
+type GetMigrationSourceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Vm            *VMRef                 `protobuf:"bytes,1,opt,name=vm,proto3" json:"vm,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMigrationSourceRequest) Reset() {
+	*x = GetMigrationSourceRequest{}
+	mi := &file_vm_v1_vm_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMigrationSourceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMigrationSourceRequest) ProtoMessage() {}
+
+func (x *GetMigrationSourceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMigrationSourceRequest.ProtoReflect.Descriptor instead.
+func (*GetMigrationSourceRequest) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *GetMigrationSourceRequest) GetVm() *VMRef {
+	if x != nil {
+		return x.Vm
+	}
+	return nil
+}
+
+type GetMigrationSourceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Source        *MigrationSource       `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMigrationSourceResponse) Reset() {
+	*x = GetMigrationSourceResponse{}
+	mi := &file_vm_v1_vm_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMigrationSourceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMigrationSourceResponse) ProtoMessage() {}
+
+func (x *GetMigrationSourceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMigrationSourceResponse.ProtoReflect.Descriptor instead.
+func (*GetMigrationSourceResponse) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *GetMigrationSourceResponse) GetSource() *MigrationSource {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+// MigrationSource is a running VM as its target needs it.
+type MigrationSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its libvirt definition, migratable.
+	DomainXml string `protobuf:"bytes,1,opt,name=domain_xml,json=domainXml,proto3" json:"domain_xml,omitempty"`
+	// Its NIC's MAC in the guest ("" without a pod network).
+	GuestMac      string `protobuf:"bytes,2,opt,name=guest_mac,json=guestMac,proto3" json:"guest_mac,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrationSource) Reset() {
+	*x = MigrationSource{}
+	mi := &file_vm_v1_vm_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrationSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrationSource) ProtoMessage() {}
+
+func (x *MigrationSource) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrationSource.ProtoReflect.Descriptor instead.
+func (*MigrationSource) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *MigrationSource) GetDomainXml() string {
+	if x != nil {
+		return x.DomainXml
+	}
+	return ""
+}
+
+func (x *MigrationSource) GetGuestMac() string {
+	if x != nil {
+		return x.GuestMac
+	}
+	return ""
+}
+
+type PrepareMigrationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The target VM pod (made with crimux.io/migrate-from).
+	Vm            *VMRef           `protobuf:"bytes,1,opt,name=vm,proto3" json:"vm,omitempty"`
+	Source        *MigrationSource `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareMigrationRequest) Reset() {
+	*x = PrepareMigrationRequest{}
+	mi := &file_vm_v1_vm_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareMigrationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareMigrationRequest) ProtoMessage() {}
+
+func (x *PrepareMigrationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareMigrationRequest.ProtoReflect.Descriptor instead.
+func (*PrepareMigrationRequest) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *PrepareMigrationRequest) GetVm() *VMRef {
+	if x != nil {
+		return x.Vm
+	}
+	return nil
+}
+
+func (x *PrepareMigrationRequest) GetSource() *MigrationSource {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+type PrepareMigrationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Target        *MigrationTarget       `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareMigrationResponse) Reset() {
+	*x = PrepareMigrationResponse{}
+	mi := &file_vm_v1_vm_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareMigrationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareMigrationResponse) ProtoMessage() {}
+
+func (x *PrepareMigrationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareMigrationResponse.ProtoReflect.Descriptor instead.
+func (*PrepareMigrationResponse) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *PrepareMigrationResponse) GetTarget() *MigrationTarget {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+// MigrationTarget is where a VM goes.
+type MigrationTarget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The target's libvirtd, as peers reach it (qemu+tls://host/system).
+	LibvirtUri string `protobuf:"bytes,1,opt,name=libvirt_uri,json=libvirtUri,proto3" json:"libvirt_uri,omitempty"`
+	// The target crimux's migration endpoint (host:port, TLS).
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// Names this migration's streams (32 hex digits).
+	Token string `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	// The domain as the target runs it, and its name there.
+	DomainXml  string `protobuf:"bytes,4,opt,name=domain_xml,json=domainXml,proto3" json:"domain_xml,omitempty"`
+	DomainName string `protobuf:"bytes,5,opt,name=domain_name,json=domainName,proto3" json:"domain_name,omitempty"`
+	// The disks whose local files are copied (vda).
+	Disks         []string `protobuf:"bytes,6,rep,name=disks,proto3" json:"disks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrationTarget) Reset() {
+	*x = MigrationTarget{}
+	mi := &file_vm_v1_vm_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrationTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrationTarget) ProtoMessage() {}
+
+func (x *MigrationTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrationTarget.ProtoReflect.Descriptor instead.
+func (*MigrationTarget) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *MigrationTarget) GetLibvirtUri() string {
+	if x != nil {
+		return x.LibvirtUri
+	}
+	return ""
+}
+
+func (x *MigrationTarget) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *MigrationTarget) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *MigrationTarget) GetDomainXml() string {
+	if x != nil {
+		return x.DomainXml
+	}
+	return ""
+}
+
+func (x *MigrationTarget) GetDomainName() string {
+	if x != nil {
+		return x.DomainName
+	}
+	return ""
+}
+
+func (x *MigrationTarget) GetDisks() []string {
+	if x != nil {
+		return x.Disks
+	}
+	return nil
+}
+
+type MigrateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The source VM.
+	Vm            *VMRef           `protobuf:"bytes,1,opt,name=vm,proto3" json:"vm,omitempty"`
+	Target        *MigrationTarget `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrateRequest) Reset() {
+	*x = MigrateRequest{}
+	mi := &file_vm_v1_vm_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrateRequest) ProtoMessage() {}
+
+func (x *MigrateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrateRequest.ProtoReflect.Descriptor instead.
+func (*MigrateRequest) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *MigrateRequest) GetVm() *VMRef {
+	if x != nil {
+		return x.Vm
+	}
+	return nil
+}
+
+func (x *MigrateRequest) GetTarget() *MigrationTarget {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+// MigrateProgress is the migration's progress, every half second, as
+// libvirt reports it. The stream ends when the migration does.
+type MigrateProgress struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	ElapsedMs          int64                  `protobuf:"varint,1,opt,name=elapsed_ms,json=elapsedMs,proto3" json:"elapsed_ms,omitempty"`
+	DataTotalBytes     uint64                 `protobuf:"varint,2,opt,name=data_total_bytes,json=dataTotalBytes,proto3" json:"data_total_bytes,omitempty"`
+	DataProcessedBytes uint64                 `protobuf:"varint,3,opt,name=data_processed_bytes,json=dataProcessedBytes,proto3" json:"data_processed_bytes,omitempty"`
+	DataRemainingBytes uint64                 `protobuf:"varint,4,opt,name=data_remaining_bytes,json=dataRemainingBytes,proto3" json:"data_remaining_bytes,omitempty"`
+	// Guest memory dirtied per second.
+	DirtyRateBytes uint64 `protobuf:"varint,5,opt,name=dirty_rate_bytes,json=dirtyRateBytes,proto3" json:"dirty_rate_bytes,omitempty"`
+	// qemu's pass over the guest's memory.
+	Iteration     uint64 `protobuf:"varint,6,opt,name=iteration,proto3" json:"iteration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrateProgress) Reset() {
+	*x = MigrateProgress{}
+	mi := &file_vm_v1_vm_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrateProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrateProgress) ProtoMessage() {}
+
+func (x *MigrateProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrateProgress.ProtoReflect.Descriptor instead.
+func (*MigrateProgress) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *MigrateProgress) GetElapsedMs() int64 {
+	if x != nil {
+		return x.ElapsedMs
+	}
+	return 0
+}
+
+func (x *MigrateProgress) GetDataTotalBytes() uint64 {
+	if x != nil {
+		return x.DataTotalBytes
+	}
+	return 0
+}
+
+func (x *MigrateProgress) GetDataProcessedBytes() uint64 {
+	if x != nil {
+		return x.DataProcessedBytes
+	}
+	return 0
+}
+
+func (x *MigrateProgress) GetDataRemainingBytes() uint64 {
+	if x != nil {
+		return x.DataRemainingBytes
+	}
+	return 0
+}
+
+func (x *MigrateProgress) GetDirtyRateBytes() uint64 {
+	if x != nil {
+		return x.DirtyRateBytes
+	}
+	return 0
+}
+
+func (x *MigrateProgress) GetIteration() uint64 {
+	if x != nil {
+		return x.Iteration
+	}
+	return 0
+}
+
+type FinishMigrationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The target VM pod.
+	Vm *VMRef `protobuf:"bytes,1,opt,name=vm,proto3" json:"vm,omitempty"`
+	// Empty: the VM arrived. Otherwise why it did not.
+	Failed        string `protobuf:"bytes,2,opt,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinishMigrationRequest) Reset() {
+	*x = FinishMigrationRequest{}
+	mi := &file_vm_v1_vm_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinishMigrationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinishMigrationRequest) ProtoMessage() {}
+
+func (x *FinishMigrationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinishMigrationRequest.ProtoReflect.Descriptor instead.
+func (*FinishMigrationRequest) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *FinishMigrationRequest) GetVm() *VMRef {
+	if x != nil {
+		return x.Vm
+	}
+	return nil
+}
+
+func (x *FinishMigrationRequest) GetFailed() string {
+	if x != nil {
+		return x.Failed
+	}
+	return ""
+}
+
+type FinishMigrationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The switch-over's pause, as libvirt measured it.
+	DowntimeMs int64 `protobuf:"varint,1,opt,name=downtime_ms,json=downtimeMs,proto3" json:"downtime_ms,omitempty"`
+	// The VM's addresses now: its new pod's.
+	Addresses []string `protobuf:"bytes,2,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	// What could not be done (a guest without an agent keeps its old
+	// address until it asks DHCP again).
+	Note          string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinishMigrationResponse) Reset() {
+	*x = FinishMigrationResponse{}
+	mi := &file_vm_v1_vm_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinishMigrationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinishMigrationResponse) ProtoMessage() {}
+
+func (x *FinishMigrationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinishMigrationResponse.ProtoReflect.Descriptor instead.
+func (*FinishMigrationResponse) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *FinishMigrationResponse) GetDowntimeMs() int64 {
+	if x != nil {
+		return x.DowntimeMs
+	}
+	return 0
+}
+
+func (x *FinishMigrationResponse) GetAddresses() []string {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
+}
+
+func (x *FinishMigrationResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 var File_vm_v1_vm_proto protoreflect.FileDescriptor
 
 const file_vm_v1_vm_proto_rawDesc = "" +
@@ -2253,7 +2842,49 @@ const file_vm_v1_vm_proto_rawDesc = "" +
 	"\btemplate\x18\x01 \x01(\v2\x16.crimux.vm.v1.TemplateR\btemplate\")\n" +
 	"\x15RemoveTemplateRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\"\x18\n" +
-	"\x16RemoveTemplateResponse*\x8f\x01\n" +
+	"\x16RemoveTemplateResponse\"@\n" +
+	"\x19GetMigrationSourceRequest\x12#\n" +
+	"\x02vm\x18\x01 \x01(\v2\x13.crimux.vm.v1.VMRefR\x02vm\"S\n" +
+	"\x1aGetMigrationSourceResponse\x125\n" +
+	"\x06source\x18\x01 \x01(\v2\x1d.crimux.vm.v1.MigrationSourceR\x06source\"M\n" +
+	"\x0fMigrationSource\x12\x1d\n" +
+	"\n" +
+	"domain_xml\x18\x01 \x01(\tR\tdomainXml\x12\x1b\n" +
+	"\tguest_mac\x18\x02 \x01(\tR\bguestMac\"u\n" +
+	"\x17PrepareMigrationRequest\x12#\n" +
+	"\x02vm\x18\x01 \x01(\v2\x13.crimux.vm.v1.VMRefR\x02vm\x125\n" +
+	"\x06source\x18\x02 \x01(\v2\x1d.crimux.vm.v1.MigrationSourceR\x06source\"Q\n" +
+	"\x18PrepareMigrationResponse\x125\n" +
+	"\x06target\x18\x01 \x01(\v2\x1d.crimux.vm.v1.MigrationTargetR\x06target\"\xb8\x01\n" +
+	"\x0fMigrationTarget\x12\x1f\n" +
+	"\vlibvirt_uri\x18\x01 \x01(\tR\n" +
+	"libvirtUri\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\tR\x05token\x12\x1d\n" +
+	"\n" +
+	"domain_xml\x18\x04 \x01(\tR\tdomainXml\x12\x1f\n" +
+	"\vdomain_name\x18\x05 \x01(\tR\n" +
+	"domainName\x12\x14\n" +
+	"\x05disks\x18\x06 \x03(\tR\x05disks\"l\n" +
+	"\x0eMigrateRequest\x12#\n" +
+	"\x02vm\x18\x01 \x01(\v2\x13.crimux.vm.v1.VMRefR\x02vm\x125\n" +
+	"\x06target\x18\x02 \x01(\v2\x1d.crimux.vm.v1.MigrationTargetR\x06target\"\x86\x02\n" +
+	"\x0fMigrateProgress\x12\x1d\n" +
+	"\n" +
+	"elapsed_ms\x18\x01 \x01(\x03R\telapsedMs\x12(\n" +
+	"\x10data_total_bytes\x18\x02 \x01(\x04R\x0edataTotalBytes\x120\n" +
+	"\x14data_processed_bytes\x18\x03 \x01(\x04R\x12dataProcessedBytes\x120\n" +
+	"\x14data_remaining_bytes\x18\x04 \x01(\x04R\x12dataRemainingBytes\x12(\n" +
+	"\x10dirty_rate_bytes\x18\x05 \x01(\x04R\x0edirtyRateBytes\x12\x1c\n" +
+	"\titeration\x18\x06 \x01(\x04R\titeration\"U\n" +
+	"\x16FinishMigrationRequest\x12#\n" +
+	"\x02vm\x18\x01 \x01(\v2\x13.crimux.vm.v1.VMRefR\x02vm\x12\x16\n" +
+	"\x06failed\x18\x02 \x01(\tR\x06failed\"l\n" +
+	"\x17FinishMigrationResponse\x12\x1f\n" +
+	"\vdowntime_ms\x18\x01 \x01(\x03R\n" +
+	"downtimeMs\x12\x1c\n" +
+	"\taddresses\x18\x02 \x03(\tR\taddresses\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note*\x8f\x01\n" +
 	"\n" +
 	"PowerState\x12\x1b\n" +
 	"\x17POWER_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -2268,7 +2899,7 @@ const file_vm_v1_vm_proto_rawDesc = "" +
 	"\rForeignAction\x12\x1e\n" +
 	"\x1aFOREIGN_ACTION_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14FOREIGN_ACTION_ADOPT\x10\x01\x12\x19\n" +
-	"\x15FOREIGN_ACTION_DELETE\x10\x022\xed\b\n" +
+	"\x15FOREIGN_ACTION_DELETE\x10\x022\xe3\v\n" +
 	"\tVMService\x12F\n" +
 	"\aListVMs\x12\x1c.crimux.vm.v1.ListVMsRequest\x1a\x1d.crimux.vm.v1.ListVMsResponse\x12@\n" +
 	"\x05GetVM\x12\x1a.crimux.vm.v1.GetVMRequest\x1a\x1b.crimux.vm.v1.GetVMResponse\x12I\n" +
@@ -2282,7 +2913,11 @@ const file_vm_v1_vm_proto_rawDesc = "" +
 	"\x0eCollectForeign\x12#.crimux.vm.v1.CollectForeignRequest\x1a$.crimux.vm.v1.CollectForeignResponse\x12X\n" +
 	"\rListTemplates\x12\".crimux.vm.v1.ListTemplatesRequest\x1a#.crimux.vm.v1.ListTemplatesResponse\x12U\n" +
 	"\fWarmTemplate\x12!.crimux.vm.v1.WarmTemplateRequest\x1a\".crimux.vm.v1.WarmTemplateResponse\x12[\n" +
-	"\x0eRemoveTemplate\x12#.crimux.vm.v1.RemoveTemplateRequest\x1a$.crimux.vm.v1.RemoveTemplateResponseB+Z)github.com/crimux/crimux/proto/vm/v1;vmv1b\x06proto3"
+	"\x0eRemoveTemplate\x12#.crimux.vm.v1.RemoveTemplateRequest\x1a$.crimux.vm.v1.RemoveTemplateResponse\x12g\n" +
+	"\x12GetMigrationSource\x12'.crimux.vm.v1.GetMigrationSourceRequest\x1a(.crimux.vm.v1.GetMigrationSourceResponse\x12a\n" +
+	"\x10PrepareMigration\x12%.crimux.vm.v1.PrepareMigrationRequest\x1a&.crimux.vm.v1.PrepareMigrationResponse\x12H\n" +
+	"\aMigrate\x12\x1c.crimux.vm.v1.MigrateRequest\x1a\x1d.crimux.vm.v1.MigrateProgress0\x01\x12^\n" +
+	"\x0fFinishMigration\x12$.crimux.vm.v1.FinishMigrationRequest\x1a%.crimux.vm.v1.FinishMigrationResponseB+Z)github.com/crimux/crimux/proto/vm/v1;vmv1b\x06proto3"
 
 var (
 	file_vm_v1_vm_proto_rawDescOnce sync.Once
@@ -2297,44 +2932,54 @@ func file_vm_v1_vm_proto_rawDescGZIP() []byte {
 }
 
 var file_vm_v1_vm_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_vm_v1_vm_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_vm_v1_vm_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_vm_v1_vm_proto_goTypes = []any{
-	(PowerState)(0),                 // 0: crimux.vm.v1.PowerState
-	(RebootMethod)(0),               // 1: crimux.vm.v1.RebootMethod
-	(ForeignAction)(0),              // 2: crimux.vm.v1.ForeignAction
-	(*VMRef)(nil),                   // 3: crimux.vm.v1.VMRef
-	(*PodName)(nil),                 // 4: crimux.vm.v1.PodName
-	(*VM)(nil),                      // 5: crimux.vm.v1.VM
-	(*Resources)(nil),               // 6: crimux.vm.v1.Resources
-	(*Snapshot)(nil),                // 7: crimux.vm.v1.Snapshot
-	(*ListVMsRequest)(nil),          // 8: crimux.vm.v1.ListVMsRequest
-	(*ListVMsResponse)(nil),         // 9: crimux.vm.v1.ListVMsResponse
-	(*GetVMRequest)(nil),            // 10: crimux.vm.v1.GetVMRequest
-	(*GetVMResponse)(nil),           // 11: crimux.vm.v1.GetVMResponse
-	(*RebootVMRequest)(nil),         // 12: crimux.vm.v1.RebootVMRequest
-	(*RebootVMResponse)(nil),        // 13: crimux.vm.v1.RebootVMResponse
-	(*SetPowerStateRequest)(nil),    // 14: crimux.vm.v1.SetPowerStateRequest
-	(*SetPowerStateResponse)(nil),   // 15: crimux.vm.v1.SetPowerStateResponse
-	(*CreateSnapshotRequest)(nil),   // 16: crimux.vm.v1.CreateSnapshotRequest
-	(*CreateSnapshotResponse)(nil),  // 17: crimux.vm.v1.CreateSnapshotResponse
-	(*ListSnapshotsRequest)(nil),    // 18: crimux.vm.v1.ListSnapshotsRequest
-	(*ListSnapshotsResponse)(nil),   // 19: crimux.vm.v1.ListSnapshotsResponse
-	(*RestoreSnapshotRequest)(nil),  // 20: crimux.vm.v1.RestoreSnapshotRequest
-	(*RestoreSnapshotResponse)(nil), // 21: crimux.vm.v1.RestoreSnapshotResponse
-	(*DeleteSnapshotRequest)(nil),   // 22: crimux.vm.v1.DeleteSnapshotRequest
-	(*DeleteSnapshotResponse)(nil),  // 23: crimux.vm.v1.DeleteSnapshotResponse
-	(*ForeignResource)(nil),         // 24: crimux.vm.v1.ForeignResource
-	(*ListForeignRequest)(nil),      // 25: crimux.vm.v1.ListForeignRequest
-	(*ListForeignResponse)(nil),     // 26: crimux.vm.v1.ListForeignResponse
-	(*CollectForeignRequest)(nil),   // 27: crimux.vm.v1.CollectForeignRequest
-	(*CollectForeignResponse)(nil),  // 28: crimux.vm.v1.CollectForeignResponse
-	(*Template)(nil),                // 29: crimux.vm.v1.Template
-	(*ListTemplatesRequest)(nil),    // 30: crimux.vm.v1.ListTemplatesRequest
-	(*ListTemplatesResponse)(nil),   // 31: crimux.vm.v1.ListTemplatesResponse
-	(*WarmTemplateRequest)(nil),     // 32: crimux.vm.v1.WarmTemplateRequest
-	(*WarmTemplateResponse)(nil),    // 33: crimux.vm.v1.WarmTemplateResponse
-	(*RemoveTemplateRequest)(nil),   // 34: crimux.vm.v1.RemoveTemplateRequest
-	(*RemoveTemplateResponse)(nil),  // 35: crimux.vm.v1.RemoveTemplateResponse
+	(PowerState)(0),                    // 0: crimux.vm.v1.PowerState
+	(RebootMethod)(0),                  // 1: crimux.vm.v1.RebootMethod
+	(ForeignAction)(0),                 // 2: crimux.vm.v1.ForeignAction
+	(*VMRef)(nil),                      // 3: crimux.vm.v1.VMRef
+	(*PodName)(nil),                    // 4: crimux.vm.v1.PodName
+	(*VM)(nil),                         // 5: crimux.vm.v1.VM
+	(*Resources)(nil),                  // 6: crimux.vm.v1.Resources
+	(*Snapshot)(nil),                   // 7: crimux.vm.v1.Snapshot
+	(*ListVMsRequest)(nil),             // 8: crimux.vm.v1.ListVMsRequest
+	(*ListVMsResponse)(nil),            // 9: crimux.vm.v1.ListVMsResponse
+	(*GetVMRequest)(nil),               // 10: crimux.vm.v1.GetVMRequest
+	(*GetVMResponse)(nil),              // 11: crimux.vm.v1.GetVMResponse
+	(*RebootVMRequest)(nil),            // 12: crimux.vm.v1.RebootVMRequest
+	(*RebootVMResponse)(nil),           // 13: crimux.vm.v1.RebootVMResponse
+	(*SetPowerStateRequest)(nil),       // 14: crimux.vm.v1.SetPowerStateRequest
+	(*SetPowerStateResponse)(nil),      // 15: crimux.vm.v1.SetPowerStateResponse
+	(*CreateSnapshotRequest)(nil),      // 16: crimux.vm.v1.CreateSnapshotRequest
+	(*CreateSnapshotResponse)(nil),     // 17: crimux.vm.v1.CreateSnapshotResponse
+	(*ListSnapshotsRequest)(nil),       // 18: crimux.vm.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),      // 19: crimux.vm.v1.ListSnapshotsResponse
+	(*RestoreSnapshotRequest)(nil),     // 20: crimux.vm.v1.RestoreSnapshotRequest
+	(*RestoreSnapshotResponse)(nil),    // 21: crimux.vm.v1.RestoreSnapshotResponse
+	(*DeleteSnapshotRequest)(nil),      // 22: crimux.vm.v1.DeleteSnapshotRequest
+	(*DeleteSnapshotResponse)(nil),     // 23: crimux.vm.v1.DeleteSnapshotResponse
+	(*ForeignResource)(nil),            // 24: crimux.vm.v1.ForeignResource
+	(*ListForeignRequest)(nil),         // 25: crimux.vm.v1.ListForeignRequest
+	(*ListForeignResponse)(nil),        // 26: crimux.vm.v1.ListForeignResponse
+	(*CollectForeignRequest)(nil),      // 27: crimux.vm.v1.CollectForeignRequest
+	(*CollectForeignResponse)(nil),     // 28: crimux.vm.v1.CollectForeignResponse
+	(*Template)(nil),                   // 29: crimux.vm.v1.Template
+	(*ListTemplatesRequest)(nil),       // 30: crimux.vm.v1.ListTemplatesRequest
+	(*ListTemplatesResponse)(nil),      // 31: crimux.vm.v1.ListTemplatesResponse
+	(*WarmTemplateRequest)(nil),        // 32: crimux.vm.v1.WarmTemplateRequest
+	(*WarmTemplateResponse)(nil),       // 33: crimux.vm.v1.WarmTemplateResponse
+	(*RemoveTemplateRequest)(nil),      // 34: crimux.vm.v1.RemoveTemplateRequest
+	(*RemoveTemplateResponse)(nil),     // 35: crimux.vm.v1.RemoveTemplateResponse
+	(*GetMigrationSourceRequest)(nil),  // 36: crimux.vm.v1.GetMigrationSourceRequest
+	(*GetMigrationSourceResponse)(nil), // 37: crimux.vm.v1.GetMigrationSourceResponse
+	(*MigrationSource)(nil),            // 38: crimux.vm.v1.MigrationSource
+	(*PrepareMigrationRequest)(nil),    // 39: crimux.vm.v1.PrepareMigrationRequest
+	(*PrepareMigrationResponse)(nil),   // 40: crimux.vm.v1.PrepareMigrationResponse
+	(*MigrationTarget)(nil),            // 41: crimux.vm.v1.MigrationTarget
+	(*MigrateRequest)(nil),             // 42: crimux.vm.v1.MigrateRequest
+	(*MigrateProgress)(nil),            // 43: crimux.vm.v1.MigrateProgress
+	(*FinishMigrationRequest)(nil),     // 44: crimux.vm.v1.FinishMigrationRequest
+	(*FinishMigrationResponse)(nil),    // 45: crimux.vm.v1.FinishMigrationResponse
 }
 var file_vm_v1_vm_proto_depIdxs = []int32{
 	4,  // 0: crimux.vm.v1.VMRef.pod:type_name -> crimux.vm.v1.PodName
@@ -2361,37 +3006,53 @@ var file_vm_v1_vm_proto_depIdxs = []int32{
 	2,  // 21: crimux.vm.v1.CollectForeignRequest.action:type_name -> crimux.vm.v1.ForeignAction
 	29, // 22: crimux.vm.v1.ListTemplatesResponse.templates:type_name -> crimux.vm.v1.Template
 	29, // 23: crimux.vm.v1.WarmTemplateResponse.template:type_name -> crimux.vm.v1.Template
-	8,  // 24: crimux.vm.v1.VMService.ListVMs:input_type -> crimux.vm.v1.ListVMsRequest
-	10, // 25: crimux.vm.v1.VMService.GetVM:input_type -> crimux.vm.v1.GetVMRequest
-	12, // 26: crimux.vm.v1.VMService.RebootVM:input_type -> crimux.vm.v1.RebootVMRequest
-	14, // 27: crimux.vm.v1.VMService.SetPowerState:input_type -> crimux.vm.v1.SetPowerStateRequest
-	16, // 28: crimux.vm.v1.VMService.CreateSnapshot:input_type -> crimux.vm.v1.CreateSnapshotRequest
-	18, // 29: crimux.vm.v1.VMService.ListSnapshots:input_type -> crimux.vm.v1.ListSnapshotsRequest
-	20, // 30: crimux.vm.v1.VMService.RestoreSnapshot:input_type -> crimux.vm.v1.RestoreSnapshotRequest
-	22, // 31: crimux.vm.v1.VMService.DeleteSnapshot:input_type -> crimux.vm.v1.DeleteSnapshotRequest
-	25, // 32: crimux.vm.v1.VMService.ListForeign:input_type -> crimux.vm.v1.ListForeignRequest
-	27, // 33: crimux.vm.v1.VMService.CollectForeign:input_type -> crimux.vm.v1.CollectForeignRequest
-	30, // 34: crimux.vm.v1.VMService.ListTemplates:input_type -> crimux.vm.v1.ListTemplatesRequest
-	32, // 35: crimux.vm.v1.VMService.WarmTemplate:input_type -> crimux.vm.v1.WarmTemplateRequest
-	34, // 36: crimux.vm.v1.VMService.RemoveTemplate:input_type -> crimux.vm.v1.RemoveTemplateRequest
-	9,  // 37: crimux.vm.v1.VMService.ListVMs:output_type -> crimux.vm.v1.ListVMsResponse
-	11, // 38: crimux.vm.v1.VMService.GetVM:output_type -> crimux.vm.v1.GetVMResponse
-	13, // 39: crimux.vm.v1.VMService.RebootVM:output_type -> crimux.vm.v1.RebootVMResponse
-	15, // 40: crimux.vm.v1.VMService.SetPowerState:output_type -> crimux.vm.v1.SetPowerStateResponse
-	17, // 41: crimux.vm.v1.VMService.CreateSnapshot:output_type -> crimux.vm.v1.CreateSnapshotResponse
-	19, // 42: crimux.vm.v1.VMService.ListSnapshots:output_type -> crimux.vm.v1.ListSnapshotsResponse
-	21, // 43: crimux.vm.v1.VMService.RestoreSnapshot:output_type -> crimux.vm.v1.RestoreSnapshotResponse
-	23, // 44: crimux.vm.v1.VMService.DeleteSnapshot:output_type -> crimux.vm.v1.DeleteSnapshotResponse
-	26, // 45: crimux.vm.v1.VMService.ListForeign:output_type -> crimux.vm.v1.ListForeignResponse
-	28, // 46: crimux.vm.v1.VMService.CollectForeign:output_type -> crimux.vm.v1.CollectForeignResponse
-	31, // 47: crimux.vm.v1.VMService.ListTemplates:output_type -> crimux.vm.v1.ListTemplatesResponse
-	33, // 48: crimux.vm.v1.VMService.WarmTemplate:output_type -> crimux.vm.v1.WarmTemplateResponse
-	35, // 49: crimux.vm.v1.VMService.RemoveTemplate:output_type -> crimux.vm.v1.RemoveTemplateResponse
-	37, // [37:50] is the sub-list for method output_type
-	24, // [24:37] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	3,  // 24: crimux.vm.v1.GetMigrationSourceRequest.vm:type_name -> crimux.vm.v1.VMRef
+	38, // 25: crimux.vm.v1.GetMigrationSourceResponse.source:type_name -> crimux.vm.v1.MigrationSource
+	3,  // 26: crimux.vm.v1.PrepareMigrationRequest.vm:type_name -> crimux.vm.v1.VMRef
+	38, // 27: crimux.vm.v1.PrepareMigrationRequest.source:type_name -> crimux.vm.v1.MigrationSource
+	41, // 28: crimux.vm.v1.PrepareMigrationResponse.target:type_name -> crimux.vm.v1.MigrationTarget
+	3,  // 29: crimux.vm.v1.MigrateRequest.vm:type_name -> crimux.vm.v1.VMRef
+	41, // 30: crimux.vm.v1.MigrateRequest.target:type_name -> crimux.vm.v1.MigrationTarget
+	3,  // 31: crimux.vm.v1.FinishMigrationRequest.vm:type_name -> crimux.vm.v1.VMRef
+	8,  // 32: crimux.vm.v1.VMService.ListVMs:input_type -> crimux.vm.v1.ListVMsRequest
+	10, // 33: crimux.vm.v1.VMService.GetVM:input_type -> crimux.vm.v1.GetVMRequest
+	12, // 34: crimux.vm.v1.VMService.RebootVM:input_type -> crimux.vm.v1.RebootVMRequest
+	14, // 35: crimux.vm.v1.VMService.SetPowerState:input_type -> crimux.vm.v1.SetPowerStateRequest
+	16, // 36: crimux.vm.v1.VMService.CreateSnapshot:input_type -> crimux.vm.v1.CreateSnapshotRequest
+	18, // 37: crimux.vm.v1.VMService.ListSnapshots:input_type -> crimux.vm.v1.ListSnapshotsRequest
+	20, // 38: crimux.vm.v1.VMService.RestoreSnapshot:input_type -> crimux.vm.v1.RestoreSnapshotRequest
+	22, // 39: crimux.vm.v1.VMService.DeleteSnapshot:input_type -> crimux.vm.v1.DeleteSnapshotRequest
+	25, // 40: crimux.vm.v1.VMService.ListForeign:input_type -> crimux.vm.v1.ListForeignRequest
+	27, // 41: crimux.vm.v1.VMService.CollectForeign:input_type -> crimux.vm.v1.CollectForeignRequest
+	30, // 42: crimux.vm.v1.VMService.ListTemplates:input_type -> crimux.vm.v1.ListTemplatesRequest
+	32, // 43: crimux.vm.v1.VMService.WarmTemplate:input_type -> crimux.vm.v1.WarmTemplateRequest
+	34, // 44: crimux.vm.v1.VMService.RemoveTemplate:input_type -> crimux.vm.v1.RemoveTemplateRequest
+	36, // 45: crimux.vm.v1.VMService.GetMigrationSource:input_type -> crimux.vm.v1.GetMigrationSourceRequest
+	39, // 46: crimux.vm.v1.VMService.PrepareMigration:input_type -> crimux.vm.v1.PrepareMigrationRequest
+	42, // 47: crimux.vm.v1.VMService.Migrate:input_type -> crimux.vm.v1.MigrateRequest
+	44, // 48: crimux.vm.v1.VMService.FinishMigration:input_type -> crimux.vm.v1.FinishMigrationRequest
+	9,  // 49: crimux.vm.v1.VMService.ListVMs:output_type -> crimux.vm.v1.ListVMsResponse
+	11, // 50: crimux.vm.v1.VMService.GetVM:output_type -> crimux.vm.v1.GetVMResponse
+	13, // 51: crimux.vm.v1.VMService.RebootVM:output_type -> crimux.vm.v1.RebootVMResponse
+	15, // 52: crimux.vm.v1.VMService.SetPowerState:output_type -> crimux.vm.v1.SetPowerStateResponse
+	17, // 53: crimux.vm.v1.VMService.CreateSnapshot:output_type -> crimux.vm.v1.CreateSnapshotResponse
+	19, // 54: crimux.vm.v1.VMService.ListSnapshots:output_type -> crimux.vm.v1.ListSnapshotsResponse
+	21, // 55: crimux.vm.v1.VMService.RestoreSnapshot:output_type -> crimux.vm.v1.RestoreSnapshotResponse
+	23, // 56: crimux.vm.v1.VMService.DeleteSnapshot:output_type -> crimux.vm.v1.DeleteSnapshotResponse
+	26, // 57: crimux.vm.v1.VMService.ListForeign:output_type -> crimux.vm.v1.ListForeignResponse
+	28, // 58: crimux.vm.v1.VMService.CollectForeign:output_type -> crimux.vm.v1.CollectForeignResponse
+	31, // 59: crimux.vm.v1.VMService.ListTemplates:output_type -> crimux.vm.v1.ListTemplatesResponse
+	33, // 60: crimux.vm.v1.VMService.WarmTemplate:output_type -> crimux.vm.v1.WarmTemplateResponse
+	35, // 61: crimux.vm.v1.VMService.RemoveTemplate:output_type -> crimux.vm.v1.RemoveTemplateResponse
+	37, // 62: crimux.vm.v1.VMService.GetMigrationSource:output_type -> crimux.vm.v1.GetMigrationSourceResponse
+	40, // 63: crimux.vm.v1.VMService.PrepareMigration:output_type -> crimux.vm.v1.PrepareMigrationResponse
+	43, // 64: crimux.vm.v1.VMService.Migrate:output_type -> crimux.vm.v1.MigrateProgress
+	45, // 65: crimux.vm.v1.VMService.FinishMigration:output_type -> crimux.vm.v1.FinishMigrationResponse
+	49, // [49:66] is the sub-list for method output_type
+	32, // [32:49] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_vm_v1_vm_proto_init() }
@@ -2409,7 +3070,7 @@ func file_vm_v1_vm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vm_v1_vm_proto_rawDesc), len(file_vm_v1_vm_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   33,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,19 +32,23 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	VMService_ListVMs_FullMethodName         = "/crimux.vm.v1.VMService/ListVMs"
-	VMService_GetVM_FullMethodName           = "/crimux.vm.v1.VMService/GetVM"
-	VMService_RebootVM_FullMethodName        = "/crimux.vm.v1.VMService/RebootVM"
-	VMService_SetPowerState_FullMethodName   = "/crimux.vm.v1.VMService/SetPowerState"
-	VMService_CreateSnapshot_FullMethodName  = "/crimux.vm.v1.VMService/CreateSnapshot"
-	VMService_ListSnapshots_FullMethodName   = "/crimux.vm.v1.VMService/ListSnapshots"
-	VMService_RestoreSnapshot_FullMethodName = "/crimux.vm.v1.VMService/RestoreSnapshot"
-	VMService_DeleteSnapshot_FullMethodName  = "/crimux.vm.v1.VMService/DeleteSnapshot"
-	VMService_ListForeign_FullMethodName     = "/crimux.vm.v1.VMService/ListForeign"
-	VMService_CollectForeign_FullMethodName  = "/crimux.vm.v1.VMService/CollectForeign"
-	VMService_ListTemplates_FullMethodName   = "/crimux.vm.v1.VMService/ListTemplates"
-	VMService_WarmTemplate_FullMethodName    = "/crimux.vm.v1.VMService/WarmTemplate"
-	VMService_RemoveTemplate_FullMethodName  = "/crimux.vm.v1.VMService/RemoveTemplate"
+	VMService_ListVMs_FullMethodName            = "/crimux.vm.v1.VMService/ListVMs"
+	VMService_GetVM_FullMethodName              = "/crimux.vm.v1.VMService/GetVM"
+	VMService_RebootVM_FullMethodName           = "/crimux.vm.v1.VMService/RebootVM"
+	VMService_SetPowerState_FullMethodName      = "/crimux.vm.v1.VMService/SetPowerState"
+	VMService_CreateSnapshot_FullMethodName     = "/crimux.vm.v1.VMService/CreateSnapshot"
+	VMService_ListSnapshots_FullMethodName      = "/crimux.vm.v1.VMService/ListSnapshots"
+	VMService_RestoreSnapshot_FullMethodName    = "/crimux.vm.v1.VMService/RestoreSnapshot"
+	VMService_DeleteSnapshot_FullMethodName     = "/crimux.vm.v1.VMService/DeleteSnapshot"
+	VMService_ListForeign_FullMethodName        = "/crimux.vm.v1.VMService/ListForeign"
+	VMService_CollectForeign_FullMethodName     = "/crimux.vm.v1.VMService/CollectForeign"
+	VMService_ListTemplates_FullMethodName      = "/crimux.vm.v1.VMService/ListTemplates"
+	VMService_WarmTemplate_FullMethodName       = "/crimux.vm.v1.VMService/WarmTemplate"
+	VMService_RemoveTemplate_FullMethodName     = "/crimux.vm.v1.VMService/RemoveTemplate"
+	VMService_GetMigrationSource_FullMethodName = "/crimux.vm.v1.VMService/GetMigrationSource"
+	VMService_PrepareMigration_FullMethodName   = "/crimux.vm.v1.VMService/PrepareMigration"
+	VMService_Migrate_FullMethodName            = "/crimux.vm.v1.VMService/Migrate"
+	VMService_FinishMigration_FullMethodName    = "/crimux.vm.v1.VMService/FinishMigration"
 )
 
 // VMServiceClient is the client API for VMService service.
@@ -99,6 +103,24 @@ type VMServiceClient interface {
 	// RemoveTemplate removes one template, by key. Clones restored from it
 	// run on; the next pod of its image and shape makes it again.
 	RemoveTemplate(ctx context.Context, in *RemoveTemplateRequest, opts ...grpc.CallOption) (*RemoveTemplateResponse, error)
+	// Live migration (issue 42) takes four calls, made by whoever drives
+	// it (crimuxctl vm migrate, the kubectl plugin through the node
+	// agents). GetMigrationSource, on the source node, describes the
+	// running VM as its target needs it.
+	GetMigrationSource(ctx context.Context, in *GetMigrationSourceRequest, opts ...grpc.CallOption) (*GetMigrationSourceResponse, error)
+	// PrepareMigration, on the target node, readies a VM pod made with the
+	// annotation crimux.io/migrate-from (its container running with no
+	// qemu, waiting) to receive the source's VM.
+	PrepareMigration(ctx context.Context, in *PrepareMigrationRequest, opts ...grpc.CallOption) (*PrepareMigrationResponse, error)
+	// Migrate, on the source node, moves the VM to the prepared target,
+	// live, and streams its progress. When it ends without error the VM
+	// runs on the target and the source's container has exited with reason
+	// Migrated; on any error the VM runs on the source, unchanged.
+	Migrate(ctx context.Context, in *MigrateRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MigrateProgress], error)
+	// FinishMigration, on the target node, ends the target's wait: the VM
+	// arrived (it takes its new pod's network through its guest agent), or
+	// it did not (failed says why: the container exits MigrationFailed).
+	FinishMigration(ctx context.Context, in *FinishMigrationRequest, opts ...grpc.CallOption) (*FinishMigrationResponse, error)
 }
 
 type vMServiceClient struct {
@@ -239,6 +261,55 @@ func (c *vMServiceClient) RemoveTemplate(ctx context.Context, in *RemoveTemplate
 	return out, nil
 }
 
+func (c *vMServiceClient) GetMigrationSource(ctx context.Context, in *GetMigrationSourceRequest, opts ...grpc.CallOption) (*GetMigrationSourceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetMigrationSourceResponse)
+	err := c.cc.Invoke(ctx, VMService_GetMigrationSource_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *vMServiceClient) PrepareMigration(ctx context.Context, in *PrepareMigrationRequest, opts ...grpc.CallOption) (*PrepareMigrationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PrepareMigrationResponse)
+	err := c.cc.Invoke(ctx, VMService_PrepareMigration_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *vMServiceClient) Migrate(ctx context.Context, in *MigrateRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MigrateProgress], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &VMService_ServiceDesc.Streams[0], VMService_Migrate_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[MigrateRequest, MigrateProgress]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type VMService_MigrateClient = grpc.ServerStreamingClient[MigrateProgress]
+
+func (c *vMServiceClient) FinishMigration(ctx context.Context, in *FinishMigrationRequest, opts ...grpc.CallOption) (*FinishMigrationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FinishMigrationResponse)
+	err := c.cc.Invoke(ctx, VMService_FinishMigration_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // VMServiceServer is the server API for VMService service.
 // All implementations must embed UnimplementedVMServiceServer
 // for forward compatibility.
@@ -291,6 +362,24 @@ type VMServiceServer interface {
 	// RemoveTemplate removes one template, by key. Clones restored from it
 	// run on; the next pod of its image and shape makes it again.
 	RemoveTemplate(context.Context, *RemoveTemplateRequest) (*RemoveTemplateResponse, error)
+	// Live migration (issue 42) takes four calls, made by whoever drives
+	// it (crimuxctl vm migrate, the kubectl plugin through the node
+	// agents). GetMigrationSource, on the source node, describes the
+	// running VM as its target needs it.
+	GetMigrationSource(context.Context, *GetMigrationSourceRequest) (*GetMigrationSourceResponse, error)
+	// PrepareMigration, on the target node, readies a VM pod made with the
+	// annotation crimux.io/migrate-from (its container running with no
+	// qemu, waiting) to receive the source's VM.
+	PrepareMigration(context.Context, *PrepareMigrationRequest) (*PrepareMigrationResponse, error)
+	// Migrate, on the source node, moves the VM to the prepared target,
+	// live, and streams its progress. When it ends without error the VM
+	// runs on the target and the source's container has exited with reason
+	// Migrated; on any error the VM runs on the source, unchanged.
+	Migrate(*MigrateRequest, grpc.ServerStreamingServer[MigrateProgress]) error
+	// FinishMigration, on the target node, ends the target's wait: the VM
+	// arrived (it takes its new pod's network through its guest agent), or
+	// it did not (failed says why: the container exits MigrationFailed).
+	FinishMigration(context.Context, *FinishMigrationRequest) (*FinishMigrationResponse, error)
 	mustEmbedUnimplementedVMServiceServer()
 }
 
@@ -339,6 +428,18 @@ func (UnimplementedVMServiceServer) WarmTemplate(context.Context, *WarmTemplateR
 }
 func (UnimplementedVMServiceServer) RemoveTemplate(context.Context, *RemoveTemplateRequest) (*RemoveTemplateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveTemplate not implemented")
+}
+func (UnimplementedVMServiceServer) GetMigrationSource(context.Context, *GetMigrationSourceRequest) (*GetMigrationSourceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMigrationSource not implemented")
+}
+func (UnimplementedVMServiceServer) PrepareMigration(context.Context, *PrepareMigrationRequest) (*PrepareMigrationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PrepareMigration not implemented")
+}
+func (UnimplementedVMServiceServer) Migrate(*MigrateRequest, grpc.ServerStreamingServer[MigrateProgress]) error {
+	return status.Error(codes.Unimplemented, "method Migrate not implemented")
+}
+func (UnimplementedVMServiceServer) FinishMigration(context.Context, *FinishMigrationRequest) (*FinishMigrationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FinishMigration not implemented")
 }
 func (UnimplementedVMServiceServer) mustEmbedUnimplementedVMServiceServer() {}
 func (UnimplementedVMServiceServer) testEmbeddedByValue()                   {}
@@ -595,6 +696,71 @@ func _VMService_RemoveTemplate_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _VMService_GetMigrationSource_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetMigrationSourceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VMServiceServer).GetMigrationSource(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: VMService_GetMigrationSource_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VMServiceServer).GetMigrationSource(ctx, req.(*GetMigrationSourceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _VMService_PrepareMigration_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PrepareMigrationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VMServiceServer).PrepareMigration(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: VMService_PrepareMigration_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VMServiceServer).PrepareMigration(ctx, req.(*PrepareMigrationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _VMService_Migrate_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(MigrateRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(VMServiceServer).Migrate(m, &grpc.GenericServerStream[MigrateRequest, MigrateProgress]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type VMService_MigrateServer = grpc.ServerStreamingServer[MigrateProgress]
+
+func _VMService_FinishMigration_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FinishMigrationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VMServiceServer).FinishMigration(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: VMService_FinishMigration_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VMServiceServer).FinishMigration(ctx, req.(*FinishMigrationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // VMService_ServiceDesc is the grpc.ServiceDesc for VMService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -654,7 +820,25 @@ var VMService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "RemoveTemplate",
 			Handler:    _VMService_RemoveTemplate_Handler,
 		},
+		{
+			MethodName: "GetMigrationSource",
+			Handler:    _VMService_GetMigrationSource_Handler,
+		},
+		{
+			MethodName: "PrepareMigration",
+			Handler:    _VMService_PrepareMigration_Handler,
+		},
+		{
+			MethodName: "FinishMigration",
+			Handler:    _VMService_FinishMigration_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Migrate",
+			Handler:       _VMService_Migrate_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "vm/v1/vm.proto",
 }

@@ -116,6 +116,8 @@ func exitOf(why virt.StopReason) (int32, string) {
 		return ExitClean, "Completed"
 	case virt.StopCrashed, virt.StopFailed:
 		return ExitCrashed, "Crashed"
+	case virt.StopMigrated:
+		return ExitClean, ReasonMigrated
 	default:
 		return ExitKilled, "Killed"
 	}
@@ -174,6 +176,7 @@ func (r *Runtime) resync(l virt.Libvirt) {
 				r.startedUnrecorded(l, c)
 			}
 		case c.State != runtimeapi.ContainerState_CONTAINER_RUNNING:
+		case c.AwaitsMigration(): // no qemu until its VM arrives
 		case defined && !d.Inactive():
 		case startedBefore(c, boot):
 			r.stopped(c.Domain, ExitNodeRebooted, ReasonNodeRebooted, nodeRebootMessage(c.Domain, boot))

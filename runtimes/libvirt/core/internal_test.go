@@ -89,6 +89,7 @@ func TestExitOf(t *testing.T) {
 		{virt.StopDestroyed, ExitKilled, "Killed"},
 		{virt.StopSaved, ExitKilled, "Killed"},
 		{virt.StopOther, ExitKilled, "Killed"},
+		{virt.StopMigrated, ExitClean, "Migrated"},
 	} {
 		if code, reason := exitOf(tc.why); code != tc.code || reason != tc.reason {
 			t.Errorf("exitOf(%d) = %d %q, want %d %q", tc.why, code, reason, tc.code, tc.reason)

@@ -30,6 +30,7 @@ import (
 
 	"github.com/crimux/crimux/runtimes/libvirt/bootwatch"
 	"github.com/crimux/crimux/runtimes/libvirt/console"
+	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
@@ -96,6 +97,9 @@ type Options struct {
 	// default, /crimux-templates).
 	TemplatesOff   bool
 	TemplateParent string
+	// Migration is the node's live migration endpoint (issue 42); nil:
+	// VMs neither leave nor arrive.
+	Migration *migration.Config
 }
 
 // ImageReader gets a VM image's files out of the image store.

@@ -69,3 +69,19 @@ func (r *Runtime) StartingQemu(c *store.Container, start func() error) error {
 	defer r.Starts.Arm(c.Domain)()
 	return start()
 }
+
+// ArmIncoming opens the grant for the qemu that an incoming live
+// migration starts for VM c (issue 42), as StartingQemu does for a
+// start, until disarm: the target's libvirtd starts that qemu whenever
+// the source's asks.
+func (r *Runtime) ArmIncoming(c *store.Container) (disarm func(), err error) {
+	if err := r.CheckRootDisk(c); err != nil {
+		return nil, err
+	}
+	if r.Opts.Identities.Count > 0 && r.Opts.PlacementSocket != "" {
+		if err := openLibvirtDirs(libvirtDirs); err != nil {
+			return nil, fmt.Errorf("let VM identities reach libvirt's per-domain files: %w", err)
+		}
+	}
+	return r.Starts.Arm(c.Domain), nil
+}

@@ -46,6 +46,10 @@ func (r *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if err != nil {
 		return nil, err
 	}
+	if plan.rec.Migration != nil && len(others) > 0 {
+		return nil, fmt.Errorf("pod sandbox %q: a migration target gets one attempt (its disk may hold part of a failed migration): delete the pod and migrate again: %w",
+			sb.ID, errdefs.ErrFailedPrecondition)
+	}
 	if plan.spec.Identity, err = r.identityOf(sb); err != nil {
 		return nil, err
 	}
@@ -95,6 +99,10 @@ func checkCanCreate(sb *store.Sandbox, cfg *runtimeapi.ContainerConfig, others [
 	}
 	if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 		return fmt.Errorf("pod sandbox %q is not ready: %w", sb.ID, errdefs.ErrFailedPrecondition)
+	}
+	if sb.MigratedAway {
+		return fmt.Errorf("pod sandbox %q: its VM moved to another node by live migration; its disk is the VM's past and boots no more: delete the pod: %w",
+			sb.ID, errdefs.ErrFailedPrecondition)
 	}
 	for _, o := range others {
 		if o.State != runtimeapi.ContainerState_CONTAINER_EXITED {
@@ -205,6 +213,9 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	}
 	spec.CIData = filepath.Join(rec.Dir, core.CIDataFile)
 	p := &vmPlan{rec: rec, spec: spec, layout: layout, cidata: files, root: root}
+	if opts.MigrateFrom != "" {
+		return p, r.planIncoming(p, opts, storage)
+	}
 	p.cold = r.planClone(sb, p, opts, storage)
 	return p, nil
 }

@@ -23,6 +23,12 @@ func (r *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	if c.State != runtimeapi.ContainerState_CONTAINER_CREATED {
 		return nil, fmt.Errorf("container %q is %s, not created: %w", c.ID, c.State, errdefs.ErrFailedPrecondition)
 	}
+	if c.AwaitsMigration() {
+		if err := r.awaitIncoming(c); err != nil {
+			return nil, err
+		}
+		return &runtimeapi.StartContainerResponse{}, nil
+	}
 	if hp, _ := vm.HugePagesFrom(c.Config.GetLinux().GetResources()); hp.PageKiB != 0 {
 		if err := core.CheckHugePages(hp); err != nil { // taken since CreateContainer
 			return nil, err

@@ -63,6 +63,9 @@ type Sandbox struct {
 	// (core.Identities); nil for a pod whose VM runs as libvirt's shared
 	// qemu user (made by an older crimux, or identities off).
 	Identity *VMIdentity `json:"identity,omitempty"`
+	// MigratedAway: the pod's VM moved to another node, live (issue 42).
+	// Its disk is the VM's past: no container of the pod boots it again.
+	MigratedAway bool `json:"migrated_away,omitempty"`
 }
 
 // VMIdentity is a VM pod's own uid and gid on the node.
@@ -144,6 +147,29 @@ type Container struct {
 	// Clone: the VM's first start restores template Clone.Key's saved
 	// state instead of booting (issue 39); nil boots it.
 	Clone *Clone `json:"clone,omitempty"`
+	// Migration: the VM is moving to or from another node (issue 42).
+	Migration *Migration `json:"migration,omitempty"`
+}
+
+// Migration is a VM's live migration as this node sees it.
+type Migration struct {
+	// Incoming: this container is the target; its VM arrives (no qemu
+	// of its own runs until then). Otherwise the VM leaves from here.
+	Incoming bool `json:"incoming,omitempty"`
+	// From is what the target pod named as its source (its annotation).
+	From string `json:"from,omitempty"`
+	// Token names the migration's streams (migproxy); "" until prepared.
+	Token string `json:"token,omitempty"`
+	// SourceMAC is the guest NIC's MAC on the source: the arrived guest
+	// finds its NIC by it and takes the target pod's.
+	SourceMAC string `json:"source_mac,omitempty"`
+	// Deadline (Unix nanoseconds) is when a target still waiting gives up.
+	Deadline int64 `json:"deadline,omitempty"`
+}
+
+// AwaitsMigration: c is a migration target whose VM has not arrived.
+func (c *Container) AwaitsMigration() bool {
+	return c.Migration != nil && c.Migration.Incoming
 }
 
 // GetKey is c's template key; "" for nil.

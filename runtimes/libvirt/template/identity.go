@@ -58,6 +58,12 @@ func (id Identity) Check() error {
 	if len(id.Seed) < MinSeed {
 		return fmt.Errorf("clone identity: a seed of %d bytes, fewer than %d", len(id.Seed), MinSeed)
 	}
+	return id.checkNIC()
+}
+
+// checkNIC refuses MACs and addresses the script would not put safely
+// into a shell.
+func (id Identity) checkNIC() error {
 	if id.TemplateMAC == "" && id.MAC == "" { // a VM without a NIC
 		if len(id.Addresses) > 0 {
 			return fmt.Errorf("clone identity: addresses without a NIC")
@@ -121,7 +127,7 @@ func (id Identity) nicScript(b *strings.Builder) {
 for d in /sys/class/net/*; do
 	read -r mac <"$d/address" && [ "$mac" = %s ] && nic=${d##*/}
 done
-[ -n "$nic" ] || { echo "no NIC with the template's MAC %s" >&2; exit 1; }
+[ -n "$nic" ] || { echo "no NIC with MAC %s" >&2; exit 1; }
 ip -batch - <<EOF
 link set dev $nic down
 link set dev $nic address %s

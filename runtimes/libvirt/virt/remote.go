@@ -344,6 +344,8 @@ func stopReason(d golibvirt.DomainEventStoppedDetailType) StopReason {
 		return StopFailed
 	case golibvirt.DomainEventStoppedSaved, golibvirt.DomainEventStoppedFromSnapshot:
 		return StopSaved
+	case golibvirt.DomainEventStoppedMigrated:
+		return StopMigrated
 	}
 	return StopOther
 }

@@ -26,6 +26,7 @@ type Libvirt interface {
 	Agent
 	Resize
 	Stats
+	Migrations
 	// Version is libvirtd's version; an answer proves it is up.
 	Version() (uint64, error)
 }
@@ -256,6 +257,7 @@ const (
 	StopCrashed              // qemu or the guest crashed
 	StopFailed               // qemu failed
 	StopSaved                // managed save, or a snapshot revert
+	StopMigrated             // moved to another node, live
 )
 
 // ErrNoSnapshot: the domain has no snapshot of that name. It is a

@@ -84,7 +84,7 @@ func TestStopReason(t *testing.T) {
 		golibvirt.DomainEventStoppedFailed:         StopFailed,
 		golibvirt.DomainEventStoppedSaved:          StopSaved,
 		golibvirt.DomainEventStoppedFromSnapshot:   StopSaved,
-		golibvirt.DomainEventStoppedMigrated:       StopOther,
+		golibvirt.DomainEventStoppedMigrated:       StopMigrated,
 		golibvirt.DomainEventStoppedDetailType(99): StopOther,
 	} {
 		if got := stopReason(d); got != want {

@@ -34,6 +34,9 @@ type Libvirt struct {
 	clock        int64
 	// agent is every new domain's Agent (SetAgent).
 	agent func(cmd string) (string, error)
+	// peer is the libvirtd migrations reach (SetPeer).
+	peer       *Libvirt
+	migrations []virt.Migration
 }
 
 // SetAgent gives every domain defined or restored from now on a guest

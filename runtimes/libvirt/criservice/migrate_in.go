@@ -1,0 +1,214 @@
+package criservice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/vmtypes"
+)
+
+// A migration target (issue 42) is a VM pod made with the annotation
+// crimux.io/migrate-from. Its container is created as any VM's (its
+// disk, cloud-init volume, console, cgroup) but its VM is not booted:
+// StartContainer marks it running with no qemu, waiting; PrepareMigration
+// readies the streams and the domain the source's VM becomes here;
+// FinishMigration records the VM arrived (and gives it its new pod's
+// network) or exits the container, MigrationFailed.
+
+// incomingFile keeps the target's own domain definition once
+// PrepareMigration has undefined it for the arriving one.
+const incomingFile = "incoming.xml"
+
+// planIncoming makes p a migration target, or says why its VM cannot
+// arrive by migration.
+func (r *Service) planIncoming(p *vmPlan, opts vm.Options, storage vm.Storage) error {
+	field := "annotations[" + vm.AnnotationMigrateFrom + "]"
+	switch {
+	case r.Migration == nil:
+		return fmt.Errorf("%s: live migration is off on this node (libvirt.migration): %w", field, errdefs.ErrFailedPrecondition)
+	case len(storage.Shares) > 0:
+		return errdefs.Invalid(field, "a VM with virtio-fs shares cannot migrate (qemu cannot move their state)")
+	case len(storage.Devices) > 0:
+		return errdefs.Invalid(field, "a VM with block volumes cannot migrate yet")
+	case p.root != nil:
+		return errdefs.Invalid(field, "a VM whose root disk is a volume (crimux.io/root-disk) cannot migrate yet")
+	}
+	p.rec.Migration = &store.Migration{Incoming: true, From: opts.MigrateFrom}
+	return nil
+}
+
+// awaitIncoming is StartContainer of a migration target: its cgroup and
+// console are made, and it runs with no qemu until its VM arrives or
+// the target timeout ends.
+func (r *Service) awaitIncoming(c *store.Container) error {
+	cg := r.CgroupOf(c)
+	if err := r.Cgroups.Create(cg); err != nil {
+		return fmt.Errorf("cgroup of %s: %w", c.Domain, err)
+	}
+	r.Console.Start(c.ID, c.Dir, c.LogPath)
+	timeout := r.Migration.Config().TargetTimeout
+	c.State, c.StartedAt = runtimeapi.ContainerState_CONTAINER_RUNNING, time.Now().UnixNano()
+	c.Migration.Deadline = time.Now().Add(timeout).UnixNano()
+	if err := r.Store.PutContainer(c); err != nil {
+		r.Console.Stop(c.ID)
+		_ = r.Cgroups.Remove(cg)
+		return err
+	}
+	r.Events.Publish(r.Event(c, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT))
+	r.Note(c.ID, fmt.Sprintf("waiting for this VM to arrive from %s by live migration (at most %s)", c.Migration.From, timeout))
+	time.AfterFunc(timeout, func() { r.targetTimedOut(c.ID) })
+	r.Log.Info("VM migration target waiting", "container", c.ID, "from", c.Migration.From)
+	return nil
+}
+
+// targetTimedOut ends a target whose VM has not arrived in time.
+func (r *Service) targetTimedOut(id string) {
+	if _, err := r.FinishMigration(context.Background(), id, "its VM did not arrive within the target timeout"); err != nil &&
+		!errdefs.IsNotFound(err) && !errors.Is(err, errNotWaiting) {
+		r.Log.Warn("end a migration target past its timeout", "container", id, "err", err)
+	}
+}
+
+var errNotWaiting = fmt.Errorf("is not waiting for a migrating VM: %w", errdefs.ErrFailedPrecondition)
+
+// lockTarget locks target container id, waiting for its VM.
+func (r *Service) lockTarget(id string) (*store.Container, func(), error) {
+	c, unlock, err := r.LockVM(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !c.AwaitsMigration() || c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		unlock()
+		return nil, nil, fmt.Errorf("container %s (%s) %w", id, c.State, errNotWaiting)
+	}
+	return c, unlock, nil
+}
+
+// PrepareMigration readies target container id for the VM src: the
+// domain src becomes here (the target's own, defined at CreateContainer,
+// makes way for it: libvirt defines the arriving one), the grant for its
+// qemu's placement, and the streams' sockets and token.
+func (r *Service) PrepareMigration(ctx context.Context, id string, src vmtypes.MigrationSource) (vmtypes.MigrationTarget, error) {
+	c, unlock, err := r.lockTarget(id)
+	if err != nil {
+		return vmtypes.MigrationTarget{}, err
+	}
+	defer unlock()
+	own, err := r.incomingDefinition(c)
+	if err != nil {
+		return vmtypes.MigrationTarget{}, err
+	}
+	xml, err := vm.MigrationXML(src.DomainXML, own)
+	if err != nil {
+		return vmtypes.MigrationTarget{}, errdefs.Invalid("source.domain_xml", "%v", err)
+	}
+	disks, err := vm.MigrationDisks(src.DomainXML)
+	if err != nil {
+		return vmtypes.MigrationTarget{}, errdefs.Invalid("source.domain_xml", "%v", err)
+	}
+	ident, err := r.qemuIdentity(c)
+	if err != nil {
+		return vmtypes.MigrationTarget{}, err
+	}
+	disarm, err := r.ArmIncoming(c)
+	if err != nil {
+		return vmtypes.MigrationTarget{}, err
+	}
+	token, err := r.Migration.Expect(c.ID, int(ident.UID), int(ident.GID), disarm)
+	if err != nil {
+		disarm()
+		return vmtypes.MigrationTarget{}, err
+	}
+	c.Migration.Token, c.Migration.SourceMAC = token, src.GuestMAC
+	if err := r.Store.PutContainer(c); err != nil {
+		r.Migration.Forget(c.ID)
+		return vmtypes.MigrationTarget{}, err
+	}
+	cfg := r.Migration.Config()
+	r.Log.Info("VM migration target prepared", "container", c.ID, "from", c.Migration.From)
+	return vmtypes.MigrationTarget{LibvirtURI: cfg.LibvirtURI, Address: cfg.Address, Token: token,
+		DomainXML: xml, DomainName: c.Domain, Disks: disks}, nil
+}
+
+// incomingDefinition is the target's own domain definition, kept in its
+// directory: the domain is undefined, the arriving VM's to be defined by
+// libvirt under the same name.
+func (r *Service) incomingDefinition(c *store.Container) (string, error) {
+	path := filepath.Join(c.Dir, incomingFile)
+	if b, err := os.ReadFile(path); err == nil {
+		return string(b), nil
+	}
+	l, err := r.Conn.Get()
+	if err != nil {
+		return "", err
+	}
+	dom, err := l.Lookup(c.Domain)
+	if err != nil {
+		return "", fmt.Errorf("the target's domain %s: %w", c.Domain, err)
+	}
+	own, err := l.XML(dom)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(own), 0o600); err != nil {
+		return "", err
+	}
+	if err := l.Undefine(dom); err != nil {
+		return "", fmt.Errorf("make way for the arriving domain %s: %w", c.Domain, err)
+	}
+	return own, nil
+}
+
+// qemuIdentity is the uid and gid VM c's qemu runs as: a migration's
+// sockets are its alone.
+func (r *Service) qemuIdentity(c *store.Container) (*store.VMIdentity, error) {
+	ident, ok := r.IdentityForDomain(c.Domain)
+	if !ok || ident == nil {
+		return nil, fmt.Errorf("VM %s runs as libvirt's shared qemu user (libvirt.vm_id_count = 0): it cannot migrate: %w", c.ID, errdefs.ErrFailedPrecondition)
+	}
+	return ident, nil
+}
+
+// FinishMigration ends target container id's wait: with failed "" its VM
+// has arrived and takes its pod's network; otherwise the container exits
+// with reason MigrationFailed, and whatever of the VM reached this node
+// goes.
+func (r *Service) FinishMigration(ctx context.Context, id, failed string) (vmtypes.MigrationResult, error) {
+	c, unlock, err := r.lockTarget(id)
+	if err != nil {
+		return vmtypes.MigrationResult{}, err
+	}
+	defer unlock()
+	if failed != "" {
+		return vmtypes.MigrationResult{}, r.targetFailed(c, failed)
+	}
+	return r.arrived(ctx, c)
+}
+
+// targetFailed exits a target whose VM did not arrive. Its domain is the
+// target's own again (defined, never started), for RemoveContainer to
+// remove as any.
+func (r *Service) targetFailed(c *store.Container, why string) error {
+	r.Migration.Forget(c.ID)
+	if l, err := r.Conn.Get(); err == nil {
+		if dom, err := l.Lookup(c.Domain); err == nil {
+			_ = l.Destroy(dom)
+		} else if own, err := os.ReadFile(filepath.Join(c.Dir, incomingFile)); err == nil {
+			_, _ = l.Define(string(own))
+		}
+	}
+	c.Migration.Incoming = false
+	r.Note(c.ID, "live migration failed: "+why)
+	r.Log.Info("VM migration target failed", "container", c.ID, "why", why)
+	return r.SaveExit(c, core.ExitMigrationFailed, core.ReasonMigrationFailed, why)
+}
