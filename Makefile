@@ -70,7 +70,7 @@ RUN_FLAGS ?=
 run: build
 	./hack/run.sh $(RUN_FLAGS)
 
-test: vet fmt-check unit e2e e2e-guest e2e-guest-instant e2e-kubelet e2e-cluster chaos critest e2e-node
+test: vet fmt-check unit e2e e2e-guest e2e-guest-instant e2e-migrate e2e-kubelet e2e-cluster chaos critest e2e-node
 
 vet:
 	$(GO) vet ./...

@@ -149,6 +149,9 @@ type Migration struct {
 	MaxOutgoing int `toml:"max_outgoing"`
 	// TargetTimeout is how long a target pod waits for its VM.
 	TargetTimeout Duration `toml:"target_timeout"`
+	// ProgressTimeout aborts a migration that moved no byte for so long
+	// (a link cut, a target gone quiet); KubeVirt's default is 150 s.
+	ProgressTimeout Duration `toml:"progress_timeout"`
 }
 
 // Enabled: the node can send and receive VMs.
@@ -223,7 +226,7 @@ func Default() Config {
 			GCInterval:            Duration{time.Minute},
 			Templates:             true,
 			Migration: Migration{BandwidthMiB: 64, CompletionTimeoutPerGiB: Duration{800 * time.Second}, MaxOutgoing: 1,
-				TargetTimeout: Duration{10 * time.Minute}},
+				TargetTimeout: Duration{10 * time.Minute}, ProgressTimeout: Duration{150 * time.Second}},
 			TemplateCgroupParent: "/crimux-templates",
 		},
 		Runtimes: []Runtime{
@@ -362,14 +365,21 @@ func validateMigration(m Migration) []error {
 	if (m.Address == "") != (m.PKIDir == "") {
 		errs = append(errs, fmt.Errorf("libvirt.migration: address and pki_dir are set together"))
 	}
+	if m.Address != "" {
+		// Peers are told this address: it must name this node.
+		host, port, err := net.SplitHostPort(m.Address)
+		if ip := net.ParseIP(host); err != nil || host == "" || port == "0" || (ip != nil && ip.IsUnspecified()) {
+			errs = append(errs, fmt.Errorf("libvirt.migration.address: %q is not host:port of this node (peers connect to it)", m.Address))
+		}
+	}
 	if m.Enabled() && !strings.HasPrefix(m.LibvirtURI, "qemu+tls://") {
 		errs = append(errs, fmt.Errorf("libvirt.migration.libvirt_uri: %q is not a qemu+tls:// URI (peers connect over TLS only)", m.LibvirtURI))
 	}
 	if m.MaxOutgoing < 1 {
 		errs = append(errs, fmt.Errorf("libvirt.migration.max_outgoing: %d is less than 1", m.MaxOutgoing))
 	}
-	if m.CompletionTimeoutPerGiB.Duration < time.Second || m.TargetTimeout.Duration < time.Second {
-		errs = append(errs, fmt.Errorf("libvirt.migration: completion_timeout_per_gib and target_timeout are at least a second"))
+	if m.CompletionTimeoutPerGiB.Duration < time.Second || m.TargetTimeout.Duration < time.Second || m.ProgressTimeout.Duration < time.Second {
+		errs = append(errs, fmt.Errorf("libvirt.migration: completion_timeout_per_gib, progress_timeout and target_timeout are at least a second"))
 	}
 	return errs
 }

@@ -144,7 +144,7 @@ func vmMigration(m config.Migration) *migration.Config {
 	}
 	return &migration.Config{Address: m.Address, LibvirtURI: m.LibvirtURI, PKIDir: m.PKIDir, BandwidthMiB: m.BandwidthMiB,
 		CompletionTimeoutPerGiB: m.CompletionTimeoutPerGiB.Duration, MaxOutgoing: m.MaxOutgoing,
-		TargetTimeout: m.TargetTimeout.Duration}
+		TargetTimeout: m.TargetTimeout.Duration, ProgressTimeout: m.ProgressTimeout.Duration}
 }
 
 // vmNetwork is the VM pods' CNI setup; nil with network = "none".

@@ -33,6 +33,9 @@ func MigrationXML(source, target string) (string, error) {
 	if d.UUID == "" || t.Name == "" {
 		return "", fmt.Errorf("the source's domain has no UUID, or the target's no name")
 	}
+	if err := sameShape(&d, &t); err != nil {
+		return "", err
+	}
 	// The name stays the source's: libvirt renames the domain on the
 	// target (its destination_name), and checks the XML's against the
 	// source's first.
@@ -89,4 +92,50 @@ func MigrationDisks(source string) ([]string, error) {
 		}
 	}
 	return nil, nil
+}
+
+// sameShape refuses a target pod whose VM is not the source's size: the
+// VM would arrive with more than its pod and cgroup were made for.
+func sameShape(d, t *libvirtxml.Domain) error {
+	type shape struct {
+		vcpus             uint
+		memoryKiB, maxKiB uint64
+	}
+	of := func(x *libvirtxml.Domain) shape {
+		var s shape
+		if x.VCPU != nil {
+			s.vcpus = x.VCPU.Value
+		}
+		s.memoryKiB = memoryKiB(x.Memory)
+		if x.MaximumMemory != nil {
+			s.maxKiB = scaledKiB(uint64(x.MaximumMemory.Value), x.MaximumMemory.Unit)
+		}
+		return s
+	}
+	src, dst := of(d), of(t)
+	if src != dst {
+		return fmt.Errorf("the source VM has %d vCPUs and %d MiB (up to %d MiB), the target pod %d and %d MiB (up to %d MiB): they must match",
+			src.vcpus, src.memoryKiB>>10, src.maxKiB>>10, dst.vcpus, dst.memoryKiB>>10, dst.maxKiB>>10)
+	}
+	return nil
+}
+
+func memoryKiB(m *libvirtxml.DomainMemory) uint64 {
+	if m == nil {
+		return 0
+	}
+	return scaledKiB(uint64(m.Value), m.Unit)
+}
+
+// scaledKiB is a libvirt memory size in KiB (its default unit).
+func scaledKiB(v uint64, unit string) uint64 {
+	switch unit {
+	case "b", "bytes":
+		return v >> 10
+	case "M", "MiB":
+		return v << 10
+	case "G", "GiB":
+		return v << 20
+	}
+	return v
 }

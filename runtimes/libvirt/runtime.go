@@ -136,27 +136,32 @@ func (rt *Runtime) wire(opts Options, p core.Parts, conn *virt.Conn) {
 			Parent: opts.TemplateParent}
 		rt.gc.Templates = &rt.cri.Instant.Store
 	}
-	rt.core.AfterResync = func(ctx context.Context, first bool) { rt.gc.CollectGarbage(ctx, first) }
+	rt.core.AfterResync = func(ctx context.Context, first bool) {
+		if first {
+			rt.cri.ResumeMigrations(ctx)
+		}
+		rt.gc.CollectGarbage(ctx, first)
+	}
 }
 
 // start runs the connection, the streaming server, the collector and the
 // placement server, and resumes what runs: console copiers and DHCP.
 func (rt *Runtime) start(opts Options) error {
+	if opts.Migration != nil { // before the first resync, which resumes migrations
+		node, err := migration.Start(*opts.Migration, rt.core.Log.With("component", "migration"))
+		if err != nil {
+			return err
+		}
+		rt.core.Migration = node
+		rt.closers = append(rt.closers, node.Close)
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	rt.stop = cancel
 	go rt.conn.Run(runCtx)
 	if err := rt.cri.Serve(runCtx, opts.StreamingAddr); err != nil {
 		cancel()
+		_ = rt.core.Migration.Close()
 		return err
-	}
-	if opts.Migration != nil {
-		node, err := migration.Start(*opts.Migration, rt.core.Log.With("component", "migration"))
-		if err != nil {
-			cancel()
-			return err
-		}
-		rt.cri.Migration = node
-		rt.closers = append(rt.closers, node.Close)
 	}
 	go rt.gc.Run(runCtx)
 	go rt.core.ResumeWhenRoom(runCtx)

@@ -70,6 +70,11 @@ awk '$3 == "hugetlbfs" { found = 1 } END { exit !found }' /proc/self/mounts ||
 	die "no hugetlbfs mounted: run test/bed/libvirt-up.sh (make bed) first"
 timeout 10 virsh -c qemu:///system version >/dev/null 2>&1 ||
 	die "the host's libvirtd does not answer at qemu:///system: run test/bed/libvirt-up.sh (make bed) first"
+if ! command -v openssl >/dev/null; then # node two's key pairs (a bare machine may lack it)
+	export DEBIAN_FRONTEND=noninteractive
+	quiet apt-install apt-get install -y --no-install-recommends openssl ||
+		{ quiet apt-update apt-get update && quiet apt-install apt-get install -y --no-install-recommends openssl; }
+fi
 for c in openssl nsenter unshare ip tar; do
 	command -v "$c" >/dev/null || die "$c is missing"
 done

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -15,86 +17,99 @@ import (
 // vm migrate between the two nodes' crimux. A counter in the guest's
 // memory goes on from where it was and its uptime with it (moved, not
 // rebooted), a file written to its root disk is there, the guest has the
-// target pod's address, its qemu runs in the target pod's cgroup as the
-// target's own uid; the source's container exited Migrated, its pod
-// makes no VM again, and removing it leaves nothing on node one.
+// target pod's address, its qemu runs in the target pod's cgroup; the
+// source's container exited Migrated, its pod makes no VM again, and
+// removing it leaves nothing on node one.
 func TestVMMigrate(t *testing.T) {
-	requireVM(t)
-	requireNode2(t)
-	n1 := startCrimux(t, bed.containerd, "--vm-accel", "tcg", "--config", migrationConfig(t, 1))
-	n2 := startCrimuxOn(t, []string{node2.exec}, "", bed.containerd, "--vm-accel", "tcg",
-		"--config", migrationConfig(t, 2), "--cni-conf-dir", node2.cniConfDir)
-	n1.crictl("pull", vmAgentImage)
-	n2.crictl("pull", vmAgentImage)
-
-	// The source: a VM with a counter in memory and a file on its disk.
-	pod1 := vmPodJSON(t, "vm-migrate", testCgroupParent(t), "")
-	podID1 := n1.crictl("runp", "--runtime", "vm", pod1)
-	t.Cleanup(func() { n1.crictlErr("rmp", "-f", podID1) })
-	ctr1 := n1.crictl("create", podID1, vmContainerJSON(t, vmAgentImage, vmMemory, ""), pod1)
-	n1.crictl("start", ctr1)
-	testutil.Eventually(t, 2*time.Minute, "crictl exec through the source's guest agent", func() error {
-		_, err := n1.crictlErr("exec", "-s", ctr1, "true")
-		return err
-	})
-	n1.crictl("exec", ctr1, "sh", "-c", "echo crimux-migrated-disk >/mnt/migrate-file && sync")
-	n1.crictl("exec", ctr1, "sh", "-c", "(i=0; while :; do i=$((i+1)); echo $i >/run/count; sleep 0.2; done) </dev/null >/dev/null 2>&1 &")
-	time.Sleep(time.Second)
-	count1 := guestInt(t, n1, ctr1, "cat", "/run/count")
-	uptime1 := guestInt(t, n1, ctr1, "cat", "/proc/uptime")
-
-	// The target: a VM pod on node two that waits for it.
-	parent2 := testCgroupParent(t)
-	pod2 := vmPodJSON(t, "vm-migrate-target", parent2, `"crimux.io/migrate-from": "crimux-e2e/vm-migrate"`)
-	podID2 := n2.crictl("runp", "--runtime", "vm", pod2)
-	t.Cleanup(func() { n2.crictlErr("rmp", "-f", podID2) })
-	ctr2 := n2.crictl("create", podID2, vmContainerJSON(t, vmAgentImage, vmMemory, ""), pod2)
-	n2.crictl("start", ctr2)
-	if st := n2.crictl("inspect", "-o", "go-template", "--template", "{{.status.state}}", ctr2); st != "CONTAINER_RUNNING" {
-		t.Fatalf("the waiting target is %s, want CONTAINER_RUNNING", st)
-	}
-	ip2 := n2.crictl("inspectp", "-o", "go-template", "--template", "{{.status.network.ip}}", podID2)
-
+	g := newMigrationRig(t, "")
 	start := time.Now()
-	res := n1.ctl(ctlBin(t), "vm", "migrate", ctr1, ctr2, "--to", n2.endpoint)
+	res := g.n1.ctl(ctlBin(t), "vm", "migrate", g.ctr1, g.ctr2, "--to", g.n2.endpoint)
 	t.Logf("crimuxctl vm migrate (%v):\n%s%s", time.Since(start).Round(100*time.Millisecond), res.stdout, res.stderr)
 	if res.code != 0 {
 		t.Fatalf("crimuxctl vm migrate: exit %d", res.code)
 	}
 
 	// On node two: the same machine, its memory and disk, the new address.
-	dom2 := domainOf(ctr2)
+	dom2 := domainOf(g.ctr2)
 	if out := node2Virsh(t, "domstate", dom2); out != "running" {
 		t.Fatalf("node two: %s is %q, want running", dom2, out)
 	}
-	if count2 := guestInt(t, n2, ctr2, "cat", "/run/count"); count2 <= count1 {
-		t.Fatalf("the guest's counter is %v on node two, %v before: not where it was", count2, count1)
+	g.requireSameMachine(t, g.n2, g.ctr2)
+	if out := g.n2.crictl("exec", g.ctr2, "ip", "addr"); !strings.Contains(out, g.ip2+"/") {
+		t.Fatalf("the guest lacks the target pod's address %s:\n%s", g.ip2, out)
 	}
-	if up2 := guestInt(t, n2, ctr2, "cat", "/proc/uptime"); up2 <= uptime1 {
-		t.Fatalf("the guest's uptime is %vs on node two, %vs before: it rebooted", up2, uptime1)
-	}
-	if out := n2.crictl("exec", ctr2, "cat", "/mnt/migrate-file"); out != "crimux-migrated-disk" {
-		t.Fatalf("the file on the root disk reads %q on node two", out)
-	}
-	if out := n2.crictl("exec", ctr2, "ip", "addr"); !strings.Contains(out, ip2+"/") {
-		t.Fatalf("the guest lacks the target pod's address %s:\n%s", ip2, out)
-	}
-	pid2 := node2QemuPID(t, dom2)
-	checkThreadsUnder(t, pid2, parent2)
+	checkThreadsUnder(t, node2QemuPID(t, dom2), g.parent2)
 
 	// On node one: the container exited Migrated; its pod boots no VM.
-	if r := n1.crictl("inspect", "-o", "go-template", "--template", "{{.status.state}} {{.status.reason}}", ctr1); r != "CONTAINER_EXITED Migrated" {
+	if r := containerStateReason(t, g.n1, g.ctr1); r != "CONTAINER_EXITED Migrated" {
 		t.Fatalf("the source's container is %q, want CONTAINER_EXITED Migrated", r)
 	}
-	if out, err := n1.crictlErr("create", podID1, vmContainerJSON(t, vmAgentImage, vmMemory, ""), pod1); err == nil || !strings.Contains(out, "moved to another node") {
+	if out, err := g.n1.crictlErr("create", g.podID1, vmContainerJSON(t, vmAgentImage, vmMemory, ""), g.pod1); err == nil || !strings.Contains(out, "moved to another node") {
 		t.Fatalf("a new container in the migrated pod: %v, %q; want refused, its VM moved", err, out)
 	}
-	dom1 := domainOf(ctr1)
-	n1.crictl("rmp", "-f", podID1)
+	dom1 := domainOf(g.ctr1)
+	g.n1.crictl("rmp", "-f", g.podID1)
 	if out := virsh(t, "list", "--all", "--name"); strings.Contains(out, dom1) {
 		t.Fatalf("node one still has domain %s after its pod went:\n%s", dom1, out)
 	}
-	if entries, _ := os.ReadDir(n1.stateDir + "/vms"); len(entries) != 0 {
-		t.Fatalf("node one keeps VM dirs after its pod went: %v", entries)
+	requireNoVMDirs(t, g.n1)
+}
+
+// TestVMMigrateTargetKilled (issue 42): the target's crimux is SIGKILLed
+// in the middle of a migration (its memory stream capped at 2 MiB/s, so
+// there is a middle): the VM runs on on node one as it was, the target
+// pod's container exits MigrationFailed once its crimux is back, and
+// removing it leaves nothing of the VM on node two.
+func TestVMMigrateTargetKilled(t *testing.T) {
+	g := newMigrationRig(t, "bandwidth_mib = 2\n")
+	run := g.startMigrate(t)
+	g.n2.kill()
+	res := run.wait()
+	t.Logf("crimuxctl vm migrate, its target killed: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	if res.code == 0 {
+		t.Fatal("crimuxctl vm migrate succeeded with its target's crimux killed")
+	}
+	g.requireStillOnSource(t)
+	g.n2.start()
+	testutil.Eventually(t, 30*time.Second, "the target exits MigrationFailed", func() error {
+		if r := containerStateReason(t, g.n2, g.ctr2); r != "CONTAINER_EXITED MigrationFailed" {
+			return fmt.Errorf("the target's container is %q", r)
+		}
+		return nil
+	})
+	g.requireNothingOnNode2(t)
+}
+
+// TestVMMigrateLinkCut (issue 42): the link between the nodes goes down
+// in the middle of a migration: node one's crimux aborts it once no
+// byte has moved for its progress timeout (5 s here), the VM runs on on
+// node one as it was, crimuxctl tells the target, whose container exits
+// MigrationFailed, and removing it leaves nothing on node two.
+func TestVMMigrateLinkCut(t *testing.T) {
+	g := newMigrationRig(t, "bandwidth_mib = 2\nprogress_timeout = \"5s\"\n")
+	run := g.startMigrate(t)
+	if out, err := exec.Command("ip", "link", "set", "crimux-n2", "down").CombinedOutput(); err != nil {
+		t.Fatalf("cut the link: %v\n%s", err, out)
+	}
+	linkUp := func() { _ = exec.Command("ip", "link", "set", "crimux-n2", "up").Run() }
+	t.Cleanup(linkUp)
+	res := run.wait()
+	t.Logf("crimuxctl vm migrate, the link cut: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	if res.code == 0 {
+		t.Fatal("crimuxctl vm migrate succeeded with the link cut")
+	}
+	linkUp()
+	g.requireStillOnSource(t)
+	if r := containerStateReason(t, g.n2, g.ctr2); r != "CONTAINER_EXITED MigrationFailed" {
+		t.Fatalf("the target's container is %q, want CONTAINER_EXITED MigrationFailed", r)
+	}
+	g.requireNothingOnNode2(t)
+}
+
+// requireNoVMDirs: c keeps no VM directory.
+func requireNoVMDirs(t *testing.T, c *crimux) {
+	t.Helper()
+	if entries, _ := os.ReadDir(c.stateDir + "/vms"); len(entries) != 0 {
+		t.Fatalf("VM dirs left in %s: %v", c.stateDir, entries)
 	}
 }

@@ -141,6 +141,12 @@ func (r *Runtime) stopped(domain string, code int32, reason, msg string) {
 	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING || r.stopIsNoExit(c, reason) {
 		return
 	}
+	if c.AwaitsMigration() { // the qemu of a VM arriving here, gone with its migration
+		if err := r.FailTarget(c, "the migration failed: the arriving VM stopped on this node ("+reason+")"); err != nil {
+			r.Log.Error("record a failed migration target", "container", c.ID, "err", err)
+		}
+		return
+	}
 	if err := r.SaveExit(c, code, reason, msg); err != nil {
 		r.Log.Error("record VM exit", "container", c.ID, "err", err)
 	}
@@ -182,6 +188,8 @@ func (r *Runtime) resync(l virt.Libvirt) {
 			r.stopped(c.Domain, ExitNodeRebooted, ReasonNodeRebooted, nodeRebootMessage(c.Domain, boot))
 		case !defined:
 			r.domainStopped(c.Domain, ExitKilled, "DomainGone")
+		case r.shutoffMigrated(l, d):
+			r.MigratedAway(c.ID, "this VM moved to another node by live migration while crimux was down")
 		default:
 			r.domainStopped(c.Domain, ExitClean, "Completed")
 		}

@@ -37,6 +37,9 @@ func (r *Runtime) StopVMLocked(ctx context.Context, c *store.Container, grace ti
 	if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return nil
 	}
+	if c.AwaitsMigration() {
+		return r.stopWaitingTarget(c)
+	}
 	if killedAtStop(c.Config) {
 		grace = 0
 	}
@@ -143,6 +146,7 @@ func (r *Runtime) RemoveVM(ctx context.Context, id string) error {
 	if err := r.Store.PutContainer(c); err != nil {
 		return err
 	}
+	r.Migration.Forget(c.ID) // a target's VM may arrive no more
 	r.Console.Stop(c.ID)
 	r.Boots.Forget(c.ID)
 	if sb, err := r.Store.Sandbox(c.SandboxID); err == nil && sb.ContainerID == c.ID {

@@ -186,11 +186,14 @@ type Runtime struct {
 	Net    PodNetwork
 	CIData CIDataWriter
 	// Shares runs the virtiofsd of VM shares; nil: VMs get no shares.
-	Shares  Shares
-	Locks   Locks
-	Console *console.Consoles
-	Events  *EventHub
-	Reboots *RebootWatch
+	Shares Shares
+	// Migration is this node's part in live migrations (issue 42); nil:
+	// VMs neither leave nor arrive.
+	Migration *migration.Node
+	Locks     Locks
+	Console   *console.Consoles
+	Events    *EventHub
+	Reboots   *RebootWatch
 	// Starts are the qemu starts in flight, for the placement server.
 	Starts *Starts
 	// Boots watch cold-booted guests for a sign of their OS.

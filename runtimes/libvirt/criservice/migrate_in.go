@@ -12,7 +12,6 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/vmtypes"
 )
@@ -195,20 +194,7 @@ func (r *Service) FinishMigration(ctx context.Context, id, failed string) (vmtyp
 	return r.arrived(ctx, c)
 }
 
-// targetFailed exits a target whose VM did not arrive. Its domain is the
-// target's own again (defined, never started), for RemoveContainer to
-// remove as any.
+// targetFailed exits a target whose VM did not arrive.
 func (r *Service) targetFailed(c *store.Container, why string) error {
-	r.Migration.Forget(c.ID)
-	if l, err := r.Conn.Get(); err == nil {
-		if dom, err := l.Lookup(c.Domain); err == nil {
-			_ = l.Destroy(dom)
-		} else if own, err := os.ReadFile(filepath.Join(c.Dir, incomingFile)); err == nil {
-			_, _ = l.Define(string(own))
-		}
-	}
-	c.Migration.Incoming = false
-	r.Note(c.ID, "live migration failed: "+why)
-	r.Log.Info("VM migration target failed", "container", c.ID, "why", why)
-	return r.SaveExit(c, core.ExitMigrationFailed, core.ReasonMigrationFailed, why)
+	return r.FailTarget(c, why)
 }

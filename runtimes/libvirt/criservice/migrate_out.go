@@ -8,7 +8,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
@@ -102,6 +101,10 @@ func (r *Service) Migrate(ctx context.Context, id string, t vmtypes.MigrationTar
 					progress(progressOf(p))
 				}
 			})
+			if err != nil && r.shutoffMigrated(l, dom) { // libvirt erred after the switch-over: it runs there
+				r.Log.Warn("migration reported failed, but the VM left", "container", c.ID, "err", err)
+				err = nil
+			}
 		}
 	}
 	return r.migrated(c.ID, t, err)
@@ -111,32 +114,24 @@ func (r *Service) Migrate(ctx context.Context, id string, t vmtypes.MigrationTar
 // container exits (Migrated) and its pod boots it no more; otherwise the
 // VM runs on here as it was.
 func (r *Service) migrated(id string, t vmtypes.MigrationTarget, migrateErr error) error {
+	if migrateErr == nil {
+		msg := fmt.Sprintf("this VM moved to %s by live migration", t.Address)
+		r.Note(id, msg)
+		r.MigratedAway(id, msg)
+		r.Log.Info("VM migrated", "container", id, "to", t.Address)
+		return nil
+	}
 	c, unlock, err := r.LockContainer(id)
 	if err != nil {
 		return err
 	}
 	defer unlock()
 	c.Migration = nil
-	if migrateErr != nil {
-		if err := r.Store.PutContainer(c); err != nil {
-			r.Log.Error("record a failed migration's end", "container", id, "err", err)
-		}
-		r.Log.Info("VM migration failed; the VM runs here", "container", id, "err", migrateErr)
-		return fmt.Errorf("migrate to %s: %w", t.Address, migrateErr)
+	if err := r.Store.PutContainer(c); err != nil {
+		r.Log.Error("record a failed migration's end", "container", id, "err", err)
 	}
-	if sb, err := r.Store.Sandbox(c.SandboxID); err == nil {
-		sb.MigratedAway = true
-		if err := r.Store.PutSandbox(sb); err != nil {
-			return err
-		}
-	}
-	msg := fmt.Sprintf("this VM moved to %s by live migration", t.Address)
-	r.Note(c.ID, msg)
-	r.Log.Info("VM migrated", "container", id, "to", t.Address)
-	if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-		return r.SaveExit(c, core.ExitClean, core.ReasonMigrated, msg)
-	}
-	return r.Store.PutContainer(c)
+	r.Log.Info("VM migration failed; the VM runs here", "container", id, "err", migrateErr)
+	return fmt.Errorf("migrate to %s: %w", t.Address, migrateErr)
 }
 
 // checkTarget refuses a target that names no libvirtd, endpoint or token.
@@ -168,4 +163,9 @@ func (r *Service) vmSize(c *store.Container) uint64 {
 func progressOf(p virt.MigrationProgress) vmtypes.MigrationProgress {
 	return vmtypes.MigrationProgress{Elapsed: p.Elapsed, DataTotal: p.DataTotal, DataProcessed: p.DataProcessed,
 		DataRemaining: p.DataRemaining, DirtyRate: p.DirtyRate, Iteration: p.Iteration}
+}
+
+func (r *Service) shutoffMigrated(l virt.Libvirt, dom virt.Domain) bool {
+	away, err := l.ShutoffMigrated(dom)
+	return err == nil && away
 }

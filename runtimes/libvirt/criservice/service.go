@@ -15,7 +15,6 @@ import (
 
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/instant"
-	"github.com/crimux/crimux/runtimes/libvirt/migration"
 )
 
 // Service serves the CRI RuntimeService for VM pods.
@@ -25,9 +24,6 @@ type Service struct {
 	// Instant makes templates and restores clones from them (issue 39);
 	// nil: every VM boots.
 	Instant *instant.Maker
-	// Migration is this node's part in live migrations (issue 42); nil:
-	// VMs neither leave nor arrive.
-	Migration *migration.Node
 
 	// streaming serves Attach to the serial console; nil until Serve.
 	streaming streaming.Server

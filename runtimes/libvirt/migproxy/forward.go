@@ -98,7 +98,7 @@ func newForwarder(f Forward) *Forwarder {
 		token:  f.Token,
 		target: f.Target,
 		log:    log.With("token", shortToken(f.Token), "target", f.Target),
-		dialer: &tls.Dialer{NetDialer: &net.Dialer{Timeout: dialTimeout}, Config: f.Client},
+		dialer: &tls.Dialer{NetDialer: streamDialer(dialTimeout), Config: f.Client},
 		ctx:    ctx,
 		stop:   stop,
 	}

@@ -55,7 +55,7 @@ func listen(addr string, server *tls.Config, log *slog.Logger, timeout time.Dura
 	if log == nil {
 		log = slog.Default()
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listenStreams(addr)
 	if err != nil {
 		return nil, fmt.Errorf("migration listener: %w", err)
 	}

@@ -26,6 +26,9 @@ type Config struct {
 	CompletionTimeoutPerGiB     time.Duration
 	MaxOutgoing                 int
 	TargetTimeout               time.Duration
+	// ProgressTimeout aborts a migration that moved nothing for so long
+	// (0: never).
+	ProgressTimeout time.Duration
 	// SocketDir holds each migration's unix sockets, one directory per
 	// migration: the same path on every node (libvirt passes the one URI
 	// to both qemus).
@@ -63,6 +66,7 @@ func Start(cfg Config, log *slog.Logger) (*Node, error) {
 	if err := os.MkdirAll(cfg.SocketDir, 0o711); err != nil {
 		return nil, fmt.Errorf("migration: %w", err)
 	}
+	clearSockets(cfg.SocketDir, log)
 	l, err := migproxy.Listen(cfg.Address, server, log)
 	if err != nil {
 		return nil, fmt.Errorf("migration: listen on %s: %w", cfg.Address, err)
@@ -117,4 +121,18 @@ func (n *Node) sockets(token string) map[string]string {
 		out[ch] = filepath.Join(n.Dir(token), ch+".sock")
 	}
 	return out
+}
+
+// clearSockets removes what migrations of a crimux that stopped left in
+// dir: their streams were its own, and ended with it.
+func clearSockets(dir string, log *slog.Logger) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			log.Warn("remove a past migration's sockets", "path", filepath.Join(dir, e.Name()), "err", err)
+		}
+	}
 }

@@ -8,6 +8,9 @@ import "time"
 // copy of local disks) go over unix sockets that crimux carries between
 // the nodes (migproxy), so qemu never listens on a node's address.
 type Migrations interface {
+	// ShutoffMigrated: d is shut off because it migrated away (libvirt's
+	// state reason), as a crimux that was down when it did learns.
+	ShutoffMigrated(d Domain) (bool, error)
 	// MigratableXML is d's running definition as a target may take it.
 	MigratableXML(d Domain) (string, error)
 	// Migrate moves d to the libvirtd at m.PeerURI and returns when the

@@ -109,3 +109,12 @@ func (r remote) MigratableXML(d Domain) (string, error) {
 	x, err := r.l.DomainGetXMLDesc(dom(d), golibvirt.DomainXMLMigratable)
 	return x, classify(err)
 }
+
+func (r remote) ShutoffMigrated(d Domain) (bool, error) {
+	state, reason, err := r.l.DomainGetState(dom(d), 0)
+	if err != nil {
+		return false, classify(err)
+	}
+	return golibvirt.DomainState(state) == golibvirt.DomainShutoff &&
+		golibvirt.DomainShutoffReason(reason) == golibvirt.DomainShutoffMigrated, nil
+}

@@ -79,7 +79,9 @@ type Domain struct {
 	// GuestMemory is what the guest's balloon driver reports of its RAM
 	// while the domain runs; nil: it reports nothing.
 	GuestMemory *virt.GuestMemory
-	uuid        virt.UUID
+	// MigratedAway: Migrate moved it to the peer (until it starts again).
+	MigratedAway bool
+	uuid         virt.UUID
 }
 
 // Snapshot is a fake snapshot: the state it was taken in and its XML.

@@ -1,8 +1,26 @@
 package virtfake
 
 import (
+	"sync"
+
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
+
+// migrateHooks are the hooks SetMigrateHook set, by fake libvirtd.
+var migrateHooks sync.Map // *Libvirt -> func(virt.Migration) error
+
+// SetMigrateHook makes every Migrate call hook first, once it has
+// recorded the migration and without the fake's lock held: hook may
+// block (a migration that takes its time) or call the fake. An error it
+// returns is Migrate's, and nothing moves; nil lets the migration go on.
+// A nil hook removes it.
+func (f *Libvirt) SetMigrateHook(hook func(virt.Migration) error) {
+	if hook == nil {
+		migrateHooks.Delete(f)
+		return
+	}
+	migrateHooks.Store(f, hook)
+}
 
 // SetPeer makes peer the libvirtd every Migrate reaches, whatever its URI
 // (nil: migrations fail, as to a libvirtd that does not answer).
@@ -28,6 +46,11 @@ func (f *Libvirt) Migrate(h virt.Domain, m virt.Migration) error {
 	f.migrations = append(f.migrations, m)
 	peer := f.peer
 	f.mu.Unlock()
+	if hook, ok := migrateHooks.Load(f); ok {
+		if err := hook.(func(virt.Migration) error)(m); err != nil {
+			return err
+		}
+	}
 	var agent func(string) (string, error)
 	err := f.power("Migrate", h, func(d *Domain) error {
 		if d.State != virt.StateRunning && d.State != virt.StatePaused {
@@ -46,7 +69,7 @@ func (f *Libvirt) Migrate(h virt.Domain, m virt.Migration) error {
 		return err
 	}
 	return f.power("MigrateDone", h, func(d *Domain) error {
-		d.State = virt.StateShutoff
+		d.State, d.MigratedAway = virt.StateShutoff, true
 		f.emitStop(h.Name, virt.StopMigrated)
 		return nil
 	})
@@ -88,4 +111,14 @@ func (f *Libvirt) MigratableXML(h virt.Domain) (string, error) {
 	var x string
 	err := f.power("MigratableXML", h, func(d *Domain) error { x = d.XML; return nil })
 	return x, err
+}
+
+// ShutoffMigrated: the domain is shut off because it migrated away.
+func (f *Libvirt) ShutoffMigrated(h virt.Domain) (bool, error) {
+	var away bool
+	err := f.power("ShutoffMigrated", h, func(d *Domain) error {
+		away = d.State == virt.StateShutoff && d.MigratedAway
+		return nil
+	})
+	return away, err
 }

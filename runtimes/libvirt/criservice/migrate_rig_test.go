@@ -1,0 +1,230 @@
+package criservice
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
+	"github.com/crimux/crimux/runtimes/libvirt/migration"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/virt/virtfake"
+	"github.com/crimux/crimux/vmtypes"
+)
+
+// migrationPair is two nodes' VM runtimes on fakes, each with its own
+// migration endpoint on 127.0.0.1 (one cluster PKI) and VM identities,
+// the source's libvirtd joined to the target's: VMs leave source for
+// target. The source's guests answer a guest agent (which goes with
+// them).
+type migrationPair struct {
+	source, target *Service
+	srcEnv, tgtEnv *coretest.Env
+	agent          *guestAgent
+}
+
+// newMigrationPair builds the pair; edit may change the target node's
+// migration config (the source's uses the defaults).
+func newMigrationPair(t *testing.T, edit func(*migration.Config)) *migrationPair {
+	t.Helper()
+	pki := writeMigrationPKI(t)
+	p := &migrationPair{agent: &guestAgent{}}
+	p.source, p.srcEnv = newIsolatedService(t, core.IdentityRange{Base: 500000, Count: 100})
+	p.target, p.tgtEnv = newIsolatedService(t, core.IdentityRange{Base: 510000, Count: 100})
+	p.srcEnv.Libvirt.SetPeer(p.tgtEnv.Libvirt)
+	p.srcEnv.Libvirt.SetAgent(p.agent.answer)
+	t.Cleanup(func() { p.srcEnv.Libvirt.SetMigrateHook(nil) })
+	p.source.Migration = startMigrationNode(t, pki, nil)
+	p.target.Migration = startMigrationNode(t, pki, edit)
+	return p
+}
+
+// startMigrationNode starts a node's migration endpoint, its sockets in
+// a directory of its own, closed at the end of the test.
+func startMigrationNode(t *testing.T, pki string, edit func(*migration.Config)) *migration.Node {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "mig") // short: socket paths have 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	cfg := migration.Config{Address: freeAddress(t), LibvirtURI: "qemu+tls://127.0.0.1/system", PKIDir: pki,
+		CompletionTimeoutPerGiB: time.Minute, MaxOutgoing: 1, TargetTimeout: 10 * time.Minute, SocketDir: filepath.Join(dir, "s")}
+	if edit != nil {
+		edit(&cfg)
+	}
+	n, err := migration.Start(cfg, coretest.Logger())
+	if err != nil {
+		t.Fatalf("migration.Start: %v", err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// freeAddress is 127.0.0.1 and a port free now: the target advertises
+// its configured address, so port 0 will not do.
+func freeAddress(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// sourceUUID is the source VM's UUID.
+const sourceUUID = "0b6e3a4c-1d2e-4f50-8a9b-0c1d2e3f4a5b"
+
+// sourceVM runs a VM pod named name on the source; it returns its
+// container ID. crimux defines a domain with no UUID and libvirt gives
+// it one, which its XML then has; the fake keeps the XML as crimux wrote
+// it, so the test writes the UUID in.
+func (p *migrationPair) sourceVM(t *testing.T, name string) string {
+	t.Helper()
+	_, id := runningVM(t, p.source, name)
+	p.srcEnv.Libvirt.Edit(record(t, p.srcEnv, id).Domain, func(d *virtfake.Domain) {
+		var x libvirtxml.Domain
+		if err := x.Unmarshal(d.XML); err != nil {
+			t.Fatal(err)
+		}
+		x.UUID = sourceUUID
+		out, err := x.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.XML = out
+	})
+	return id
+}
+
+// targetVM makes a VM pod on the target that waits for the VM of from,
+// and starts its container; it returns the pod's and container's IDs.
+func (p *migrationPair) targetVM(t *testing.T, name, from string) (string, string) {
+	t.Helper()
+	cfg := podConfig(t, name)
+	cfg.Annotations = map[string]string{vm.AnnotationMigrateFrom: from}
+	sb := runPod(t, p.target, cfg)
+	id := createVM(t, p.target, sb, cfg, vmConfig(256, 0, 0))
+	startVM(t, p.target, id)
+	return sb, id
+}
+
+// prepared runs MigrationSource on the source and PrepareMigration on
+// the target, as crimuxctl does.
+func (p *migrationPair) prepared(t *testing.T, sourceID, targetID string) vmtypes.MigrationTarget {
+	t.Helper()
+	ctx := context.Background()
+	src, err := p.source.MigrationSource(ctx, sourceID)
+	if err != nil {
+		t.Fatalf("MigrationSource: %v", err)
+	}
+	tgt, err := p.target.PrepareMigration(ctx, targetID, src)
+	if err != nil {
+		t.Fatalf("PrepareMigration: %v", err)
+	}
+	return tgt
+}
+
+// migrate moves a VM pod named web from source to target: MigrationSource,
+// PrepareMigration, Migrate, FinishMigration, as crimuxctl vm migrate
+// does. It returns the source and target container IDs and the result.
+func (p *migrationPair) migrate(t *testing.T) (string, string, vmtypes.MigrationResult) {
+	t.Helper()
+	ctx := context.Background()
+	srcID := p.sourceVM(t, "web")
+	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
+	target := p.prepared(t, srcID, tgtID)
+	if err := p.source.Migrate(ctx, srcID, target, nil); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	res, err := p.target.FinishMigration(ctx, tgtID, "")
+	if err != nil {
+		t.Fatalf("FinishMigration: %v", err)
+	}
+	return srcID, tgtID, res
+}
+
+// record is container id's record in env e.
+func record(t *testing.T, e *coretest.Env, id string) *store.Container {
+	t.Helper()
+	c := e.Record(t, id)
+	if c == nil {
+		t.Fatalf("no record of container %s", id)
+	}
+	return c
+}
+
+// containerState is container id's CRI state and exit, through CRI.
+func containerState(t *testing.T, s *Service, id string) (runtimeapi.ContainerState, string, string) {
+	t.Helper()
+	st := status(t, s, id)
+	return st.State, st.Reason, st.Message
+}
+
+// writeMigrationPKI writes a node's pkipath for one test, in libvirt's
+// file names: a CA and, signed by it, a server and a client certificate
+// for 127.0.0.1. Both nodes of a pair share it (one cluster CA).
+func writeMigrationPKI(t *testing.T) string {
+	t.Helper()
+	newKey := func() *ecdsa.PrivateKey {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return key
+	}
+	caKey := newKey()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"cacert.pem": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
+	for i, kind := range []string{"server", "client"} {
+		usage := map[string]x509.ExtKeyUsage{"server": x509.ExtKeyUsageServerAuth, "client": x509.ExtKeyUsageClientAuth}[kind]
+		key := newKey()
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: "node"},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, err := x509.MarshalECPrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[kind+"cert.pem"] = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+		files[kind+"key.pem"] = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	}
+	dir := t.TempDir()
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
