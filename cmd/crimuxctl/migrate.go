@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 )
@@ -75,7 +76,8 @@ func (m migrationRun) run(ctx context.Context) error {
 		// The VM runs on the source: the target stops waiting for it.
 		fctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if _, ferr := m.target.FinishMigration(fctx, &vmv1.FinishMigrationRequest{Vm: m.dst, Failed: err.Error()}); ferr != nil {
+		why := "the source failed to send it: " + status.Convert(err).Message()
+		if _, ferr := m.target.FinishMigration(fctx, &vmv1.FinishMigrationRequest{Vm: m.dst, Failed: why}); ferr != nil {
 			fmt.Fprintf(m.c.stderr, "crimuxctl: the target's end of the failed migration: %v\n", ferr)
 		}
 		return err

@@ -31,6 +31,9 @@ var (
 	// done (guest-agent calls that are answered), not of work that is
 	// stuck: a caller that can wait may ask again at once.
 	ErrBusy = fmt.Errorf("busy: %w", ErrResourceExhausted)
+	// ErrAborted: an operation between nodes (a live migration) failed on
+	// its way and was undone; the object is as it was before.
+	ErrAborted = errors.New("aborted")
 )
 
 var classes = []struct {
@@ -44,6 +47,7 @@ var classes = []struct {
 	{ErrUnavailable, codes.Unavailable},
 	{ErrUnimplemented, codes.Unimplemented},
 	{ErrResourceExhausted, codes.ResourceExhausted},
+	{ErrAborted, codes.Aborted},
 	// A full disk (the state dir's filesystem, a volume) or a quota: the
 	// node has no room now; freeing some lets the call succeed.
 	{syscall.ENOSPC, codes.ResourceExhausted},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/internal/errdefs"
@@ -131,6 +132,9 @@ func (r *Service) migrated(id string, t vmtypes.MigrationTarget, migrateErr erro
 		r.Log.Error("record a failed migration's end", "container", id, "err", err)
 	}
 	r.Log.Info("VM migration failed; the VM runs here", "container", id, "err", migrateErr)
+	if errdefs.Code(migrateErr) == codes.Unknown { // libvirt's or qemu's failure on the way
+		return fmt.Errorf("migrate to %s: %w (the VM runs here, unchanged): %w", t.Address, migrateErr, errdefs.ErrAborted)
+	}
 	return fmt.Errorf("migrate to %s: %w", t.Address, migrateErr)
 }
 
