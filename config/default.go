@@ -105,6 +105,24 @@ templates = true
 # The cgroup templates are made under (a cgroupfs path).
 template_cgroup_parent = "/crimux-templates"
 
+[libvirt.migration]
+# Live migration (docs/migration.md): off until address and pki_dir are
+# set. address is host:port on this node where crimux carries migrating
+# VMs' streams (mutual TLS); libvirt_uri is how other nodes' libvirtd reach
+# this node's (it must listen with TLS, the same key pair); pki_dir holds
+# cacert.pem, servercert.pem, serverkey.pem, clientcert.pem, clientkey.pem.
+address = ""
+libvirt_uri = ""
+pki_dir = ""
+# KubeVirt's defaults: the memory stream at most 64 MiB/s, a migration
+# aborted past 800 s per GiB of RAM and disk, or after 150 s moving
+# nothing; one VM leaving the node at a time; a target pod waits 10 min.
+bandwidth_mib = 64
+completion_timeout_per_gib = "13m20s"
+progress_timeout = "2m30s"
+max_outgoing = 1
+target_timeout = "10m0s"
+
 [kubernetes]
 # The node agent: with a kubeconfig, crimux watches this node's pods and
 # applies their crimux.io/power-state, reboot-request, snapshot-request and

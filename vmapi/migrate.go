@@ -39,7 +39,8 @@ func (s *Server) GetMigrationSource(ctx context.Context, req *vmv1.GetMigrationS
 	if err != nil {
 		return nil, t.wrap(err)
 	}
-	return &vmv1.GetMigrationSourceResponse{Source: &vmv1.MigrationSource{DomainXml: src.DomainXML, GuestMac: src.GuestMAC}}, nil
+	return &vmv1.GetMigrationSourceResponse{Source: &vmv1.MigrationSource{DomainXml: src.DomainXML, GuestMac: src.GuestMAC,
+		ImageDigest: src.ImageDigest}}, nil
 }
 
 // PrepareMigration readies a target VM pod.
@@ -51,7 +52,8 @@ func (s *Server) PrepareMigration(ctx context.Context, req *vmv1.PrepareMigratio
 	if err != nil {
 		return nil, err
 	}
-	tg, err := m.PrepareMigration(ctx, t.id, vmtypes.MigrationSource{DomainXML: req.GetSource().GetDomainXml(), GuestMAC: req.GetSource().GetGuestMac()})
+	tg, err := m.PrepareMigration(ctx, t.id, vmtypes.MigrationSource{DomainXML: req.GetSource().GetDomainXml(), GuestMAC: req.GetSource().GetGuestMac(),
+		ImageDigest: req.GetSource().GetImageDigest()})
 	if err != nil {
 		return nil, t.wrap(err)
 	}

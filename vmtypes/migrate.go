@@ -33,6 +33,10 @@ type MigrationSource struct {
 	DomainXML string
 	// GuestMAC is its NIC's MAC in the guest ("" without a pod network).
 	GuestMAC string
+	// ImageDigest is its image's manifest digest: the target pod must
+	// run the same image (the root disk's top layer moves onto the
+	// target's copy of its base).
+	ImageDigest string
 }
 
 // MigrationTarget is where a VM goes: the target node's libvirtd and

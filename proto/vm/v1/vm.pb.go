@@ -2216,7 +2216,10 @@ type MigrationSource struct {
 	// Its libvirt definition, migratable.
 	DomainXml string `protobuf:"bytes,1,opt,name=domain_xml,json=domainXml,proto3" json:"domain_xml,omitempty"`
 	// Its NIC's MAC in the guest ("" without a pod network).
-	GuestMac      string `protobuf:"bytes,2,opt,name=guest_mac,json=guestMac,proto3" json:"guest_mac,omitempty"`
+	GuestMac string `protobuf:"bytes,2,opt,name=guest_mac,json=guestMac,proto3" json:"guest_mac,omitempty"`
+	// The manifest digest of its image: the target's pod must run the same
+	// (the root disk's top layer moves, its base is the target's own).
+	ImageDigest   string `protobuf:"bytes,3,opt,name=image_digest,json=imageDigest,proto3" json:"image_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2261,6 +2264,13 @@ func (x *MigrationSource) GetDomainXml() string {
 func (x *MigrationSource) GetGuestMac() string {
 	if x != nil {
 		return x.GuestMac
+	}
+	return ""
+}
+
+func (x *MigrationSource) GetImageDigest() string {
+	if x != nil {
+		return x.ImageDigest
 	}
 	return ""
 }
@@ -2846,11 +2856,12 @@ const file_vm_v1_vm_proto_rawDesc = "" +
 	"\x19GetMigrationSourceRequest\x12#\n" +
 	"\x02vm\x18\x01 \x01(\v2\x13.crimux.vm.v1.VMRefR\x02vm\"S\n" +
 	"\x1aGetMigrationSourceResponse\x125\n" +
-	"\x06source\x18\x01 \x01(\v2\x1d.crimux.vm.v1.MigrationSourceR\x06source\"M\n" +
+	"\x06source\x18\x01 \x01(\v2\x1d.crimux.vm.v1.MigrationSourceR\x06source\"p\n" +
 	"\x0fMigrationSource\x12\x1d\n" +
 	"\n" +
 	"domain_xml\x18\x01 \x01(\tR\tdomainXml\x12\x1b\n" +
-	"\tguest_mac\x18\x02 \x01(\tR\bguestMac\"u\n" +
+	"\tguest_mac\x18\x02 \x01(\tR\bguestMac\x12!\n" +
+	"\fimage_digest\x18\x03 \x01(\tR\vimageDigest\"u\n" +
 	"\x17PrepareMigrationRequest\x12#\n" +
 	"\x02vm\x18\x01 \x01(\v2\x13.crimux.vm.v1.VMRefR\x02vm\x125\n" +
 	"\x06source\x18\x02 \x01(\v2\x1d.crimux.vm.v1.MigrationSourceR\x06source\"Q\n" +

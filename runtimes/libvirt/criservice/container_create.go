@@ -213,7 +213,7 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	}
 	spec.CIData = filepath.Join(rec.Dir, core.CIDataFile)
 	p := &vmPlan{rec: rec, spec: spec, layout: layout, cidata: files, root: root}
-	if opts.MigrateFrom != "" {
+	if opts.MigrateFrom != "" && !sb.Arrived {
 		return p, r.planIncoming(p, opts, storage)
 	}
 	p.cold = r.planClone(sb, p, opts, storage)

@@ -45,6 +45,12 @@ func (r *Service) arrived(ctx context.Context, c *store.Container) (vmtypes.Migr
 	if err := r.Store.PutContainer(c); err != nil {
 		return res, err
 	}
+	if sb, err := r.Store.Sandbox(c.SandboxID); err == nil {
+		sb.Arrived = true // its later containers boot the disk the VM brought
+		if err := r.Store.PutSandbox(sb); err != nil {
+			return res, err
+		}
+	}
 	msg := fmt.Sprintf("this VM arrived from %s by live migration (downtime %s)", from, res.Downtime)
 	if res.Note != "" {
 		msg += "; " + res.Note

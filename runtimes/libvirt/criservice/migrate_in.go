@@ -70,10 +70,18 @@ func (r *Service) awaitIncoming(c *store.Container) error {
 	return nil
 }
 
-// targetTimedOut ends a target whose VM has not arrived in time.
+// targetTimedOut ends a target whose migration was not prepared in
+// time; a prepared one is watched by watchArrival.
 func (r *Service) targetTimedOut(id string) {
-	if _, err := r.FinishMigration(context.Background(), id, "its VM did not arrive within the target timeout"); err != nil &&
-		!errdefs.IsNotFound(err) && !errors.Is(err, errNotWaiting) {
+	c, unlock, err := r.lockTarget(id)
+	if err != nil {
+		return
+	}
+	defer unlock()
+	if c.Migration.Token != "" {
+		return
+	}
+	if err := r.FailTarget(c, "no migration of its VM was prepared within the target timeout"); err != nil {
 		r.Log.Warn("end a migration target past its timeout", "container", id, "err", err)
 	}
 }
@@ -103,6 +111,10 @@ func (r *Service) PrepareMigration(ctx context.Context, id string, src vmtypes.M
 		return vmtypes.MigrationTarget{}, err
 	}
 	defer unlock()
+	if src.ImageDigest != "" && c.ImageDigest != "" && src.ImageDigest != c.ImageDigest {
+		return vmtypes.MigrationTarget{}, errdefs.Invalid("source.image_digest", "the source VM's image is %s, the target pod's %s (%s): they must be the same",
+			src.ImageDigest, c.ImageDigest, c.ImageRef)
+	}
 	own, err := r.incomingDefinition(c)
 	if err != nil {
 		return vmtypes.MigrationTarget{}, err
@@ -128,12 +140,14 @@ func (r *Service) PrepareMigration(ctx context.Context, id string, src vmtypes.M
 		disarm()
 		return vmtypes.MigrationTarget{}, err
 	}
+	cfg := r.Migration.Config()
 	c.Migration.Token, c.Migration.SourceMAC = token, src.GuestMAC
+	c.Migration.Deadline = time.Now().Add(cfg.TargetTimeout).UnixNano() // for the migration to begin
 	if err := r.Store.PutContainer(c); err != nil {
 		r.Migration.Forget(c.ID)
 		return vmtypes.MigrationTarget{}, err
 	}
-	cfg := r.Migration.Config()
+	go r.watchArrival(c.ID, token)
 	r.Log.Info("VM migration target prepared", "container", c.ID, "from", c.Migration.From)
 	return vmtypes.MigrationTarget{LibvirtURI: cfg.LibvirtURI, Address: cfg.Address, Token: token,
 		DomainXML: xml, DomainName: c.Domain, Disks: disks}, nil
@@ -184,12 +198,18 @@ func (r *Service) qemuIdentity(c *store.Container) (*store.VMIdentity, error) {
 // goes.
 func (r *Service) FinishMigration(ctx context.Context, id, failed string) (vmtypes.MigrationResult, error) {
 	c, unlock, err := r.lockTarget(id)
+	if errors.Is(err, errNotWaiting) && failed == "" {
+		return r.arrivedBefore(id, err)
+	}
 	if err != nil {
 		return vmtypes.MigrationResult{}, err
 	}
 	defer unlock()
-	if failed != "" {
+	if failed != "" && !r.arrivedRunning(c) {
 		return vmtypes.MigrationResult{}, r.targetFailed(c, failed)
+	}
+	if failed != "" {
+		r.Log.Warn("told a migration failed, but its VM runs here: recorded arrived", "container", c.ID, "told", failed)
 	}
 	return r.arrived(ctx, c)
 }

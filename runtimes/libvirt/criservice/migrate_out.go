@@ -61,7 +61,7 @@ func (r *Service) MigrationSource(ctx context.Context, id string) (vmtypes.Migra
 	if err != nil {
 		return vmtypes.MigrationSource{}, err
 	}
-	src := vmtypes.MigrationSource{DomainXML: xml}
+	src := vmtypes.MigrationSource{DomainXML: xml, ImageDigest: c.ImageDigest}
 	if sb, err := r.Store.Sandbox(c.SandboxID); err == nil && sb.Net != nil {
 		src.GuestMAC = sb.Net.GuestMAC
 	}

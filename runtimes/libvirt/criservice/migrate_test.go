@@ -17,6 +17,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"libvirt.org/go/libvirtxml"
 
+	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
@@ -254,7 +256,7 @@ func TestMigrationTargetTimesOut(t *testing.T) {
 		t.Errorf("the target's deadline is %s away, want at most its 300ms", left)
 	}
 	waitFor(t, "the target to give up", func() bool { return record(t, p.tgtEnv, tgtID).State == exited })
-	if _, reason, msg := containerState(t, p.target, tgtID); reason != core.ReasonMigrationFailed || !strings.Contains(msg, "did not arrive within the target timeout") {
+	if _, reason, msg := containerState(t, p.target, tgtID); reason != core.ReasonMigrationFailed || !strings.Contains(msg, "within the target timeout") {
 		t.Errorf("the target container: %q, %q; want MigrationFailed saying it timed out", reason, msg)
 	}
 	if d, ok := p.tgtEnv.Libvirt.Domain(tgtRec.Domain); !ok || d.State != virt.StateShutoff {
@@ -447,5 +449,107 @@ func TestStoppedTargetTakesNoVM(t *testing.T) {
 	}
 	if _, ok := p.tgtEnv.Libvirt.Domain(tgtRec.Domain); ok {
 		t.Error("the removed target's domain is left")
+	}
+}
+
+// TestPreparedTargetNotMigratedTimesOut: a prepared target whose
+// migration never begins (no arriving domain) exits MigrationFailed once
+// the target timeout passes from its preparation, refusing its streams.
+func TestPreparedTargetNotMigratedTimesOut(t *testing.T) {
+	p := newMigrationPair(t, func(c *migration.Config) { c.TargetTimeout = 300 * time.Millisecond })
+	srcID := p.sourceVM(t, "web")
+	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
+	p.prepared(t, srcID, tgtID)
+	waitFor(t, "the prepared target to give up", func() bool { return record(t, p.tgtEnv, tgtID).State == exited })
+	if _, reason, msg := containerState(t, p.target, tgtID); reason != core.ReasonMigrationFailed || !strings.Contains(msg, "no migration of its VM began") {
+		t.Errorf("the target container: %q, %q; want MigrationFailed saying no migration began", reason, msg)
+	}
+	if p.target.Migration.Expecting(tgtID) {
+		t.Error("the timed-out target's node still expects its VM")
+	}
+}
+
+// TestArrivalRecordedWithoutDriver: a VM that arrived is recorded so by
+// the target itself when no FinishMigration comes (its driver died after
+// the switch-over); a late FinishMigration, even one saying it failed,
+// gets the arrival, never a destroyed VM.
+func TestArrivalRecordedWithoutDriver(t *testing.T) {
+	p := newMigrationPair(t, nil)
+	ctx := context.Background()
+	srcID := p.sourceVM(t, "web")
+	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
+	target := p.prepared(t, srcID, tgtID)
+	if err := p.source.Migrate(ctx, srcID, target, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the target to record its VM arrived", func() bool { return record(t, p.tgtEnv, tgtID).Migration == nil })
+	if st := status(t, p.target, tgtID); st.State != running {
+		t.Fatalf("the arrived target is %s, want running", st.State)
+	}
+	if _, err := p.target.FinishMigration(ctx, tgtID, ""); err != nil {
+		t.Errorf("a late FinishMigration of an arrived VM: %v", err)
+	}
+	if _, err := p.target.FinishMigration(ctx, tgtID, "the driver thought it failed"); err == nil {
+		t.Error("a late failed FinishMigration of an arrived VM succeeded")
+	}
+	if st := status(t, p.target, tgtID); st.State != running {
+		t.Errorf("after a late failed FinishMigration the arrived target is %s, want running", st.State)
+	}
+}
+
+// TestArrivedPodBootsItsDisk: once a pod's VM arrived, a later container
+// of the pod (kubelet's restart after the guest powered off) boots the
+// disk the VM brought, though the pod still says crimux.io/migrate-from.
+func TestArrivedPodBootsItsDisk(t *testing.T) {
+	p := newMigrationPair(t, nil)
+	ctx := context.Background()
+	srcID := p.sourceVM(t, "web")
+	cfg := podConfig(t, "web-moved")
+	cfg.Annotations = map[string]string{vm.AnnotationMigrateFrom: "ns/web"}
+	sb := runPod(t, p.target, cfg)
+	tgtID := createVM(t, p.target, sb, cfg, vmConfig(256, 0, 0))
+	startVM(t, p.target, tgtID)
+	target := p.prepared(t, srcID, tgtID)
+	if err := p.source.Migrate(ctx, srcID, target, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.target.FinishMigration(ctx, tgtID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.target.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: tgtID}); err != nil { // kubelet makes a new one
+		t.Fatal(err)
+	}
+	next := createVM(t, p.target, sb, cfg, vmConfig(256, 0, 0))
+	if m := record(t, p.tgtEnv, next).Migration; m != nil {
+		t.Fatalf("the pod's next container waits for a migration again: %+v", m)
+	}
+	startVM(t, p.target, next)
+	if d, ok := p.tgtEnv.Libvirt.Domain(record(t, p.tgtEnv, next).Domain); !ok || d.State != virt.StateRunning {
+		t.Errorf("the pod's next VM: defined %v, %s; want booted, running", ok, d.State)
+	}
+}
+
+// TestPrepareRefusesAnotherImage: a target pod of another image than the
+// source VM's is refused (the disk's top layer would land on another
+// base), naming the field; the target still waits.
+func TestPrepareRefusesAnotherImage(t *testing.T) {
+	p := newMigrationPair(t, nil)
+	ctx := context.Background()
+	srcID := p.sourceVM(t, "web")
+	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
+	src, err := p.source.MigrationSource(ctx, srcID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.ImageDigest == "" {
+		t.Fatal("MigrationSource names no image digest")
+	}
+	src.ImageDigest = "sha256:" + strings.Repeat("0", 64)
+	_, err = p.target.PrepareMigration(ctx, tgtID, src)
+	if errdefs.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "source.image_digest") {
+		t.Fatalf("PrepareMigration of another image: %v; want InvalidArgument naming source.image_digest", err)
+	}
+	if !record(t, p.tgtEnv, tgtID).AwaitsMigration() {
+		t.Error("the target waits no more after a refused preparation")
 	}
 }

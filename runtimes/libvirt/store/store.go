@@ -66,6 +66,9 @@ type Sandbox struct {
 	// MigratedAway: the pod's VM moved to another node, live (issue 42).
 	// Its disk is the VM's past: no container of the pod boots it again.
 	MigratedAway bool `json:"migrated_away,omitempty"`
+	// Arrived: the pod's VM arrived by live migration; its later
+	// containers boot its disk, whatever crimux.io/migrate-from says.
+	Arrived bool `json:"arrived,omitempty"`
 }
 
 // VMIdentity is a VM pod's own uid and gid on the node.
