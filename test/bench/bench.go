@@ -226,11 +226,14 @@ func checkBed(o options) error {
 
 // waitVMRuntime waits until crimux reports its VM runtime ready (it
 // connects to libvirtd after it listens).
-func (b *bench) waitVMRuntime(ctx context.Context) error {
+func (b *bench) waitVMRuntime(ctx context.Context) error { return waitVMRuntimeOn(ctx, b.cri) }
+
+// waitVMRuntimeOn is waitVMRuntime of the crimux at e.
+func waitVMRuntimeOn(ctx context.Context, e *criclient.Endpoint) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return waitUntil(ctx, 50*time.Millisecond, func() error {
-		st, err := b.cri.RT.Status(ctx, &runtimeapi.StatusRequest{})
+		st, err := e.RT.Status(ctx, &runtimeapi.StatusRequest{})
 		if err != nil {
 			return err
 		}

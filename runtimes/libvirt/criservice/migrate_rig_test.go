@@ -2,13 +2,6 @@ package criservice
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,6 +12,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/internal/testutil/pkitest"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
@@ -177,54 +171,6 @@ func containerState(t *testing.T, s *Service, id string) (runtimeapi.ContainerSt
 	return st.State, st.Reason, st.Message
 }
 
-// writeMigrationPKI writes a node's pkipath for one test, in libvirt's
-// file names: a CA and, signed by it, a server and a client certificate
-// for 127.0.0.1. Both nodes of a pair share it (one cluster CA).
-func writeMigrationPKI(t *testing.T) string {
-	t.Helper()
-	newKey := func() *ecdsa.PrivateKey {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return key
-	}
-	caKey := newKey()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string][]byte{"cacert.pem": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
-	for i, kind := range []string{"server", "client"} {
-		usage := map[string]x509.ExtKeyUsage{"server": x509.ExtKeyUsageServerAuth, "client": x509.ExtKeyUsageClientAuth}[kind]
-		key := newKey()
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: "node"},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keyDER, err := x509.MarshalECPrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[kind+"cert.pem"] = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-		files[kind+"key.pem"] = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	}
-	dir := t.TempDir()
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
+// writeMigrationPKI writes a node's pkipath for one test: both nodes of
+// a pair share it (one cluster CA).
+func writeMigrationPKI(t *testing.T) string { return pkitest.NodeDir(t) }

@@ -9,7 +9,7 @@ import (
 )
 
 func TestLoadTLSNamesTheMissingFile(t *testing.T) {
-	dir := newCA(t, "cluster").writeNode(t)
+	dir := newCA(t, "cluster").WriteNode(t)
 	if _, _, err := LoadTLS(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestLoadTLSNamesTheMissingFile(t *testing.T) {
 }
 
 func TestLoadTLSConfigs(t *testing.T) {
-	server, client := newCA(t, "cluster").node(t)
+	server, client := node(t, newCA(t, "cluster"))
 	if server.ClientAuth != tls.RequireAndVerifyClientCert || server.ClientCAs == nil ||
 		server.MinVersion != tls.VersionTLS13 || len(server.Certificates) != 1 {
 		t.Errorf("server config: %+v", server)
@@ -47,7 +47,7 @@ func TestLoadTLSConfigs(t *testing.T) {
 }
 
 func TestListenRequiresClientCertificates(t *testing.T) {
-	server, _ := newCA(t, "cluster").node(t)
+	server, _ := node(t, newCA(t, "cluster"))
 	lax := server.Clone()
 	lax.ClientAuth = tls.VerifyClientCertIfGiven
 	if l, err := Listen("127.0.0.1:0", lax, nil); err == nil {
@@ -57,7 +57,7 @@ func TestListenRequiresClientCertificates(t *testing.T) {
 }
 
 func TestStartRefuses(t *testing.T) {
-	_, client := newCA(t, "cluster").node(t)
+	_, client := node(t, newCA(t, "cluster"))
 	sock := filepath.Join(shortDir(t), "mem.sock")
 	ok := Forward{Token: NewToken(), Target: "127.0.0.1:1", Client: client, Channels: map[string]string{"mem": sock}}
 	open := shortDir(t)

@@ -63,7 +63,7 @@ func TestSocketsOwnedByTheVMAndRemovedOnClose(t *testing.T) {
 	}
 	for _, owner := range owners {
 		t.Run(fmt.Sprintf("%d:%d", owner[0], owner[1]), func(t *testing.T) {
-			_, client := newCA(t, "cluster").node(t)
+			_, client := node(t, newCA(t, "cluster"))
 			dir := filepath.Join(shortDir(t), "run", "tok")
 			sock := filepath.Join(dir, "mem.sock")
 			fw, err := Start(Forward{Token: NewToken(), Target: "127.0.0.1:1", Client: client,
@@ -140,7 +140,7 @@ func TestTargetOfAnotherCARefused(t *testing.T) {
 	r := newRig(t, headerTimeout)
 	token := NewToken()
 	defer r.listener.Expect(token, r.sockets)()
-	_, foreign := newCA(t, "other").node(t)
+	_, foreign := node(t, newCA(t, "other"))
 	_, src := r.forwardWith(t, token, foreign)
 	if reply, _ := exchange(t, src["mem"], []byte("hello")); len(reply) != 0 {
 		t.Errorf("forwarder trusting another CA got reply %q", reply)

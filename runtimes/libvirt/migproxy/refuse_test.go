@@ -16,8 +16,8 @@ func TestClientWithoutClusterCertificateFailsHandshake(t *testing.T) {
 	token := NewToken()
 	defer r.listener.Expect(token, r.sockets)()
 	roots := x509.NewCertPool()
-	roots.AddCert(r.ca.cert)
-	_, foreign := newCA(t, "other").node(t)
+	roots.AddCert(r.ca.Cert)
+	_, foreign := node(t, newCA(t, "other"))
 	for name, certs := range map[string][]tls.Certificate{
 		"no certificate":            nil,
 		"certificate of another CA": foreign.Certificates,
@@ -41,7 +41,7 @@ func TestMalformedHeaderRefused(t *testing.T) {
 	r := newRig(t, 300*time.Millisecond)
 	token := NewToken()
 	defer r.listener.Expect(token, r.sockets)()
-	_, client := r.ca.node(t)
+	_, client := node(t, r.ca)
 	for name, header := range map[string]string{
 		"uppercase token":     headerMagic + " " + strings.ToUpper(token) + " mem\n",
 		"short token":         headerMagic + " " + token[1:] + " mem\n",

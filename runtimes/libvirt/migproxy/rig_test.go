@@ -110,7 +110,7 @@ func newRig(t *testing.T, headerWait time.Duration) *rig {
 	t.Helper()
 	r := &rig{ca: newCA(t, "cluster"), sockets: map[string]string{}, echo: map[string]*echoServer{},
 		logs: &logBuffer{}, base: shortDir(t)}
-	server, _ := r.ca.node(t)
+	server, _ := node(t, r.ca)
 	l, err := listen("127.0.0.1:0", server, r.logs.logger(), headerWait)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func (r *rig) accepted() int32 { return r.echo["mem"].accepted.Load() + r.echo["
 // rig's CA, its sockets in a directory Start makes.
 func (r *rig) forward(t *testing.T, token string) (*Forwarder, map[string]string) {
 	t.Helper()
-	_, client := r.ca.node(t)
+	_, client := node(t, r.ca)
 	return r.forwardWith(t, token, client)
 }
 

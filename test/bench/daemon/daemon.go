@@ -26,10 +26,14 @@ type Daemon struct {
 	bin, socket string
 	// LogPath is crimux's log (stdout and stderr) of the run.
 	LogPath string
-	args    []string
-	cmd     *exec.Cmd
-	logFile *os.File
-	exited  chan struct{}
+	// confPath is its config, conf what New wrote there (SetExtraConfig
+	// adds to it).
+	confPath string
+	conf     []byte
+	args     []string
+	cmd      *exec.Cmd
+	logFile  *os.File
+	exited   chan struct{}
 }
 
 // New prepares crimux with its config, state dir and socket; the
@@ -56,13 +60,21 @@ func New(bin, dir, socket, containerd, wrapper, vmNetwork string, libvirtSetting
 		return nil, err
 	}
 	return &Daemon{
-		bin: bin, socket: socket, LogPath: filepath.Join(dir, "crimux.log"),
+		bin: bin, socket: socket, LogPath: filepath.Join(dir, "crimux.log"), confPath: confPath, conf: conf.Bytes(),
 		args: []string{
 			"--config", confPath, "--listen", socket, "--state-dir", filepath.Join(dir, "state"),
 			"--containerd-endpoint", containerd, "--vm-accel", "tcg",
 			"--cni-conf-dir", cniDir,
 		},
 	}, nil
+}
+
+// SetExtraConfig rewrites crimux's config as New wrote it followed by
+// extra (TOML tables, such as [libvirt.migration]; "" for none). It takes
+// effect at the next Start.
+func (d *Daemon) SetExtraConfig(extra string) error {
+	conf := append(append([]byte(nil), d.conf...), extra...)
+	return os.WriteFile(d.confPath, conf, 0o644)
 }
 
 // Bridge is the bench's VM pod network's bridge (see writeCNIConf).

@@ -5,8 +5,9 @@
 // (PlaceIn), never crimux's wrapper (whose round trip to crimux's
 // placement is part of what crimux costs), and its overlay disk is made
 // with qemu-img exactly as crimux makes one. It also owns the bench's other direct dealings with
-// libvirt: destroying domains by name or by crimux's identity stamp, and
-// snapshots of its own VMs.
+// libvirt: destroying domains by name or by crimux's identity stamp,
+// snapshots of its own VMs, and what one needs to migrate to another
+// libvirtd on this host's filesystem (migrate.go).
 package libvirtdirect
 
 import (

@@ -1,0 +1,314 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crimux/crimux/config"
+	vmv1 "github.com/crimux/crimux/proto/vm/v1"
+	"github.com/crimux/crimux/test/bench/cgroups"
+	"github.com/crimux/crimux/test/bench/criclient"
+	"github.com/crimux/crimux/test/bench/libvirtdirect"
+	"github.com/crimux/crimux/test/bench/stats"
+)
+
+// The live migration figures (issue 42, item 3 of what it must show): a
+// running VM pod of the agent image moved by crimux from node one (the
+// bench's crimux) to a target pod waiting on node two (migrate_node2.go),
+// against the same domain moved between the same two libvirtds with
+// virsh migrate (migrate_direct.go), rounds alternating which path goes
+// first; libvirt's downtime, and a probe of the pause from the guest's
+// side (migrate_probe.go).
+
+var migrateFigures = []string{"vm_migrate_512m_total_s", "vm_migrate_direct_512m_total_s", "vm_migrate_over_direct_ratio",
+	"vm_migrate_downtime_ms", "vm_migrate_downtime_probe_ms"}
+
+const (
+	migrateMiB = 512
+	// migrateRoundTimeout bounds one round of one path: the guest's boot
+	// until its agent answers, then the migration (seconds here).
+	migrateRoundTimeout = 10 * time.Minute
+	migrateShape        = "crimux/vm-busybox-agent, 1 vCPU, 512 MiB, TCG, from node one (the host's libvirtd) to node two " +
+		"(test/bed/node2-up.sh: a second libvirtd in namespaces of its own, TLS between the two), the guest printing a line to its console every 10 ms"
+)
+
+// migration is one migration's outcome on either path.
+type migration struct {
+	took         time.Duration
+	downtime     time.Duration
+	haveDowntime bool
+	// crimux's only: the probe's gap and the progress last reported.
+	probe    time.Duration
+	probeHow string
+	last     *vmv1.MigrateProgress
+}
+
+// phaseMigrate brings node two up, runs migrateRounds rounds of each
+// path, alternating which goes first, and takes node two down.
+func (b *bench) phaseMigrate(ctx context.Context) error {
+	n, err := b.upNode2(ctx)
+	defer b.downNode2(ctx, n)
+	if err != nil {
+		return err
+	}
+	for _, e := range []*criclient.Endpoint{b.cri, n.cri} {
+		if err := criclient.Pull(ctx, e, vmAgentImage); err != nil {
+			return err
+		}
+	}
+	d, err := libvirtdirect.New(ctx, b.opts.containerd, vmAgentImage, filepath.Join(b.dir, "direct-migrate"), b.runID+"m")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = d.RemoveAll(); d.Close() }()
+	if err := d.PlaceIn(cgroups.Direct); err != nil {
+		return err
+	}
+	if b.opts.vmNetwork == config.NetworkCNI {
+		d.AddNIC()
+	}
+	// Untimed: node two's libvirtd probes an emulator it has not seen
+	// when a domain of it first arrives (crimux's target defines its
+	// domain beforehand, in CreateContainer).
+	if _, err := b.node2Virsh(ctx, "domcapabilities", "--emulatorbin", d.Emulator(), "--virttype", "qemu"); err != nil {
+		b.logf("migrate: node two's capabilities of %s: %v", d.Emulator(), err)
+	}
+	var c, dir, cDown, dDown, probes stats.Samples
+	var cFailed, dFailed []error
+	for i := range b.opts.migrateRounds {
+		for _, p := range migrateOrder(i) {
+			if p == stats.Direct {
+				m, err := b.directMigrateRound(ctx, d)
+				if err != nil {
+					dFailed = append(dFailed, err)
+					b.logf("migrate round %d (direct) failed: %v", i, err)
+				} else {
+					dir = append(dir, m.took)
+					if m.haveDowntime {
+						dDown = append(dDown, m.downtime)
+					}
+					b.logf("migrate round %d: direct %.2fs, libvirt's downtime %s", i, m.took.Seconds(), m.downtime)
+				}
+			} else {
+				m, err := b.crimuxMigrateRound(ctx, n, fmt.Sprintf("migrate-%d", i))
+				if errors.Is(err, errVMAPIMissing) {
+					return err
+				}
+				if err != nil {
+					cFailed = append(cFailed, err)
+					b.logf("migrate round %d (crimux) failed: %v", i, err)
+				} else {
+					c, cDown = append(c, m.took), append(cDown, m.downtime)
+					if m.probe > 0 {
+						probes = append(probes, m.probe)
+					}
+					b.logf("migrate round %d: crimux %.2fs, libvirt's downtime %s, probe %s (%s); %s", i, m.took.Seconds(), m.downtime,
+						m.probe.Round(time.Millisecond), m.probeHow, progressText(m.last))
+				}
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+	}
+	b.recordMigrate(c, dir, cDown, dDown, probes, cFailed, dFailed)
+	if len(c) == 0 && len(cFailed) > 0 {
+		return fmt.Errorf("no crimux migration in %d rounds, first: %w", b.opts.migrateRounds, cFailed[0])
+	}
+	return nil
+}
+
+// migrateOrder is round i's order of the paths.
+func migrateOrder(i int) []stats.Path {
+	if i%2 == 0 {
+		return []stats.Path{stats.Direct, stats.ViaCrimux}
+	}
+	return []stats.Path{stats.ViaCrimux, stats.Direct}
+}
+
+// migrateContainerConfig is the migrating VM's container, on both nodes.
+func (b *bench) migrateContainerConfig() *runtimeapi.ContainerConfig {
+	cfg := b.vmContainerConfig(migrateMiB)
+	cfg.Image.Image = vmAgentImage
+	return cfg
+}
+
+// crimuxMigrateRound starts a VM pod on node one, runs the probe's loop
+// in its guest (CRI ExecSync, through its agent), makes its target pod on
+// node two and times the migration: the four VM API calls as crimuxctl
+// vm migrate makes them.
+func (b *bench) crimuxMigrateRound(ctx context.Context, n *node2, name string) (migration, error) {
+	ctx, cancel := context.WithTimeout(ctx, migrateRoundTimeout)
+	defer cancel()
+	var m migration
+	cfg := b.migrateContainerConfig()
+	src, err := b.startVMWith(ctx, name, cfg, nil)
+	defer func() {
+		if src != nil {
+			_ = b.removeVM(context.WithoutCancel(ctx), src)
+		}
+	}()
+	if err != nil {
+		return m, err
+	}
+	if err := b.waitAgentExec(ctx, src); err != nil {
+		return m, err
+	}
+	r, err := b.cri.RT.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: src.container, Cmd: []string{"sh", "-c", probeScript}, Timeout: 10})
+	if err == nil && r.GetExitCode() != 0 {
+		err = fmt.Errorf("exit %d: %s", r.GetExitCode(), r.GetStderr())
+	}
+	if err != nil {
+		return m, fmt.Errorf("the probe's loop in %s: %w", src.name, err)
+	}
+	dst, err := b.startTarget(ctx, n, src, cfg)
+	defer func() { _ = n.removeTarget(ctx, dst) }()
+	if err != nil {
+		return m, err
+	}
+	if err := waitProbeLine(ctx, src.logPath); err != nil {
+		return m, err
+	}
+	if m, err = b.migrateVM(ctx, n, src, dst); err != nil {
+		return m, err
+	}
+	if m.probe, m.probeHow, err = probeGap(ctx, src.logPath, dst.logPath); err != nil {
+		b.logf("migrate %s: no probe figure: %v", name, err)
+		m.probe = 0
+	}
+	return m, nil
+}
+
+// migrateVM moves src's VM to dst with the four calls and times them,
+// from GetMigrationSource to FinishMigration's answer. A failed Migrate
+// is told to the target, as crimuxctl does.
+func (b *bench) migrateVM(ctx context.Context, n *node2, src, dst *vmPod) (migration, error) {
+	source := vmv1.NewVMServiceClient(b.cri.Conn)
+	srcRef := &vmv1.VMRef{Ref: &vmv1.VMRef_Id{Id: src.container}}
+	dstRef := &vmv1.VMRef{Ref: &vmv1.VMRef_Id{Id: dst.container}}
+	var m migration
+	t0 := time.Now()
+	sresp, err := source.GetMigrationSource(ctx, &vmv1.GetMigrationSourceRequest{Vm: srcRef})
+	if status.Code(err) == codes.Unimplemented {
+		return m, errVMAPIMissing
+	}
+	if err != nil {
+		return m, fmt.Errorf("GetMigrationSource of %s: %w", src.name, err)
+	}
+	presp, err := n.vm.PrepareMigration(ctx, &vmv1.PrepareMigrationRequest{Vm: dstRef, Source: sresp.GetSource()})
+	if err != nil {
+		return m, fmt.Errorf("node two: PrepareMigration of %s: %w", dst.name, err)
+	}
+	if err := followMigrate(ctx, source, srcRef, presp.GetTarget(), &m.last); err != nil {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		why := "the bench's Migrate failed: " + status.Convert(err).Message()
+		if _, ferr := n.vm.FinishMigration(fctx, &vmv1.FinishMigrationRequest{Vm: dstRef, Failed: why}); ferr != nil {
+			b.logf("migrate: node two: FinishMigration of the failed %s: %v", dst.name, ferr)
+		}
+		return m, fmt.Errorf("Migrate %s: %w", src.name, err)
+	}
+	fresp, err := n.vm.FinishMigration(ctx, &vmv1.FinishMigrationRequest{Vm: dstRef})
+	m.took = time.Since(t0)
+	if err != nil {
+		return m, fmt.Errorf("node two: FinishMigration of %s: %w", dst.name, err)
+	}
+	m.downtime, m.haveDowntime = time.Duration(fresp.GetDowntimeMs())*time.Millisecond, true
+	if fresp.GetNote() != "" {
+		b.logf("migrate %s: FinishMigration's note: %s", src.name, fresp.GetNote())
+	}
+	return m, nil
+}
+
+// followMigrate runs the source's Migrate to its end, keeping the last
+// progress it reported.
+func followMigrate(ctx context.Context, source vmv1.VMServiceClient, ref *vmv1.VMRef, t *vmv1.MigrationTarget, last **vmv1.MigrateProgress) error {
+	stream, err := source.Migrate(ctx, &vmv1.MigrateRequest{Vm: ref, Target: t})
+	if err != nil {
+		return err
+	}
+	for {
+		p, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		*last = p
+	}
+}
+
+// progressText is the last progress report, for the log.
+func progressText(p *vmv1.MigrateProgress) string {
+	if p == nil {
+		return "no progress reported"
+	}
+	const mib = 1 << 20
+	return fmt.Sprintf("last progress at %.1fs: %d/%d MiB sent, pass %d", float64(p.GetElapsedMs())/1000,
+		p.GetDataProcessedBytes()/mib, p.GetDataTotalBytes()/mib, p.GetIteration())
+}
+
+// recordMigrate sets the figures: medians of the rounds that worked.
+func (b *bench) recordMigrate(c, d, cDown, dDown, probes stats.Samples, cFailed, dFailed []error) {
+	b.samplesOf("VMMigrate512M", d, c)
+	b.samplesOf("VMMigrateDowntime", dDown, cDown)
+	b.samplesOf("VMMigrateDowntimeProbe", nil, probes)
+	b.logf("migrate: crimux %s; direct %s", c.Summary(0.5, 1), d.Summary(0.5, 1))
+	b.logf("migrate: libvirt's downtime: crimux %s; direct %s; the probe %s", cDown.Summary(0.5, 1), dDown.Summary(0.5, 1), probes.Summary(0.5, 1))
+	cs, ds := c.Summary(0.5, 1), d.Summary(0.5, 1)
+	if len(c) > 0 {
+		b.res.Set("vm_migrate_512m_total_s", c.Median().Seconds(), cs, ds)
+		b.res.Set("vm_migrate_downtime_ms", stats.Millis(cDown.Median()), cDown.Summary(0.5, 1), dDown.Summary(0.5, 1))
+	}
+	if len(d) > 0 {
+		b.res.Set("vm_migrate_direct_512m_total_s", d.Median().Seconds(), cs, ds)
+	}
+	if len(c) > 0 && len(d) > 0 {
+		b.res.Set("vm_migrate_over_direct_ratio", stats.Ratio(c.Median(), d.Median()), cs, ds)
+	}
+	if len(probes) > 0 {
+		b.res.Set("vm_migrate_downtime_probe_ms", stats.Millis(probes.Median()), probes.Summary(0.5, 1), "")
+	}
+	crimuxHow := "the four VM API calls from the bench over gRPC, as crimuxctl vm migrate makes them, the target pod made on node two beforehand (untimed); " +
+		"crimux's defaults: memory stream capped at 64 MiB/s, auto-converge, streams carried over crimux's TLS, the guest readdressed through its agent"
+	directHow := "virsh migrate --live --p2p --copy-storage-inc --migrateuri tcp://" + node2Addr + " --listen-address " + node2Addr +
+		" --xml (the source's migratable XML, its disk, cloud-init volume and console on files of their own, the overlay made beforehand, untimed) to " +
+		"qemu+tls://" + node2Addr + "/system, timed from the XML's dump to virsh's exit; no bandwidth cap, plain TCP streams"
+	for _, name := range migrateFigures {
+		b.res.Note(name, "%s; %d rounds per path, alternating which goes first", migrateShape, b.opts.migrateRounds)
+	}
+	b.res.Note("vm_migrate_512m_total_s", "%s", crimuxHow)
+	b.res.Note("vm_migrate_direct_512m_total_s", "%s", directHow)
+	b.res.Note("vm_migrate_over_direct_ratio", "median over median; crimux: %s; direct: %s", crimuxHow, directHow)
+	b.res.Note("vm_migrate_downtime_ms", "FinishMigration's downtime_ms (libvirt's job statistics of the arrived domain on node two); "+
+		"direct column: virsh domjobinfo --completed of the direct domain on node two")
+	b.res.Note("vm_migrate_downtime_probe_ms", "the guest's loop (sh, echo, sleep 0.01) writes to /dev/console, started through CRI ExecSync; "+
+		"from the source's CRI log's last line of it to the target's first, each stamped by crimux's console copier when it read it")
+	for _, f := range []struct {
+		failed []error
+		path   string
+		names  []string
+	}{
+		{cFailed, "crimux", []string{"vm_migrate_512m_total_s", "vm_migrate_over_direct_ratio", "vm_migrate_downtime_ms", "vm_migrate_downtime_probe_ms"}},
+		{dFailed, "direct", []string{"vm_migrate_direct_512m_total_s", "vm_migrate_over_direct_ratio"}},
+	} {
+		if len(f.failed) == 0 {
+			continue
+		}
+		for _, name := range f.names {
+			b.res.Note(name, "%d of %d %s rounds failed, first: %v", len(f.failed), b.opts.migrateRounds, f.path, f.failed[0])
+		}
+	}
+	if lost := len(c) - len(probes); lost > 0 {
+		b.res.Note("vm_migrate_downtime_probe_ms", "%d of %d migrations gave no probe figure (the bench's log says why)", lost, len(c))
+	}
+}
