@@ -58,6 +58,7 @@ type Metrics struct {
 	runtimeReady *prometheus.GaugeVec
 	reloads      *prometheus.CounterVec
 	counters
+	migrations
 
 	mu         sync.Mutex
 	readyNames map[[2]string]bool // label sets of runtimeReady in use
@@ -85,6 +86,7 @@ func New(opts Options) *Metrics {
 			Help: "Config reloads (SIGHUP) by result: success, or failure (the old config stays).",
 		}, []string{"result"}),
 		counters:   newCounters(),
+		migrations: newMigrations(),
 		readyNames: map[[2]string]bool{},
 	}
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -95,6 +97,7 @@ func New(opts Options) *Metrics {
 	m.reg.MustRegister(m.rpcDuration, m.rpcErrors, m.runtimeReady, m.reloads, buildInfo,
 		m.reconnects, m.gcRemovals, newVMCollector(opts.VMPowerStates),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.migrations.collectors()...)
 	for _, r := range []string{"success", "failure"} {
 		m.reloads.WithLabelValues(r)
 	}

@@ -17,7 +17,7 @@
 // everything it made: pods, domains, cgroups, state and log directories.
 // Phases that need neither (-phases import) run without either.
 // This package runs the phases: main.go (flags, phases), bench.go (set-up,
-// cleanup), containers.go, vms.go, burst.go, recovery.go, vmimport.go, load*.go, instant*.go (the figures),
+// cleanup), containers.go, vms.go, burst.go, recovery.go, vmimport.go, load*.go, instant*.go, migrate*.go (the figures),
 // scale.go (the pods of the 1,000-pod figures), cri.go and vmpods.go (pods
 // through CRI). Its subpackages own the rest: daemon (the
 // crimux process, the bench's qemu wrapper), criclient (the CRI
@@ -59,6 +59,7 @@ type options struct {
 	coldRounds, coldBigRounds                                           int
 	guestRounds                                                         int
 	instantRounds, instantBurst                                         int
+	migrateRounds                                                       int
 	importRounds                                                        int
 	snapshotRounds, burst, burstMiB, recoveryContainers, recoveryRounds int
 	burstRootWeight                                                     int
@@ -114,6 +115,7 @@ func parseFlags() options {
 	flag.IntVar(&o.guestRounds, "guest-rounds", 1, "Debian guest boots per path (30-40 s each under TCG; 2 take the run past 15 minutes on a slow day)")
 	flag.IntVar(&o.instantRounds, "instant-rounds", 5, "Debian guest pods restored from their template, one at a time (instant.go: seconds each; the template is made once before them, minutes under TCG)")
 	flag.IntVar(&o.instantBurst, "instant-burst", 20, "Debian guest pods restored from their template at once (2 vCPUs, 1 GiB each)")
+	flag.IntVar(&o.migrateRounds, "migrate-rounds", 3, "live migrations of a 512 MiB agent VM from node one to node two per path (migrate.go: the guest's boot, 10-40 s under TCG, and seconds of migration each)")
 	flag.IntVar(&o.importRounds, "import-rounds", 5, "imports of the 1 GiB disk into an empty loop device per path (vmimport.go: 1-4 s each; 3 were too few on a busy host)")
 	flag.IntVar(&o.vmMiB, "vm-mib", 128, "memory of the VMs that boot (start, console, snapshots)")
 	flag.IntVar(&o.snapshotRounds, "snapshot-rounds", 3, "snapshot create+restore rounds per path (5 before issue 18)")
@@ -169,6 +171,7 @@ var phases = []phase{
 	{"guest", (*bench).phaseGuest, []string{"vm_guest_ready_s", "vm_guest_ready_direct_s", "vm_guest_ready_ratio"}, false},
 	// After guest: its vm_guest_ready_s is the instant ratio's cold side.
 	{"instant", (*bench).phaseInstant, instantFigures, false},
+	{"migrate", (*bench).phaseMigrate, migrateFigures, false},
 	{"load", (*bench).phaseLoad, loadFigures, false},
 	{"burst", (*bench).phaseBurst, []string{"vm_burst_50_p50_s", "vm_burst_50_p95_s", "vm_burst_50_marker_p50_s",
 		"vm_burst_50_p50_over_direct_ratio", "vm_burst_50_p95_over_direct_ratio", "vm_burst_50_marker_p50_over_direct_ratio"}, false},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -68,7 +69,7 @@ func (b *bench) phaseMigrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = d.RemoveAll(); d.Close() }()
+	defer func() { _ = d.RemoveAll(); d.Close(); _ = os.RemoveAll(filepath.Join(b.dir, "direct-migrate")) }()
 	if err := d.PlaceIn(cgroups.Direct); err != nil {
 		return err
 	}
@@ -81,49 +82,63 @@ func (b *bench) phaseMigrate(ctx context.Context) error {
 	if _, err := b.node2Virsh(ctx, "domcapabilities", "--emulatorbin", d.Emulator(), "--virttype", "qemu"); err != nil {
 		b.logf("migrate: node two's capabilities of %s: %v", d.Emulator(), err)
 	}
-	var c, dir, cDown, dDown, probes stats.Samples
-	var cFailed, dFailed []error
+	var t migrateTally
 	for i := range b.opts.migrateRounds {
 		for _, p := range migrateOrder(i) {
+			var m migration
 			if p == stats.Direct {
-				m, err := b.directMigrateRound(ctx, d)
-				if err != nil {
-					dFailed = append(dFailed, err)
-					b.logf("migrate round %d (direct) failed: %v", i, err)
-				} else {
-					dir = append(dir, m.took)
-					if m.haveDowntime {
-						dDown = append(dDown, m.downtime)
-					}
-					b.logf("migrate round %d: direct %.2fs, libvirt's downtime %s", i, m.took.Seconds(), m.downtime)
-				}
-			} else {
-				m, err := b.crimuxMigrateRound(ctx, n, fmt.Sprintf("migrate-%d", i))
-				if errors.Is(err, errVMAPIMissing) {
-					return err
-				}
-				if err != nil {
-					cFailed = append(cFailed, err)
-					b.logf("migrate round %d (crimux) failed: %v", i, err)
-				} else {
-					c, cDown = append(c, m.took), append(cDown, m.downtime)
-					if m.probe > 0 {
-						probes = append(probes, m.probe)
-					}
-					b.logf("migrate round %d: crimux %.2fs, libvirt's downtime %s, probe %s (%s); %s", i, m.took.Seconds(), m.downtime,
-						m.probe.Round(time.Millisecond), m.probeHow, progressText(m.last))
-				}
+				m, err = b.directMigrateRound(ctx, d)
+			} else if m, err = b.crimuxMigrateRound(ctx, n, fmt.Sprintf("migrate-%d", i)); errors.Is(err, errVMAPIMissing) {
+				return err
 			}
+			b.logRound(i, p, m, err)
+			t.add(p, m, err)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 		}
 	}
-	b.recordMigrate(c, dir, cDown, dDown, probes, cFailed, dFailed)
-	if len(c) == 0 && len(cFailed) > 0 {
-		return fmt.Errorf("no crimux migration in %d rounds, first: %w", b.opts.migrateRounds, cFailed[0])
+	b.recordMigrate(&t)
+	if len(t.c) == 0 && len(t.cFailed) > 0 {
+		return fmt.Errorf("no crimux migration in %d rounds, first: %w", b.opts.migrateRounds, t.cFailed[0])
 	}
 	return nil
+}
+
+// migrateTally is what the rounds measured, path by path.
+type migrateTally struct {
+	c, d, cDown, dDown, probes stats.Samples
+	cFailed, dFailed           []error
+}
+
+func (t *migrateTally) add(p stats.Path, m migration, err error) {
+	took, down, failed := &t.c, &t.cDown, &t.cFailed
+	if p == stats.Direct {
+		took, down, failed = &t.d, &t.dDown, &t.dFailed
+	}
+	if err != nil {
+		*failed = append(*failed, err)
+		return
+	}
+	*took = append(*took, m.took)
+	if m.haveDowntime {
+		*down = append(*down, m.downtime)
+	}
+	if m.probe > 0 {
+		t.probes = append(t.probes, m.probe)
+	}
+}
+
+func (b *bench) logRound(i int, p stats.Path, m migration, err error) {
+	switch {
+	case err != nil:
+		b.logf("migrate round %d (%s) failed: %v", i, p, err)
+	case p == stats.Direct:
+		b.logf("migrate round %d: direct %.2fs, libvirt's downtime %s", i, m.took.Seconds(), m.downtime)
+	default:
+		b.logf("migrate round %d: crimux %.2fs, libvirt's downtime %s, probe %s (%s); %s", i, m.took.Seconds(), m.downtime,
+			m.probe.Round(time.Millisecond), m.probeHow, progressText(m.last))
+	}
 }
 
 // migrateOrder is round i's order of the paths.
@@ -221,7 +236,8 @@ func (b *bench) migrateVM(ctx context.Context, n *node2, src, dst *vmPod) (migra
 	if err != nil {
 		return m, fmt.Errorf("node two: FinishMigration of %s: %w", dst.name, err)
 	}
-	m.downtime, m.haveDowntime = time.Duration(fresp.GetDowntimeMs())*time.Millisecond, true
+	// 0: crimux could not read libvirt's statistics (logged by it).
+	m.downtime, m.haveDowntime = time.Duration(fresp.GetDowntimeMs())*time.Millisecond, fresp.GetDowntimeMs() > 0
 	if fresp.GetNote() != "" {
 		b.logf("migrate %s: FinishMigration's note: %s", src.name, fresp.GetNote())
 	}
@@ -258,7 +274,8 @@ func progressText(p *vmv1.MigrateProgress) string {
 }
 
 // recordMigrate sets the figures: medians of the rounds that worked.
-func (b *bench) recordMigrate(c, d, cDown, dDown, probes stats.Samples, cFailed, dFailed []error) {
+func (b *bench) recordMigrate(t *migrateTally) {
+	c, d, cDown, dDown, probes := t.c, t.d, t.cDown, t.dDown, t.probes
 	b.samplesOf("VMMigrate512M", d, c)
 	b.samplesOf("VMMigrateDowntime", dDown, cDown)
 	b.samplesOf("VMMigrateDowntimeProbe", nil, probes)
@@ -267,6 +284,8 @@ func (b *bench) recordMigrate(c, d, cDown, dDown, probes stats.Samples, cFailed,
 	cs, ds := c.Summary(0.5, 1), d.Summary(0.5, 1)
 	if len(c) > 0 {
 		b.res.Set("vm_migrate_512m_total_s", c.Median().Seconds(), cs, ds)
+	}
+	if len(cDown) > 0 {
 		b.res.Set("vm_migrate_downtime_ms", stats.Millis(cDown.Median()), cDown.Summary(0.5, 1), dDown.Summary(0.5, 1))
 	}
 	if len(d) > 0 {
@@ -298,8 +317,8 @@ func (b *bench) recordMigrate(c, d, cDown, dDown, probes stats.Samples, cFailed,
 		path   string
 		names  []string
 	}{
-		{cFailed, "crimux", []string{"vm_migrate_512m_total_s", "vm_migrate_over_direct_ratio", "vm_migrate_downtime_ms", "vm_migrate_downtime_probe_ms"}},
-		{dFailed, "direct", []string{"vm_migrate_direct_512m_total_s", "vm_migrate_over_direct_ratio"}},
+		{t.cFailed, "crimux", []string{"vm_migrate_512m_total_s", "vm_migrate_over_direct_ratio", "vm_migrate_downtime_ms", "vm_migrate_downtime_probe_ms"}},
+		{t.dFailed, "direct", []string{"vm_migrate_direct_512m_total_s", "vm_migrate_over_direct_ratio"}},
 	} {
 		if len(f.failed) == 0 {
 			continue

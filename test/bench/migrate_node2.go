@@ -26,8 +26,9 @@ import (
 // a crimux of its own in it (test/bed/node2-exec.sh), and the bench's
 // crimux (node one) restarted with a [libvirt.migration] section, which
 // it cannot have otherwise: its endpoint listens on node one's address on
-// the link to node two, there only while node two is up. The phase's end
-// undoes all of it (test/bed/node2-down.sh).
+// the link to node two, there only while node two is up. It runs its VMs
+// through the bed's qemu wrapper meanwhile (upNode2 says why). The
+// phase's end undoes all of it (test/bed/node2-down.sh).
 
 const (
 	node2UpScript   = "test/bed/node2-up.sh"
@@ -99,8 +100,16 @@ func (b *bench) upNode2(ctx context.Context) (*node2, error) {
 		return n, err
 	}
 	b.logf("migrate: %s", lastLines(out, 1))
+	// The bed's qemu wrapper, not the bench's: a migrating domain keeps
+	// its <emulator> on the target (converter/vm MigrationXML), and only
+	// the bed's wrapper's placement socket, /run/crimux/placement.sock,
+	// is each node's own crimux's (node two binds its own /run/crimux;
+	// /run/crimux-bench is the host's in both).
+	if err := ensureTraversable(filepath.Dir(config.Default().Libvirt.PlacementSocket)); err != nil {
+		return n, err
+	}
 	n.node1Restarted = true
-	if err := b.restartCrimux(ctx, migrationSection(1)); err != nil {
+	if err := b.restartCrimux(ctx, true, migrationSection(1)); err != nil {
 		return n, fmt.Errorf("node one's crimux with its migration section: %w", err)
 	}
 	if err := b.startNode2Crimux(ctx, n); err != nil {
@@ -110,10 +119,10 @@ func (b *bench) upNode2(ctx context.Context) (*node2, error) {
 	return n, nil
 }
 
-// restartCrimux restarts the bench's crimux with extra after its config
-// (TOML tables; "" for none) and waits until its VM runtime is ready.
-func (b *bench) restartCrimux(ctx context.Context, extra string) error {
-	if err := b.crimux.SetExtraConfig(extra); err != nil {
+// restartCrimux restarts the bench's crimux with its config as
+// daemon.Reconfigure makes it and waits until its VM runtime is ready.
+func (b *bench) restartCrimux(ctx context.Context, bedWrapper bool, extra string) error {
+	if err := b.crimux.Reconfigure(bedWrapper, extra); err != nil {
 		return err
 	}
 	b.crimux.Stop()
@@ -136,7 +145,7 @@ func (b *bench) startNode2Crimux(ctx context.Context, n *node2) error {
 	if err := os.MkdirAll(n.dir, 0o711); err != nil {
 		return err
 	}
-	conf := fmt.Sprintf("[libvirt]\nvm_id_base = %d\n", config.DefaultVMIDBase+config.DefaultVMIDCount) + migrationSection(2)
+	conf := fmt.Sprintf("[libvirt]\nnetwork = %q\nvm_id_base = %d\n", b.opts.vmNetwork, config.DefaultVMIDBase+config.DefaultVMIDCount) + migrationSection(2)
 	confPath := filepath.Join(n.dir, "crimux.toml")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		return err
@@ -277,7 +286,7 @@ func (b *bench) downNode2(ctx context.Context, n *node2) {
 	}
 	warn("node two's crimux state", os.RemoveAll(n.dir))
 	if n.node1Restarted {
-		warn("node one's crimux without its migration section", b.restartCrimux(ctx, ""))
+		warn("node one's crimux as it was", b.restartCrimux(ctx, false, ""))
 	}
 	out, err := b.bedScript(ctx, node2DownScript)
 	warn("node two", err)
@@ -298,6 +307,22 @@ func (n *node2) stop() {
 		_ = n.cmd.Process.Kill()
 		<-n.exited
 	}
+}
+
+// ensureTraversable makes dir if missing; qemu's users must reach the
+// socket in it (crimux could make it under a umask of 0117: bench.go).
+func ensureTraversable(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if st.Mode().Perm()&0o011 != 0o011 {
+		return os.Chmod(dir, st.Mode().Perm()|0o011)
+	}
+	return nil
 }
 
 // lastLines is the last n lines of s.

@@ -18,6 +18,14 @@ const (
 	ExitMigrationFailed = 1
 )
 
+// The roles and results migrations are counted by (Counters).
+const (
+	MigrationOutgoing  = "outgoing"
+	MigrationIncoming  = "incoming"
+	MigrationSucceeded = "succeeded"
+	MigrationFailed    = "failed"
+)
+
 // Note writes msg into VM id's log (kubectl logs), as a crimux line.
 func (r *Runtime) Note(id, msg string) { r.note(id, msg) }
 
@@ -71,6 +79,7 @@ func (r *Runtime) FailTarget(c *store.Container, why string) error {
 		}
 	}
 	c.Migration.Incoming = false
+	r.Opts.Counters.MigrationEnded(c.ID, MigrationIncoming, MigrationFailed)
 	r.Note(c.ID, "live migration failed: "+why)
 	r.Log.Info("VM migration target failed", "container", c.ID, "why", why)
 	return r.SaveExit(c, ExitMigrationFailed, ReasonMigrationFailed, why)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/agent"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
@@ -51,6 +52,7 @@ func (r *Service) arrived(ctx context.Context, c *store.Container) (vmtypes.Migr
 			return res, err
 		}
 	}
+	r.Opts.Counters.MigrationEnded(c.ID, core.MigrationIncoming, core.MigrationSucceeded)
 	msg := fmt.Sprintf("this VM arrived from %s by live migration (downtime %s)", from, res.Downtime)
 	if res.Note != "" {
 		msg += "; " + res.Note

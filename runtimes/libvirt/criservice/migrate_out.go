@@ -9,6 +9,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
@@ -98,6 +99,7 @@ func (r *Service) Migrate(ctx context.Context, id string, t vmtypes.MigrationTar
 			err = r.Migration.Send(ctx, l, migration.Move{Domain: dom, DestXML: t.DomainXML, DestName: t.DomainName, Disks: t.Disks,
 				Token: t.Token, Target: t.Address, TargetLibvirtURI: t.LibvirtURI, UID: int(ident.UID), GID: int(ident.GID),
 				SizeBytes: r.vmSize(c)}, func(p virt.MigrationProgress) {
+				r.Opts.Counters.MigrationProgress(c.ID, p.DataRemaining, p.DirtyRate)
 				if progress != nil {
 					progress(progressOf(p))
 				}
@@ -116,6 +118,7 @@ func (r *Service) Migrate(ctx context.Context, id string, t vmtypes.MigrationTar
 // VM runs on here as it was.
 func (r *Service) migrated(id string, t vmtypes.MigrationTarget, migrateErr error) error {
 	if migrateErr == nil {
+		r.Opts.Counters.MigrationEnded(id, core.MigrationOutgoing, core.MigrationSucceeded)
 		msg := fmt.Sprintf("this VM moved to %s by live migration", t.Address)
 		r.Note(id, msg)
 		r.MigratedAway(id, msg)
@@ -131,6 +134,7 @@ func (r *Service) migrated(id string, t vmtypes.MigrationTarget, migrateErr erro
 	if err := r.Store.PutContainer(c); err != nil {
 		r.Log.Error("record a failed migration's end", "container", id, "err", err)
 	}
+	r.Opts.Counters.MigrationEnded(id, core.MigrationOutgoing, core.MigrationFailed)
 	r.Log.Info("VM migration failed; the VM runs here", "container", id, "err", migrateErr)
 	if errdefs.Code(migrateErr) == codes.Unknown { // libvirt's or qemu's failure on the way
 		return fmt.Errorf("migrate to %s: %w (the VM runs here, unchanged): %w", t.Address, migrateErr, errdefs.ErrAborted)

@@ -553,3 +553,33 @@ func TestPrepareRefusesAnotherImage(t *testing.T) {
 		t.Error("the target waits no more after a refused preparation")
 	}
 }
+
+// TestMigrationsCounted: each node counts its migrations' ends for its
+// metrics, by role and result.
+func TestMigrationsCounted(t *testing.T) {
+	p := newMigrationPair(t, nil)
+	p.migrate(t)
+	if n := p.srcEnv.Counters.Migrations(core.MigrationOutgoing, core.MigrationSucceeded); n != 1 {
+		t.Errorf("the source counted %d outgoing migrations succeeded, want 1", n)
+	}
+	if n := p.tgtEnv.Counters.Migrations(core.MigrationIncoming, core.MigrationSucceeded); n != 1 {
+		t.Errorf("the target counted %d incoming migrations succeeded, want 1", n)
+	}
+	ctx := context.Background()
+	srcID := p.sourceVM(t, "db")
+	_, tgtID := p.targetVM(t, "db-moved", "ns/db")
+	target := p.prepared(t, srcID, tgtID)
+	p.srcEnv.Libvirt.Fail("Migrate", errBoom)
+	if err := p.source.Migrate(ctx, srcID, target, nil); err == nil {
+		t.Fatal("Migrate succeeded with libvirt failing")
+	}
+	if _, err := p.target.FinishMigration(ctx, tgtID, "boom"); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.srcEnv.Counters.Migrations(core.MigrationOutgoing, core.MigrationFailed); n != 1 {
+		t.Errorf("the source counted %d outgoing migrations failed, want 1", n)
+	}
+	if n := p.tgtEnv.Counters.Migrations(core.MigrationIncoming, core.MigrationFailed); n != 1 {
+		t.Errorf("the target counted %d incoming migrations failed, want 1", n)
+	}
+}

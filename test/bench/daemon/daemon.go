@@ -26,14 +26,13 @@ type Daemon struct {
 	bin, socket string
 	// LogPath is crimux's log (stdout and stderr) of the run.
 	LogPath string
-	// confPath is its config, conf what New wrote there (SetExtraConfig
-	// adds to it).
-	confPath string
-	conf     []byte
-	args     []string
-	cmd      *exec.Cmd
-	logFile  *os.File
-	exited   chan struct{}
+	args    []string
+	cmd     *exec.Cmd
+	logFile *os.File
+	exited  chan struct{}
+	// its config's path and what New wrote there (Reconfigure rewrites it)
+	confPath, vmNetwork, wrapper string
+	libvirtSettings              []string
 }
 
 // New prepares crimux with its config, state dir and socket; the
@@ -43,38 +42,40 @@ type Daemon struct {
 // "none"); libvirtSettings are more `key = value` lines of the [libvirt]
 // section.
 func New(bin, dir, socket, containerd, wrapper, vmNetwork string, libvirtSettings ...string) (*Daemon, error) {
-	var conf bytes.Buffer
-	fmt.Fprintf(&conf, "[libvirt]\nnetwork = %q\n", vmNetwork)
-	for _, s := range libvirtSettings {
-		fmt.Fprintln(&conf, s)
+	d := &Daemon{
+		bin: bin, socket: socket, LogPath: filepath.Join(dir, "crimux.log"),
+		confPath: filepath.Join(dir, "crimux.toml"), vmNetwork: vmNetwork, wrapper: wrapper, libvirtSettings: libvirtSettings,
 	}
-	if wrapper != "" {
-		fmt.Fprintf(&conf, "emulator = %q\nplacement_socket = %q\n", wrapper, PlacementSocket)
-	}
-	confPath := filepath.Join(dir, "crimux.toml")
-	if err := os.WriteFile(confPath, conf.Bytes(), 0o644); err != nil {
+	if err := d.Reconfigure(false, ""); err != nil {
 		return nil, err
 	}
 	cniDir, err := writeCNIConf(dir)
 	if err != nil {
 		return nil, err
 	}
-	return &Daemon{
-		bin: bin, socket: socket, LogPath: filepath.Join(dir, "crimux.log"), confPath: confPath, conf: conf.Bytes(),
-		args: []string{
-			"--config", confPath, "--listen", socket, "--state-dir", filepath.Join(dir, "state"),
-			"--containerd-endpoint", containerd, "--vm-accel", "tcg",
-			"--cni-conf-dir", cniDir,
-		},
-	}, nil
+	d.args = []string{
+		"--config", d.confPath, "--listen", socket, "--state-dir", filepath.Join(dir, "state"),
+		"--containerd-endpoint", containerd, "--vm-accel", "tcg",
+		"--cni-conf-dir", cniDir,
+	}
+	return d, nil
 }
 
-// SetExtraConfig rewrites crimux's config as New wrote it followed by
-// extra (TOML tables, such as [libvirt.migration]; "" for none). It takes
-// effect at the next Start.
-func (d *Daemon) SetExtraConfig(extra string) error {
-	conf := append(append([]byte(nil), d.conf...), extra...)
-	return os.WriteFile(d.confPath, conf, 0o644)
+// Reconfigure rewrites crimux's config as New wrote it, with crimux's
+// default qemu wrapper and placement socket (the bed's) instead of the
+// bench's if bedWrapper is set, followed by extra (TOML tables, such as
+// [libvirt.migration]; "" for none). It takes effect at the next Start.
+func (d *Daemon) Reconfigure(bedWrapper bool, extra string) error {
+	var conf bytes.Buffer
+	fmt.Fprintf(&conf, "[libvirt]\nnetwork = %q\n", d.vmNetwork)
+	for _, s := range d.libvirtSettings {
+		fmt.Fprintln(&conf, s)
+	}
+	if d.wrapper != "" && !bedWrapper {
+		fmt.Fprintf(&conf, "emulator = %q\nplacement_socket = %q\n", d.wrapper, PlacementSocket)
+	}
+	conf.WriteString(extra)
+	return os.WriteFile(d.confPath, conf.Bytes(), 0o644)
 }
 
 // Bridge is the bench's VM pod network's bridge (see writeCNIConf).

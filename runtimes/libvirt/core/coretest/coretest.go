@@ -151,6 +151,36 @@ type Counters struct {
 	mu         sync.Mutex
 	removed    map[string]int
 	reconnects int
+	// migrations counts ended migrations by "role result"; progress is
+	// the last progress by container.
+	migrations map[string]int
+	progress   map[string][2]uint64
+}
+
+func (c *Counters) MigrationProgress(container string, remaining, dirtyRate uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.progress == nil {
+		c.progress = map[string][2]uint64{}
+	}
+	c.progress[container] = [2]uint64{remaining, dirtyRate}
+}
+
+func (c *Counters) MigrationEnded(container, role, result string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.migrations == nil {
+		c.migrations = map[string]int{}
+	}
+	c.migrations[role+" "+result]++
+	delete(c.progress, container)
+}
+
+// Migrations is how many migrations ended in role with result.
+func (c *Counters) Migrations(role, result string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.migrations[role+" "+result]
 }
 
 func (c *Counters) GCRemoved(kind string, n int) {
