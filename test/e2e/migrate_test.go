@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,9 @@ func TestVMMigrate(t *testing.T) {
 	t.Logf("crimuxctl vm migrate (%v):\n%s%s", time.Since(start).Round(100*time.Millisecond), res.stdout, res.stderr)
 	if res.code != 0 {
 		t.Fatalf("crimuxctl vm migrate: exit %d", res.code)
+	}
+	if m := downtimeRE.FindStringSubmatch(res.stdout); m == nil || m[1] == "0" {
+		t.Fatalf("crimuxctl vm migrate reports no downtime from libvirt (a switch-over always pauses): %q", m)
 	}
 
 	// On node two: the same machine, its memory and disk, the new address.
@@ -105,6 +109,9 @@ func TestVMMigrateLinkCut(t *testing.T) {
 	}
 	g.requireNothingOnNode2(t)
 }
+
+// downtimeRE is crimuxctl's downtime, as libvirt measured it.
+var downtimeRE = regexp.MustCompile(`migrated: downtime ([0-9]+) ms`)
 
 // requireNoVMDirs: c keeps no VM directory.
 func requireNoVMDirs(t *testing.T, c *crimux) {

@@ -24,7 +24,8 @@ type Migrations interface {
 	AbortMigration(d Domain) error
 	// CompletedMigration is the last finished migration job of d as
 	// libvirt keeps it (on the target: the incoming one), with the
-	// downtime it measured.
+	// downtime it measured; it stays for the next read (libvirt drops it
+	// after a read unless asked to keep it).
 	CompletedMigration(d Domain) (p MigrationProgress, ok bool, err error)
 }
 

@@ -53,7 +53,7 @@ func (r remote) MigrationProgress(d Domain) (p MigrationProgress, ok bool, err e
 }
 
 func (r remote) CompletedMigration(d Domain) (p MigrationProgress, ok bool, err error) {
-	return r.jobStats(d, golibvirt.DomainJobStatsCompleted)
+	return r.jobStats(d, golibvirt.DomainJobStatsCompleted|golibvirt.DomainJobStatsKeepCompleted)
 }
 
 func (r remote) jobStats(d Domain, flags golibvirt.DomainGetJobStatsFlags) (p MigrationProgress, ok bool, err error) {
