@@ -188,7 +188,7 @@ func (r *Runtime) resync(l virt.Libvirt) {
 			r.stopped(c.Domain, ExitNodeRebooted, ReasonNodeRebooted, nodeRebootMessage(c.Domain, boot))
 		case !defined:
 			r.domainStopped(c.Domain, ExitKilled, "DomainGone")
-		case r.shutoffMigrated(l, d):
+		case r.ShutoffMigrated(l, d):
 			r.MigratedAway(c.ID, "this VM moved to another node by live migration while crimux was down")
 		default:
 			r.domainStopped(c.Domain, ExitClean, "Completed")

@@ -29,8 +29,8 @@ const (
 // Note writes msg into VM id's log (kubectl logs), as a crimux line.
 func (r *Runtime) Note(id, msg string) { r.note(id, msg) }
 
-// shutoffMigrated: libvirt says d is shut off because it migrated away.
-func (r *Runtime) shutoffMigrated(l virt.Libvirt, d virt.Domain) bool {
+// ShutoffMigrated: libvirt says d is shut off because it migrated away.
+func (r *Runtime) ShutoffMigrated(l virt.Libvirt, d virt.Domain) bool {
 	away, err := l.ShutoffMigrated(d)
 	return err == nil && away
 }

@@ -206,15 +206,10 @@ func (r *Service) FinishMigration(ctx context.Context, id, failed string) (vmtyp
 	}
 	defer unlock()
 	if failed != "" && !r.arrivedRunning(c) {
-		return vmtypes.MigrationResult{}, r.targetFailed(c, failed)
+		return vmtypes.MigrationResult{}, r.FailTarget(c, failed)
 	}
 	if failed != "" {
 		r.Log.Warn("told a migration failed, but its VM runs here: recorded arrived", "container", c.ID, "told", failed)
 	}
 	return r.arrived(ctx, c)
-}
-
-// targetFailed exits a target whose VM did not arrive.
-func (r *Service) targetFailed(c *store.Container, why string) error {
-	return r.FailTarget(c, why)
 }

@@ -104,7 +104,7 @@ func (r *Service) Migrate(ctx context.Context, id string, t vmtypes.MigrationTar
 					progress(progressOf(p))
 				}
 			})
-			if err != nil && r.shutoffMigrated(l, dom) { // libvirt erred after the switch-over: it runs there
+			if err != nil && r.ShutoffMigrated(l, dom) { // libvirt erred after the switch-over: it runs there
 				r.Log.Warn("migration reported failed, but the VM left", "container", c.ID, "err", err)
 				err = nil
 			}
@@ -171,9 +171,4 @@ func (r *Service) vmSize(c *store.Container) uint64 {
 func progressOf(p virt.MigrationProgress) vmtypes.MigrationProgress {
 	return vmtypes.MigrationProgress{Elapsed: p.Elapsed, DataTotal: p.DataTotal, DataProcessed: p.DataProcessed,
 		DataRemaining: p.DataRemaining, DirtyRate: p.DirtyRate, Iteration: p.Iteration}
-}
-
-func (r *Service) shutoffMigrated(l virt.Libvirt, dom virt.Domain) bool {
-	away, err := l.ShutoffMigrated(dom)
-	return err == nil && away
 }
