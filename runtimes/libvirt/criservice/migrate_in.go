@@ -131,6 +131,9 @@ func (r *Service) PrepareMigration(ctx context.Context, id string, src vmtypes.M
 	if err != nil {
 		return vmtypes.MigrationTarget{}, err
 	}
+	if err := r.makeWay(c); err != nil {
+		return vmtypes.MigrationTarget{}, err
+	}
 	disarm, err := r.ArmIncoming(c)
 	if err != nil {
 		return vmtypes.MigrationTarget{}, err
@@ -154,8 +157,8 @@ func (r *Service) PrepareMigration(ctx context.Context, id string, src vmtypes.M
 }
 
 // incomingDefinition is the target's own domain definition, kept in its
-// directory: the domain is undefined, the arriving VM's to be defined by
-// libvirt under the same name.
+// directory (incoming.xml) for as long as the target waits: makeWay
+// undefines the domain for the arriving one.
 func (r *Service) incomingDefinition(c *store.Container) (string, error) {
 	path := filepath.Join(c.Dir, incomingFile)
 	if b, err := os.ReadFile(path); err == nil {
@@ -173,13 +176,27 @@ func (r *Service) incomingDefinition(c *store.Container) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(path, []byte(own), 0o600); err != nil {
-		return "", err
+	return own, os.WriteFile(path, []byte(own), 0o600)
+}
+
+// makeWay undefines the target's own domain (never started): libvirt
+// defines the arriving one under its name. Gone already is fine.
+func (r *Service) makeWay(c *store.Container) error {
+	l, err := r.Conn.Get()
+	if err != nil {
+		return err
 	}
-	if err := l.Undefine(dom); err != nil {
-		return "", fmt.Errorf("make way for the arriving domain %s: %w", c.Domain, err)
+	dom, err := l.Lookup(c.Domain)
+	if errdefs.IsNotFound(err) {
+		return nil
 	}
-	return own, nil
+	if err == nil {
+		err = l.Undefine(dom)
+	}
+	if err != nil {
+		return fmt.Errorf("make way for the arriving domain %s: %w", c.Domain, err)
+	}
+	return nil
 }
 
 // qemuIdentity is the uid and gid VM c's qemu runs as: a migration's

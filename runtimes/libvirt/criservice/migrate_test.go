@@ -583,3 +583,35 @@ func TestMigrationsCounted(t *testing.T) {
 		t.Errorf("the target counted %d incoming migrations failed, want 1", n)
 	}
 }
+
+// TestPrepareRefusesAnotherShape: a source VM of another size than the
+// target pod is refused, naming the field, before the target's own
+// domain makes way: it is still defined, and the target still waits.
+func TestPrepareRefusesAnotherShape(t *testing.T) {
+	p := newMigrationPair(t, nil)
+	ctx := context.Background()
+	srcID := p.sourceVM(t, "web")
+	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
+	src, err := p.source.MigrationSource(ctx, srcID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d libvirtxml.Domain
+	if err := d.Unmarshal(src.DomainXML); err != nil {
+		t.Fatal(err)
+	}
+	d.VCPU.Value++
+	if src.DomainXML, err = d.Marshal(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.target.PrepareMigration(ctx, tgtID, src)
+	if errdefs.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "source.domain_xml") || !strings.Contains(err.Error(), "must match") {
+		t.Fatalf("PrepareMigration of a VM of another size: %v; want InvalidArgument naming source.domain_xml", err)
+	}
+	if _, ok := p.tgtEnv.Libvirt.Domain(record(t, p.tgtEnv, tgtID).Domain); !ok {
+		t.Error("the target's own domain was undefined for a refused migration")
+	}
+	if !record(t, p.tgtEnv, tgtID).AwaitsMigration() {
+		t.Error("the target waits no more after a refused preparation")
+	}
+}
