@@ -59,7 +59,7 @@ type options struct {
 	coldRounds, coldBigRounds                                           int
 	guestRounds                                                         int
 	instantRounds, instantBurst                                         int
-	migrateRounds                                                       int
+	migrateRounds, migrateBandwidthMiB                                  int
 	importRounds                                                        int
 	snapshotRounds, burst, burstMiB, recoveryContainers, recoveryRounds int
 	burstRootWeight                                                     int
@@ -116,6 +116,7 @@ func parseFlags() options {
 	flag.IntVar(&o.instantRounds, "instant-rounds", 5, "Debian guest pods restored from their template, one at a time (instant.go: seconds each; the template is made once before them, minutes under TCG)")
 	flag.IntVar(&o.instantBurst, "instant-burst", 20, "Debian guest pods restored from their template at once (2 vCPUs, 1 GiB each)")
 	flag.IntVar(&o.migrateRounds, "migrate-rounds", 3, "live migrations of a 512 MiB agent VM from node one to node two per path (migrate.go: the guest's boot, 10-40 s under TCG, and seconds of migration each)")
+	flag.IntVar(&o.migrateBandwidthMiB, "migrate-bandwidth-mib", -1, "the memory stream's cap of both paths in the migrate phase, MiB/s: node one's libvirt.migration.bandwidth_mib and virsh migrate --bandwidth (-1: crimux's default, 64; 0: no cap)")
 	flag.IntVar(&o.importRounds, "import-rounds", 5, "imports of the 1 GiB disk into an empty loop device per path (vmimport.go: 1-4 s each; 3 were too few on a busy host)")
 	flag.IntVar(&o.vmMiB, "vm-mib", 128, "memory of the VMs that boot (start, console, snapshots)")
 	flag.IntVar(&o.snapshotRounds, "snapshot-rounds", 3, "snapshot create+restore rounds per path (5 before issue 18)")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -46,11 +47,16 @@ type migration struct {
 	took         time.Duration
 	downtime     time.Duration
 	haveDowntime bool
-	// crimux's only: the probe's gap and the progress last reported.
-	probe    time.Duration
-	probeHow string
-	last     *vmv1.MigrateProgress
+	// crimux's only: each of the four calls' time, the probe's gap and
+	// its loop's period, the progress last reported.
+	calls              [4]time.Duration
+	probe, probePeriod time.Duration
+	probeHow           string
+	last               *vmv1.MigrateProgress
 }
+
+// migrateCalls name the four calls, in migration.calls' order.
+var migrateCalls = [4]string{"GetMigrationSource", "PrepareMigration", "Migrate", "FinishMigration"}
 
 // phaseMigrate brings node two up, runs migrateRounds rounds of each
 // path, alternating which goes first, and takes node two down.
@@ -108,6 +114,8 @@ func (b *bench) phaseMigrate(ctx context.Context) error {
 // migrateTally is what the rounds measured, path by path.
 type migrateTally struct {
 	c, d, cDown, dDown, probes stats.Samples
+	calls                      [4]stats.Samples
+	periods                    stats.Samples
 	cFailed, dFailed           []error
 }
 
@@ -125,7 +133,12 @@ func (t *migrateTally) add(p stats.Path, m migration, err error) {
 		*down = append(*down, m.downtime)
 	}
 	if m.probe > 0 {
-		t.probes = append(t.probes, m.probe)
+		t.probes, t.periods = append(t.probes, m.probe), append(t.periods, m.probePeriod)
+	}
+	if p == stats.ViaCrimux {
+		for i, d := range m.calls {
+			t.calls[i] = append(t.calls[i], d)
+		}
 	}
 }
 
@@ -136,8 +149,8 @@ func (b *bench) logRound(i int, p stats.Path, m migration, err error) {
 	case p == stats.Direct:
 		b.logf("migrate round %d: direct %.2fs, libvirt's downtime %s", i, m.took.Seconds(), m.downtime)
 	default:
-		b.logf("migrate round %d: crimux %.2fs, libvirt's downtime %s, probe %s (%s); %s", i, m.took.Seconds(), m.downtime,
-			m.probe.Round(time.Millisecond), m.probeHow, progressText(m.last))
+		b.logf("migrate round %d: crimux %.2fs (%s), libvirt's downtime %s, probe %s (%s); %s", i, m.took.Seconds(), callsText(m.calls),
+			m.downtime, m.probe.Round(time.Millisecond), m.probeHow, progressText(m.last))
 	}
 }
 
@@ -195,7 +208,7 @@ func (b *bench) crimuxMigrateRound(ctx context.Context, n *node2, name string) (
 	if m, err = b.migrateVM(ctx, n, src, dst); err != nil {
 		return m, err
 	}
-	if m.probe, m.probeHow, err = probeGap(ctx, src.logPath, dst.logPath); err != nil {
+	if m.probe, m.probePeriod, m.probeHow, err = probeGap(ctx, src.logPath, dst.logPath); err != nil {
 		b.logf("migrate %s: no probe figure: %v", name, err)
 		m.probe = 0
 	}
@@ -211,7 +224,13 @@ func (b *bench) migrateVM(ctx context.Context, n *node2, src, dst *vmPod) (migra
 	dstRef := &vmv1.VMRef{Ref: &vmv1.VMRef_Id{Id: dst.container}}
 	var m migration
 	t0 := time.Now()
+	step := t0
+	lap := func(i int) {
+		now := time.Now()
+		m.calls[i], step = now.Sub(step), now
+	}
 	sresp, err := source.GetMigrationSource(ctx, &vmv1.GetMigrationSourceRequest{Vm: srcRef})
+	lap(0)
 	if status.Code(err) == codes.Unimplemented {
 		return m, errVMAPIMissing
 	}
@@ -219,10 +238,13 @@ func (b *bench) migrateVM(ctx context.Context, n *node2, src, dst *vmPod) (migra
 		return m, fmt.Errorf("GetMigrationSource of %s: %w", src.name, err)
 	}
 	presp, err := n.vm.PrepareMigration(ctx, &vmv1.PrepareMigrationRequest{Vm: dstRef, Source: sresp.GetSource()})
+	lap(1)
 	if err != nil {
 		return m, fmt.Errorf("node two: PrepareMigration of %s: %w", dst.name, err)
 	}
-	if err := followMigrate(ctx, source, srcRef, presp.GetTarget(), &m.last); err != nil {
+	err = followMigrate(ctx, source, srcRef, presp.GetTarget(), &m.last)
+	lap(2)
+	if err != nil {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		why := "the bench's Migrate failed: " + status.Convert(err).Message()
@@ -232,7 +254,8 @@ func (b *bench) migrateVM(ctx context.Context, n *node2, src, dst *vmPod) (migra
 		return m, fmt.Errorf("Migrate %s: %w", src.name, err)
 	}
 	fresp, err := n.vm.FinishMigration(ctx, &vmv1.FinishMigrationRequest{Vm: dstRef})
-	m.took = time.Since(t0)
+	lap(3)
+	m.took = step.Sub(t0)
 	if err != nil {
 		return m, fmt.Errorf("node two: FinishMigration of %s: %w", dst.name, err)
 	}
@@ -261,6 +284,35 @@ func followMigrate(ctx context.Context, source vmv1.VMServiceClient, ref *vmv1.V
 		}
 		*last = p
 	}
+}
+
+// migrateCapMiB is the memory stream's cap of both paths, MiB/s (0: none).
+func (b *bench) migrateCapMiB() int {
+	if bw := b.opts.migrateBandwidthMiB; bw >= 0 {
+		return bw
+	}
+	return 64 // crimux's default bandwidth_mib
+}
+
+// migrateBandwidth says how both paths' memory streams were capped.
+func (b *bench) migrateBandwidth() string {
+	switch bw := b.opts.migrateBandwidthMiB; {
+	case bw < 0:
+		return "both paths' memory streams capped at 64 MiB/s (crimux's default bandwidth_mib; virsh migrate --bandwidth 64)"
+	case bw == 0:
+		return "the memory stream not capped (bandwidth_mib = 0, -migrate-bandwidth-mib)"
+	default:
+		return fmt.Sprintf("both paths' memory streams capped at %d MiB/s (-migrate-bandwidth-mib; virsh migrate --bandwidth)", bw)
+	}
+}
+
+// callsText is the four calls' times, for the log and notes.
+func callsText(calls [4]time.Duration) string {
+	var parts []string
+	for i, d := range calls {
+		parts = append(parts, migrateCalls[i]+" "+stats.Human(d))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // progressText is the last progress report, for the log.
@@ -298,7 +350,7 @@ func (b *bench) recordMigrate(t *migrateTally) {
 		b.res.Set("vm_migrate_downtime_probe_ms", stats.Millis(probes.Median()), probes.Summary(0.5, 1), "")
 	}
 	crimuxHow := "the four VM API calls from the bench over gRPC, as crimuxctl vm migrate makes them, the target pod made on node two beforehand (untimed); " +
-		"crimux's defaults: memory stream capped at 64 MiB/s, auto-converge, streams carried over crimux's TLS, the guest readdressed through its agent"
+		"crimux's defaults (auto-converge, streams carried over crimux's TLS, the guest readdressed through its agent), " + b.migrateBandwidth()
 	directHow := "virsh migrate --live --p2p --copy-storage-inc --migrateuri tcp://" + node2Addr + " --listen-address " + node2Addr +
 		" --xml (the source's migratable XML, its disk, cloud-init volume and console on files of their own, the overlay made beforehand, untimed) to " +
 		"qemu+tls://" + node2Addr + "/system, timed from the XML's dump to virsh's exit; no bandwidth cap, plain TCP streams"
@@ -306,6 +358,13 @@ func (b *bench) recordMigrate(t *migrateTally) {
 		b.res.Note(name, "%s; %d rounds per path, alternating which goes first", migrateShape, b.opts.migrateRounds)
 	}
 	b.res.Note("vm_migrate_512m_total_s", "%s", crimuxHow)
+	if len(c) > 0 {
+		var med [4]time.Duration
+		for i := range t.calls {
+			med[i] = t.calls[i].Median()
+		}
+		b.res.Note("vm_migrate_512m_total_s", "the calls' medians: %s", callsText(med))
+	}
 	b.res.Note("vm_migrate_direct_512m_total_s", "%s", directHow)
 	b.res.Note("vm_migrate_over_direct_ratio", "median over median; crimux: %s; direct: %s", crimuxHow, directHow)
 	b.res.Note("vm_migrate_downtime_ms", "FinishMigration's downtime_ms (libvirt's job statistics of the arrived domain on node two); "+
@@ -326,6 +385,10 @@ func (b *bench) recordMigrate(t *migrateTally) {
 		for _, name := range f.names {
 			b.res.Note(name, "%d of %d %s rounds failed, first: %v", len(f.failed), b.opts.migrateRounds, f.path, f.failed[0])
 		}
+	}
+	if len(t.periods) > 0 {
+		b.res.Note("vm_migrate_downtime_probe_ms", "the loop printed a line every %s on the source (median of the rounds' means): the probe's resolution",
+			stats.Human(t.periods.Median()))
 	}
 	if lost := len(c) - len(probes); lost > 0 {
 		b.res.Note("vm_migrate_downtime_probe_ms", "%d of %d migrations gave no probe figure (the bench's log says why)", lost, len(c))

@@ -72,8 +72,12 @@ func (b *bench) directMigrateRound(ctx context.Context, d *libvirtdirect.Client)
 	if err := os.WriteFile(xmlPath, []byte(x), 0o600); err != nil {
 		return m, err
 	}
-	out, err := exec.CommandContext(ctx, "virsh", "-c", "qemu:///system", "migrate", "--live", "--p2p", "--copy-storage-inc",
-		"--migrateuri", "tcp://"+node2Addr, "--listen-address", node2Addr, "--xml", xmlPath, v.Name, directMigrateURI).CombinedOutput()
+	args := []string{"-c", "qemu:///system", "migrate", "--live", "--p2p", "--copy-storage-inc",
+		"--migrateuri", "tcp://" + node2Addr, "--listen-address", node2Addr, "--xml", xmlPath}
+	if bw := b.migrateCapMiB(); bw > 0 { // the same limit as crimux's: the paths differ in nothing else
+		args = append(args, "--bandwidth", strconv.Itoa(bw))
+	}
+	out, err := exec.CommandContext(ctx, "virsh", append(args, v.Name, directMigrateURI)...).CombinedOutput()
 	m.took = time.Since(t0)
 	if err != nil {
 		return m, fmt.Errorf("virsh migrate %s: %w: %s", v.Name, err, strings.TrimSpace(string(out)))
@@ -103,7 +107,7 @@ func waitConsoleProbe(ctx context.Context, path string) error {
 }
 
 // downtimeRE is virsh domjobinfo's "Total downtime:   68 ms".
-var downtimeRE = regexp.MustCompile(`(?m)^Total downtime:\s+([0-9]+) ms`)
+var downtimeRE = regexp.MustCompile(`(?m)^Total downtime:\s+([0-9]+)\s+ms`)
 
 func jobDowntime(info string) (time.Duration, bool) {
 	m := downtimeRE.FindStringSubmatch(info)

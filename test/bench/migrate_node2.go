@@ -109,7 +109,11 @@ func (b *bench) upNode2(ctx context.Context) (*node2, error) {
 		return n, err
 	}
 	n.node1Restarted = true
-	if err := b.restartCrimux(ctx, true, migrationSection(1)); err != nil {
+	section := migrationSection(1)
+	if b.opts.migrateBandwidthMiB >= 0 {
+		section += fmt.Sprintf("bandwidth_mib = %d\n", b.opts.migrateBandwidthMiB)
+	}
+	if err := b.restartCrimux(ctx, true, section); err != nil {
 		return n, fmt.Errorf("node one's crimux with its migration section: %w", err)
 	}
 	if err := b.startNode2Crimux(ctx, n); err != nil {

@@ -80,29 +80,33 @@ func waitProbeLine(ctx context.Context, path string) error {
 // probeGap is the probe's figure of one migration: from the source's
 // last line to the target's first, once the target's log has one and
 // the source's copier has had time to copy what the source's guest
-// printed last. what says which lines these were.
-func probeGap(ctx context.Context, source, target string) (gap time.Duration, what string, err error) {
+// printed last; period is the loop's mean period on the source (the
+// probe's resolution), what says which lines these were.
+func probeGap(ctx context.Context, source, target string) (gap, period time.Duration, what string, err error) {
 	if err := waitProbeLine(ctx, target); err != nil {
-		return 0, "", fmt.Errorf("the target's CRI log: %w", err)
+		return 0, 0, "", fmt.Errorf("the target's CRI log: %w", err)
 	}
 	time.Sleep(time.Second)
 	src, err := probeLines(source)
 	if err != nil {
-		return 0, "", err
+		return 0, 0, "", err
 	}
 	dst, err := probeLines(target)
 	if err != nil {
-		return 0, "", err
+		return 0, 0, "", err
 	}
-	if len(src) == 0 || len(dst) == 0 {
-		return 0, "", errors.New("the probe has no line in one of the logs")
+	if len(src) < 2 || len(dst) == 0 {
+		return 0, 0, "", errors.New("the probe has too few lines in the logs")
 	}
 	last, first := src[len(src)-1], dst[0]
 	gap = first.at.Sub(last.at)
-	what = fmt.Sprintf("source's line %d at %s, target's line %d at %s", last.n, last.at.Format("15:04:05.000"),
-		first.n, first.at.Format("15:04:05.000"))
-	if gap <= 0 || first.n <= last.n {
-		return 0, what, fmt.Errorf("the probe's lines do not follow each other across the migration: %s", what)
+	if lines := last.n - src[0].n; lines > 0 {
+		period = last.at.Sub(src[0].at) / time.Duration(lines)
 	}
-	return gap, what, nil
+	what = fmt.Sprintf("source's line %d at %s, target's line %d at %s; a line every %s on the source", last.n, last.at.Format("15:04:05.000"),
+		first.n, first.at.Format("15:04:05.000"), period.Round(100*time.Microsecond))
+	if gap <= 0 || first.n <= last.n {
+		return 0, 0, what, fmt.Errorf("the probe's lines do not follow each other across the migration: %s", what)
+	}
+	return gap, period, what, nil
 }

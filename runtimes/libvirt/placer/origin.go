@@ -193,12 +193,18 @@ func leafProcs(l cgroup.Layout, s cgroup.Spec, pid int) ([]int, error) {
 }
 
 // launcherCgroups reads the cgroups of libvirt's daemon (libvirtd, or
-// virtqemud of the modular daemons) from proc.
+// virtqemud of the modular daemons) from proc: the one in this process's
+// mount namespace (whose /run/libvirt crimux talks to) when several run,
+// as the test bed's node two runs a second libvirtd in namespaces of its
+// own on the same host, each started from wherever its script ran;
+// otherwise the first found (crimux in a container of its own).
 func launcherCgroups(proc string) (string, error) {
 	entries, err := os.ReadDir(proc)
 	if err != nil {
 		return "", err
 	}
+	own, _ := os.Readlink(filepath.Join(proc, "self", "ns", "mnt"))
+	first, firstErr, found := "", error(nil), false
 	for _, e := range entries {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue
@@ -207,13 +213,22 @@ func launcherCgroups(proc string) (string, error) {
 		if err != nil {
 			continue
 		}
-		if c := strings.TrimSpace(string(comm)); c == "libvirtd" || c == "virtqemud" {
-			b, err := os.ReadFile(filepath.Join(proc, e.Name(), "cgroup"))
+		if c := strings.TrimSpace(string(comm)); c != "libvirtd" && c != "virtqemud" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(proc, e.Name(), "cgroup"))
+		if mnt, merr := os.Readlink(filepath.Join(proc, e.Name(), "ns", "mnt")); own != "" && merr == nil && mnt == own {
 			if err != nil {
 				return "", err
 			}
 			return string(b), nil
 		}
+		if !found {
+			first, firstErr, found = string(b), err, true
+		}
 	}
-	return "", errors.New("no libvirtd or virtqemud runs")
+	if !found {
+		return "", errors.New("no libvirtd or virtqemud runs")
+	}
+	return first, firstErr
 }
