@@ -615,3 +615,29 @@ func TestPrepareRefusesAnotherShape(t *testing.T) {
 		t.Error("the target waits no more after a refused preparation")
 	}
 }
+
+// TestResumeMigrations: at a restart, a source's migration (its streams
+// were the crimux that stopped) is forgotten, its VM running on; a
+// prepared target whose VM is not there fails, saying crimux restarted.
+func TestResumeMigrations(t *testing.T) {
+	p := newMigrationPair(t, nil)
+	ctx := context.Background()
+	srcID := p.sourceVM(t, "web")
+	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
+	p.prepared(t, srcID, tgtID)
+	src := record(t, p.srcEnv, srcID)
+	src.Migration = &store.Migration{Token: strings.Repeat("a", 32)}
+	if err := p.srcEnv.R.Store.PutContainer(src); err != nil {
+		t.Fatal(err)
+	}
+
+	p.source.ResumeMigrations(ctx)
+	p.target.ResumeMigrations(ctx)
+	if c := record(t, p.srcEnv, srcID); c.Migration != nil || c.State != running {
+		t.Errorf("the source after a restart: %s, migration %+v; want running, none", c.State, c.Migration)
+	}
+	st := status(t, p.target, tgtID)
+	if st.State != exited || st.Reason != core.ReasonMigrationFailed || !strings.Contains(st.Message, "crimux restarted") {
+		t.Errorf("the prepared target after a restart: %s %q %q; want exited MigrationFailed, crimux restarted", st.State, st.Reason, st.Message)
+	}
+}
