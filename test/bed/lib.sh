@@ -151,3 +151,39 @@ registry_answers() {
 		[[ $line == "HTTP/1."?" 200"* ]]
 	) 2>/dev/null
 }
+
+# cni_conflist NAME BRIDGE SUBNET SUBNET6 DATA_DIR prints the test bed's
+# CNI network config: a bridge with host-local IPAM of both families,
+# portmap and bandwidth (up.sh's for the host, node2-up.sh's for node
+# two: its own name, bridge, subnets and IPAM data).
+cni_conflist() {
+	cat <<EOF
+{
+  "cniVersion": "1.1.0",
+  "name": "$1",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$2",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{ "subnet": "$3" }], [{ "subnet": "$4" }]],
+        "routes": [{ "dst": "0.0.0.0/0" }, { "dst": "::/0" }],
+        "dataDir": "$5"
+      }
+    },
+    {
+      "type": "portmap",
+      "capabilities": { "portMappings": true }
+    },
+    {
+      "type": "bandwidth",
+      "capabilities": { "bandwidth": true }
+    }
+  ]
+}
+EOF
+}

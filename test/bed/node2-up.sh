@@ -190,35 +190,8 @@ chmod 0600 "$CA_DIR/cakey.pem"
 # Like the host's (up.sh) but its own network name, bridge, subnets and IPAM
 # data, so the two nodes' pods never share an address. The bridge lives in
 # node two's network namespace, made by the first pod there.
-write_file "$N2_CNI_CONF_DIR/10-$N2_CNI_NETWORK.conflist" <<EOF
-{
-  "cniVersion": "1.1.0",
-  "name": "$N2_CNI_NETWORK",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$N2_BRIDGE",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "ranges": [[{ "subnet": "$N2_SUBNET" }], [{ "subnet": "$N2_SUBNET6" }]],
-        "routes": [{ "dst": "0.0.0.0/0" }, { "dst": "::/0" }],
-        "dataDir": "$N2_CNI_DATA_DIR"
-      }
-    },
-    {
-      "type": "portmap",
-      "capabilities": { "portMappings": true }
-    },
-    {
-      "type": "bandwidth",
-      "capabilities": { "bandwidth": true }
-    }
-  ]
-}
-EOF
+cni_conflist "$N2_CNI_NETWORK" "$N2_BRIDGE" "$N2_SUBNET" "$N2_SUBNET6" "$N2_CNI_DATA_DIR" |
+	write_file "$N2_CNI_CONF_DIR/10-$N2_CNI_NETWORK.conflist"
 
 # --- node two's /etc/libvirt -------------------------------------------------------
 # A copy of the host's, qemu.conf included (cgroup_controllers = [ ], the

@@ -155,37 +155,7 @@ done
 # reads this file live but its bin dir only at start: while a containerd
 # runs with an older config (Debian's CNI 1.0 plugins, say), the file
 # is left as it is (see the warning below) so its pods keep working.
-cni_conflist=$(
-	cat <<EOF
-{
-  "cniVersion": "1.1.0",
-  "name": "$CNI_NETWORK",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$BRIDGE",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "ranges": [[{ "subnet": "$SUBNET" }], [{ "subnet": "$SUBNET6" }]],
-        "routes": [{ "dst": "0.0.0.0/0" }, { "dst": "::/0" }],
-        "dataDir": "$CNI_DATA_DIR"
-      }
-    },
-    {
-      "type": "portmap",
-      "capabilities": { "portMappings": true }
-    },
-    {
-      "type": "bandwidth",
-      "capabilities": { "bandwidth": true }
-    }
-  ]
-}
-EOF
-)
+cni_conflist=$(cni_conflist "$CNI_NETWORK" "$BRIDGE" "$SUBNET" "$SUBNET6" "$CNI_DATA_DIR")
 
 # --- registry ------------------------------------------------------------------
 (cd "$REPO_ROOT" && quiet build-registry env CGO_ENABLED=0 go build -trimpath -o "$REG_BIN" ./test/registry)
