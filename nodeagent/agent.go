@@ -91,7 +91,7 @@ func newAgent(pods podWatcher, kube kubeWriter, opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{
+	a := &Agent{
 		node: opts.Node, pods: pods, log: opts.Log,
 		rec: &reconciler{
 			vms: opts.VMs, kube: kube, records: records, sent: newSentPatches(time.Now),
@@ -100,13 +100,21 @@ func newAgent(pods podWatcher, kube kubeWriter, opts Options) (*Agent, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[queueItem](retryFirst, retryMax),
 			workqueue.TypedRateLimitingQueueConfig[queueItem]{Name: "crimux-node-agent"}),
-	}, nil
+	}
+	// A Migrate's goroutine hands its progress and its end to the worker
+	// (migrate_run.go). Add after the queue's shutdown is a no-op.
+	a.rec.enqueue = func(key string) { a.queue.Add(queueItem{key: key}) }
+	return a, nil
 }
 
 // Run watches the node's pods and applies their annotations until ctx
-// ends. Until the first list succeeds (the API server may be away) it
-// does nothing at all.
+// ends, and returns once the Migrate calls it started have. Until the
+// first list succeeds (the API server may be away) it does nothing at
+// all.
 func (a *Agent) Run(ctx context.Context) {
+	// Last: the Migrate calls under way, cancelled with ctx, return once
+	// the VM API has aborted them (the VMs stay where they were).
+	defer a.rec.running.Wait()
 	defer a.queue.ShutDown()
 	store, informer := a.informer()
 	var wg sync.WaitGroup
@@ -185,6 +193,7 @@ func (a *Agent) handle(ctx context.Context, store cache.Store, item queueItem) (
 // forget drops what the agent keeps of a deleted pod.
 func (a *Agent) forget(uid types.UID) {
 	a.rec.sent.forget(uid)
+	a.rec.forgetMigration(uid)
 	if err := a.rec.records.remove(uid); err != nil {
 		a.log.Warn("node agent: record of a deleted pod not removed", "uid", string(uid), "err", err)
 	}

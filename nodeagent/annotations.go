@@ -38,9 +38,12 @@ const (
 )
 
 // requestAnnotations are the annotations that make a pod the agent's
-// business: a pod with none of them is never looked at further.
+// business: a pod with none of them is never looked at further. The
+// migration's two (set by kubectl crimux migrate) make a pod a source or
+// a target (migrate_annotations.go).
 var requestAnnotations = []string{
 	AnnotationPowerState, AnnotationRestoreRequest, AnnotationSnapshotRequest, AnnotationRebootRequest,
+	AnnotationMigrateTo, AnnotationMigrateFrom,
 }
 
 // hasRequests reports whether a pod carries any request annotation.

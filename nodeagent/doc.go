@@ -84,6 +84,35 @@
 // (NotAVM, the errors and results above); a VM pod whose VM does not run
 // yet is retried with backoff.
 //
+// # Live migration
+//
+// kubectl crimux migrate moves a VM pod's VM to a new pod T on another
+// node through the two nodes' agents; its plugin copies each agent's
+// answer to the other pod (migrate_annotations.go has the nine steps,
+// keys and JSON values). crimux.io/migrate-to on the source pod S and
+// crimux.io/migrate-from on T are requests like the others. S's agent
+// writes migration-source (GetMigrationSource, for the target named;
+// a refusal is migration-result Failed with no token, asked again on
+// S's next pass), then, once T's migration-target for S is copied to
+// it, calls Migrate once per token, in a goroutine of its own (the
+// worker goes on), recorded started in S's record before the call;
+// migration-progress at most every 2 s; migration-result at its end.
+// A token found started after a restart is not migrated again: the
+// migration ended with the crimux that ran it, and it is reported Failed
+// if the VM runs on in S, else Succeeded, for T's FinishMigration to
+// confirm (a VM that arrived is never reported failed, or T, where it
+// runs, would be deleted). T's agent calls PrepareMigration once S's
+// description is copied and T's container runs, waiting (retried with
+// backoff until then), once per pod (migration-target, or
+// migration-result Failed with no token); then FinishMigration once per
+// token, told S's result (migration-finish). Every answer names what it
+// answers (target, source, token): one left from another attempt is
+// ignored. Until its VM has arrived (its finish Succeeded, or, moved
+// without the agents, its domain running) T's power-state, requests and
+// observed-power-state are held: the VM API reports a waiting target
+// Running. Events: Normal MigrationStarted, Migrated (S),
+// MigrationPrepared, MigrationArrived (T); Warning MigrationFailed.
+//
 // # When the API server is down
 //
 // VMs keep running: the agent acts only on what it reads from the API
@@ -95,7 +124,9 @@
 //
 // Files: agent.go (the informer, the queue, the worker), informer.go
 // (list-watch and event handlers), reconcile.go (one pass over a pod),
-// power.go and requests.go (the two kinds of request), records.go (the
+// power.go and requests.go (the two kinds of request), migrate*.go (live
+// migration: the protocol, a source's steps, its Migrate goroutine, a
+// target's steps), records.go (the
 // per-pod records), sent.go (patches the informer has not shown yet),
 // kube.go (the Kubernetes writes), coreclient.go (its core/v1 client,
 // not client-go's typed one), vms.go (the VM API subset used).

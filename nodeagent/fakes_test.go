@@ -39,6 +39,11 @@ type fakeVMs struct {
 	// refuse, if set, fails each action before it would act (its checks:
 	// the VM not running, say), so the before-act hook never runs.
 	refuse error
+	// container and domain are the ContainerState and DomainState GetVM
+	// reports.
+	container, domain string
+	// mig scripts the migration calls (migrate_fakes_test.go).
+	mig fakeMigration
 }
 
 func newFakeVMs(state vmv1.PowerState) *fakeVMs {
@@ -92,7 +97,8 @@ func (f *fakeVMs) GetVM(ctx context.Context, req *vmv1.GetVMRequest) (*vmv1.GetV
 		return nil, f.getErr
 	}
 	pod := req.GetVm().GetPod()
-	return &vmv1.GetVMResponse{Vm: &vmv1.VM{Namespace: pod.GetNamespace(), Name: pod.GetName(), PowerState: f.state}}, nil
+	return &vmv1.GetVMResponse{Vm: &vmv1.VM{Namespace: pod.GetNamespace(), Name: pod.GetName(), PowerState: f.state,
+		ContainerState: f.container, DomainState: f.domain}}, nil
 }
 
 func (f *fakeVMs) SetPowerState(ctx context.Context, req *vmv1.SetPowerStateRequest) (*vmv1.SetPowerStateResponse, error) {

@@ -23,6 +23,7 @@ func TestPolicyAdmitsEveryResult(t *testing.T) {
 	for _, k := range requestKinds {
 		want = append(want, k.result)
 	}
+	want = append(want, MigrationAnnotations...)
 	slices.Sort(want)
 
 	got := policyVariable(t, "../systemd/crimux-node-agent-policy.yaml", "crimux-node-agent-pods", "results")

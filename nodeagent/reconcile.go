@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/crimux/crimux/internal/errdefs"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
@@ -22,6 +24,17 @@ type reconciler struct {
 	sent    *sentPatches
 	log     *slog.Logger
 	now     func() time.Time
+
+	// migrations are the live migrations' state in memory, per pod UID
+	// (migrate.go); made when first needed. Worker-only, like records.
+	migrations map[types.UID]*podMigration
+	// running counts the Migrate calls under way, each in a goroutine of
+	// its own (migrate_run.go): Agent.Run waits for them.
+	running sync.WaitGroup
+	// enqueue asks for a pass over a pod (namespace/name) soon: how a
+	// Migrate goroutine hands its progress and its end to the worker.
+	// nil: nobody to ask (tests pass over the pod themselves).
+	enqueue func(key string)
 }
 
 // pass is one reconcile of one pod: what it found and what it reports.
@@ -33,6 +46,10 @@ type pass struct {
 	annotations map[string]string
 	// state is the VM's power state, kept current as the pass acts.
 	state vmv1.PowerState
+	// domain is libvirt's state of its domain, as the VM API reported it
+	// ("running", "shutoff", "undefined"...): whether a migration target's
+	// VM has arrived (arriving).
+	domain string
 	// declared is the valid crimux.io/power-state, UNSPECIFIED if none;
 	// powerFailed: applying it failed in this pass.
 	declared    vmv1.PowerState
@@ -47,7 +64,9 @@ type event struct{ eventType, reason, message string }
 
 // reconcile runs one pass over pod. again asks for another pass after a
 // backoff though nothing failed: the VM is not there (or not running)
-// yet, or a restore left it in another state than the declared one.
+// yet, or a restore left it in another state than the declared one. ctx
+// is the agent's lifetime (Run's): a Migrate the pass starts runs on
+// under it after the pass.
 func (r *reconciler) reconcile(ctx context.Context, pod *corev1.Pod) (again bool, err error) {
 	if !active(pod) || !hasRequests(pod.Annotations) {
 		return false, nil
@@ -64,13 +83,26 @@ func (r *reconciler) reconcile(ctx context.Context, pod *corev1.Pod) (again bool
 	case err != nil:
 		return false, fmt.Errorf("get VM of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	p.state = resp.GetVm().GetPowerState()
-	if p.state == vmv1.PowerState_POWER_STATE_UNSPECIFIED {
-		p.log.Debug("node agent: the pod's VM does not run yet; retrying")
-		return true, nil
+	p.state, p.domain = resp.GetVm().GetPowerState(), resp.GetVm().GetDomainState()
+	// A migration target holds everything else until its VM has arrived
+	// (doc.go): decided before this pass's own steps, so the pass that
+	// finishes the arrival leaves the power state to the next one, which
+	// reads the arrived VM's.
+	hold := p.arriving()
+	migErr := r.migrate(ctx, p, resp.GetVm())
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	if hold || p.state == vmv1.PowerState_POWER_STATE_UNSPECIFIED {
+		// A VM not running (yet, or any more: a source that has moved)
+		// is retried; its migration's answers are written all the same.
+		if p.state == vmv1.PowerState_POWER_STATE_UNSPECIFIED {
+			p.log.Debug("node agent: the pod's VM does not run yet; retrying")
+		}
+		return p.state == vmv1.PowerState_POWER_STATE_UNSPECIFIED, errors.Join(migErr, r.report(ctx, p))
 	}
 	r.applyPowerState(ctx, p)
-	reqErr := r.applyRequests(ctx, p)
+	reqErr := errors.Join(migErr, r.applyRequests(ctx, p))
 	if ctx.Err() != nil {
 		// Stopping: a value under way stays started in its record and is
 		// reported by the next crimux; nothing is written now.
@@ -112,6 +144,18 @@ func (p *pass) set(key string, value *string) bool {
 	return true
 }
 
+// current is the value key has once the pass's changes are written.
+func (p *pass) current(key string) (string, bool) {
+	if v, ok := p.changes[key]; ok {
+		if v == nil {
+			return "", false
+		}
+		return *v, true
+	}
+	v, ok := p.annotations[key]
+	return v, ok
+}
+
 // observe reports the VM's power state after the pass (none if the VM
 // does not run).
 func (p *pass) observe() {
@@ -127,13 +171,14 @@ func (p *pass) event(eventType, reason, message string) {
 }
 
 // notAVM reports, on a container pod carrying request annotations, that
-// they do not apply: the power state's error and each request's result
-// say so, and one NotAVM event when any of them is new. err is the VM
+// they do not apply: the power state's error, each request's result and
+// the migration step it is asked for say so, and one NotAVM event when
+// any of them is new. err is the VM
 // API's (FailedPrecondition: the pod is a container pod, or, rarely,
 // several ready VM pods share its name; its message says which).
 func (r *reconciler) notAVM(p *pass, err error) {
 	msg := err.Error()
-	changed := false
+	changed := p.refuseMigration(msg)
 	if value, ok := p.annotations[AnnotationPowerState]; ok {
 		changed = p.set(AnnotationPowerStateError, ptr(fmt.Sprintf("%s: %s: not applied: %s", AnnotationPowerState, value, msg)))
 	}

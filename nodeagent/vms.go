@@ -17,6 +17,14 @@ type VMService interface {
 	RebootVM(context.Context, *vmv1.RebootVMRequest) (*vmv1.RebootVMResponse, error)
 	CreateSnapshot(context.Context, *vmv1.CreateSnapshotRequest) (*vmv1.CreateSnapshotResponse, error)
 	RestoreSnapshot(context.Context, *vmv1.RestoreSnapshotRequest) (*vmv1.RestoreSnapshotResponse, error)
+
+	// Live migration (migrate_annotations.go). Migrate is the server's
+	// own streaming method: in-process, the agent hands it a stream of
+	// its own (progressStream).
+	GetMigrationSource(context.Context, *vmv1.GetMigrationSourceRequest) (*vmv1.GetMigrationSourceResponse, error)
+	PrepareMigration(context.Context, *vmv1.PrepareMigrationRequest) (*vmv1.PrepareMigrationResponse, error)
+	Migrate(*vmv1.MigrateRequest, vmv1.VMService_MigrateServer) error
+	FinishMigration(context.Context, *vmv1.FinishMigrationRequest) (*vmv1.FinishMigrationResponse, error)
 }
 
 // vmRef names a pod's VM by the pod's namespace and name: the VM API

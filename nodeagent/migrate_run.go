@@ -1,0 +1,147 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	vmv1 "github.com/crimux/crimux/proto/vm/v1"
+)
+
+// A source's Migrate takes seconds to minutes: it runs in a goroutine of
+// its own, never in the agent's one worker, which goes on passing over
+// the node's pods meanwhile. The goroutine writes nothing itself: it
+// keeps the last progress and the end in its migrationRun and asks for a
+// pass over the pod (reconciler.enqueue), and that pass writes them. So
+// every patch of a pod still comes from the worker, one at a time, and
+// the bookkeeping of patches the informer has not shown yet (sent.go)
+// and the records (records.go) keep their one writer.
+
+// migrationRun is one Migrate call. token, target and cancel are fixed
+// at its start; the rest is shared with its goroutine, under mu, except
+// settled, the worker's.
+type migrationRun struct {
+	token, target string
+	cancel        context.CancelFunc
+
+	mu sync.Mutex
+	// latest is the last progress; due, that it should be written (at
+	// most every progressEvery: dueAt is when it last became due).
+	latest *vmv1.MigrateProgress
+	due    bool
+	dueAt  time.Time
+	ended  bool
+	err    error
+
+	// settled: its outcome is recorded (the pod's record).
+	settled bool
+}
+
+// progress keeps m; true if a pass should write it now.
+func (run *migrationRun) progress(m *vmv1.MigrateProgress, now time.Time) bool {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	run.latest = m
+	if !run.dueAt.IsZero() && now.Sub(run.dueAt) < progressEvery {
+		return false
+	}
+	run.due, run.dueAt = true, now
+	return true
+}
+
+// end keeps how Migrate returned.
+func (run *migrationRun) end(err error) {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	run.ended, run.err = true, err
+}
+
+func (run *migrationRun) isEnded() bool {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	return run.ended
+}
+
+// take returns the progress to write, if one is due (once), or the end.
+func (run *migrationRun) take() (prog *vmv1.MigrateProgress, ended bool, err error) {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	if run.ended {
+		return nil, true, run.err
+	}
+	if run.due {
+		run.due = false
+		return run.latest, false, nil
+	}
+	return nil, false, nil
+}
+
+// startMigrate calls Migrate in a goroutine under ctx, the agent's
+// lifetime: stopping crimux cancels it (the VM API then aborts, and the
+// VM stays here), as does the pod's deletion (forgetMigration).
+func (r *reconciler) startMigrate(ctx context.Context, p *pass, tgt MigrationTarget, to string) *migrationRun {
+	ctx, cancel := context.WithCancel(ctx)
+	run := &migrationRun{token: tgt.Token, target: to, cancel: cancel}
+	key := p.podKey()
+	req := &vmv1.MigrateRequest{Vm: p.ref, Target: &vmv1.MigrationTarget{LibvirtUri: tgt.LibvirtURI, Address: tgt.Address,
+		Token: tgt.Token, DomainXml: tgt.DomainXML, DomainName: tgt.DomainName, Disks: tgt.Disks}}
+	stream := &progressStream{ctx: ctx, send: func(m *vmv1.MigrateProgress) {
+		if run.progress(m, r.now()) {
+			r.nudge(key)
+		}
+	}}
+	r.running.Go(func() {
+		defer cancel()
+		err := r.vms.Migrate(req, stream)
+		run.end(err)
+		r.nudge(key)
+	})
+	return run
+}
+
+// nudge asks for a pass over the pod key soon.
+func (r *reconciler) nudge(key string) {
+	if r.enqueue != nil {
+		r.enqueue(key)
+	}
+}
+
+// progressStream is Migrate's server stream when the VM API is called
+// in-process (vmapi.Server.Migrate takes the stream gRPC would give it):
+// Send hands each progress to send, Context is the call's. The
+// grpc.ServerStream methods no caller of a server-streaming handler's
+// stream needs do nothing.
+type progressStream struct {
+	ctx  context.Context
+	send func(*vmv1.MigrateProgress)
+}
+
+var _ vmv1.VMService_MigrateServer = (*progressStream)(nil)
+
+func (s *progressStream) Send(m *vmv1.MigrateProgress) error {
+	if err := s.ctx.Err(); err != nil {
+		return err
+	}
+	s.send(m)
+	return nil
+}
+
+func (s *progressStream) Context() context.Context { return s.ctx }
+
+func (s *progressStream) SendMsg(m any) error {
+	if p, ok := m.(*vmv1.MigrateProgress); ok {
+		return s.Send(p)
+	}
+	return errors.New("migrate stream: not a MigrateProgress")
+}
+
+// RecvMsg: the request came as an argument; there is nothing to read.
+func (s *progressStream) RecvMsg(any) error { return io.EOF }
+
+func (s *progressStream) SetHeader(metadata.MD) error  { return nil }
+func (s *progressStream) SendHeader(metadata.MD) error { return nil }
+func (s *progressStream) SetTrailer(metadata.MD)       {}
