@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Stops node two of the test bed (what test/bed/node2-up.sh started):
 # destroys and undefines every domain of node two's libvirtd (node two is
-# the bed's alone, so all of them), stops its libvirtd and virtlogd, stops
+# the bed's alone, so all of them), stops its libvirtd and virtlogd and
+# both sides of the kube-apiserver bridge, stops
 # whatever else still runs in node two's network namespace (qemu processes
 # whose libvirtd is gone, forwarders a test left), stops the holder, deletes
 # the veth and the host's route to node two's pods, removes
-# /run/crimux-testbed/node2 and node two's CNI IPAM data. Keeps the PKI
+# /run/crimux-testbed/node2 and node two's CNI IPAM data, and the host's
+# /var/lib/kubelet if node2-up.sh made it (as node two's mount point). Keeps the PKI
 # (/etc/crimux-testbed/pki), node two's configs (/etc/crimux-testbed/node2)
 # and its persistent libvirt dirs (/var/lib/crimux-testbed/node2/root).
 # Idempotent: fine when node two is not up. Node one is left alone.
@@ -22,6 +24,9 @@ N2_HOLDER_PID=$N2_RUN/holder.pid
 N2_NS_NET=$N2_RUN/ns.net
 N2_VIRTLOGD_PID=$N2_RUN/virtlogd.pid
 N2_LIBVIRTD_PID=$N2_RUN/libvirtd.pid
+N2_BRIDGE_HOST_PID=$N2_RUN/apiserver-bridge-host.pid
+N2_BRIDGE_NODE_PID=$N2_RUN/apiserver-bridge-node.pid
+N2_KUBELET_MADE=$N2_RUN/var-lib-kubelet.made
 N2_CNI_DATA_DIR=$N2_LIB/cni/networks
 N2_SUBNET=10.88.78.0/24
 N2_SUBNET6=fd00:88:78::/64
@@ -29,6 +34,7 @@ VETH=crimux-n2
 LIBVIRTD=/usr/sbin/libvirtd
 VIRTLOGD=/usr/sbin/virtlogd
 SLEEP=$(readlink -f "$(command -v sleep)")
+SOCAT=$(readlink -f "$(command -v socat 2>/dev/null || echo /usr/bin/socat)")
 
 done_=()
 
@@ -68,6 +74,21 @@ for d in "$N2_LIBVIRTD_PID:$LIBVIRTD:libvirtd" "$N2_VIRTLOGD_PID:$VIRTLOGD:virtl
 	fi
 done
 
+# --- the kube-apiserver bridge ------------------------------------------------------
+# Each side's socat and the children it forked for open connections (the
+# host side's run in the host's namespaces: the sweep below misses them).
+for d in "$N2_BRIDGE_NODE_PID:node" "$N2_BRIDGE_HOST_PID:host"; do
+	pf=${d%%:*} side=${d#*:}
+	if pid=$(pid_running "$pf" "$SOCAT"); then
+		children=$(pgrep -P "$pid" || true)
+		stop_pid "$pid" "the kube-apiserver bridge's $side side" 5
+		for c in $children; do
+			if [ "$(exe_of "$c")" = "$SOCAT" ]; then stop_pid "$c" "a connection of the kube-apiserver bridge" 5; fi
+		done
+		done_+=("stopped the kube-apiserver bridge's $side side (pid $pid)")
+	fi
+done
+
 # --- whatever else runs in node two ------------------------------------------------
 # Anything left in its network namespace would keep the namespace, its
 # addresses and routes alive after the holder is gone.
@@ -100,7 +121,13 @@ fi
 
 # --- state -----------------------------------------------------------------------------
 # Node two's bind mounts lived in its own mount namespace only: on the host
-# these are plain dirs.
+# these are plain dirs. The host's /var/lib/kubelet was made as node two's
+# mount point: gone with node two, with whatever the bed's kubelets on the
+# host left in it meanwhile (they leave a directory they found).
+if [ -e "$N2_KUBELET_MADE" ]; then
+	rm -rf /var/lib/kubelet
+	done_+=("removed /var/lib/kubelet")
+fi
 rm -rf "$N2_RUN"
 if [ -d "$N2_CNI_DATA_DIR" ]; then
 	find "$N2_CNI_DATA_DIR" -mindepth 1 -delete

@@ -5,12 +5,15 @@
 # libvirt-up.sh); node two is a holder process in new mount and network
 # namespaces, joined to the host by a veth pair (host crimux-n2 10.231.0.1,
 # node eth0 10.231.0.2), with its own /run/libvirt, /var/lib/libvirt,
-# /var/cache/libvirt, /var/log/libvirt, /etc/libvirt and /run/crimux bound
-# over the host's, and its own virtlogd and libvirtd (TLS on
-# 10.231.0.2:16514, client certificates of the two nodes only). Everything
-# else (/run/crimux-testbed with containerd's socket, the rest of /var/lib,
-# /dev, the qemu wrapper) is the host's. Also writes the PKI of both nodes
-# and node two's CNI config and routes the two pod networks to each other.
+# /var/cache/libvirt, /var/log/libvirt, /etc/libvirt, /run/crimux and
+# /var/lib/kubelet bound over the host's, and its own virtlogd and libvirtd
+# (TLS on 10.231.0.2:16514, client certificates of the two nodes only).
+# Everything else (/run/crimux-testbed with containerd's socket, the rest
+# of /var/lib, /dev, the qemu wrapper) is the host's. Also writes the PKI
+# of both nodes and node two's CNI config, routes the two pod networks to
+# each other, and bridges node two's 127.0.0.1:16443 to the host's (the
+# test bed cluster's kube-apiserver, test/cluster) through a Unix socket,
+# so that a kubelet and crimux in node two join the cluster.
 # Idempotent: whatever already runs and answers is left alone, except that
 # node two's libvirtd is restarted when its config or certificates changed.
 # Needs libvirt-up.sh to have run (node two copies the host's libvirt config
@@ -19,6 +22,8 @@
 set -euo pipefail
 # shellcheck source=lib.sh source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=../cluster/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../cluster/lib.sh" # APISERVER_PORT
 need_root
 start=$SECONDS
 
@@ -36,6 +41,14 @@ N2_LIBVIRTD_LOG=$N2_RUN/libvirtd.log
 N2_LIBVIRTD_HASH=$N2_RUN/libvirtd.config.sha256 # config the running libvirtd read
 N2_ETC_LIBVIRT=$N2_LIB/root/etc/libvirt
 N2_ETC_HASH=$N2_LIB/etc-libvirt.sha256          # config the copy was made from
+# The kube-apiserver bridge: a socat on each side of a Unix socket.
+N2_APISERVER_SOCK=$N2_RUN/apiserver.sock
+N2_BRIDGE_HOST_PID=$N2_RUN/apiserver-bridge-host.pid
+N2_BRIDGE_NODE_PID=$N2_RUN/apiserver-bridge-node.pid
+N2_BRIDGE_LOG=$N2_RUN/apiserver-bridge.log
+# Set when this script made the host's /var/lib/kubelet (node two's mount
+# point): node2-down.sh removes it then.
+N2_KUBELET_MADE=$N2_RUN/var-lib-kubelet.made
 N2_CNI_CONF_DIR=$N2_ETC/cni/net.d
 N2_CNI_DATA_DIR=$N2_LIB/cni/networks
 N2_CNI_NETWORK=crimux-testbed-node2
@@ -70,12 +83,17 @@ awk '$3 == "hugetlbfs" { found = 1 } END { exit !found }' /proc/self/mounts ||
 	die "no hugetlbfs mounted: run test/bed/libvirt-up.sh (make bed) first"
 timeout 10 virsh -c qemu:///system version >/dev/null 2>&1 ||
 	die "the host's libvirtd does not answer at qemu:///system: run test/bed/libvirt-up.sh (make bed) first"
-if ! command -v openssl >/dev/null; then # node two's key pairs (a bare machine may lack it)
+# openssl: node two's key pairs; socat: the kube-apiserver bridge (a bare
+# machine may lack them).
+for p in openssl socat; do
+	command -v "$p" >/dev/null && continue
 	export DEBIAN_FRONTEND=noninteractive
-	quiet apt-install apt-get install -y --no-install-recommends openssl ||
-		{ quiet apt-update apt-get update && quiet apt-install apt-get install -y --no-install-recommends openssl; }
-fi
-for c in openssl nsenter unshare ip tar; do
+	# Without an apt-get update first if the package lists have it.
+	apt-get install -y -q --no-install-recommends "$p" >/dev/null 2>&1 ||
+		{ quiet apt-update apt-get update && quiet apt-install apt-get install -y -q --no-install-recommends "$p"; }
+done
+SOCAT=$(readlink -f "$(command -v socat)")
+for c in openssl socat nsenter unshare ip tar; do
 	command -v "$c" >/dev/null || die "$c is missing"
 done
 
@@ -261,10 +279,18 @@ BINDS=(
 	# which the qemu wrapper of node two's libvirtd must find there, and
 	# netns): a crimux in node two must not meet node one's.
 	"$N2_RUN/root/run/crimux:/run/crimux"
+	# kubelet's device-plugin and pod-resources sockets, which it puts in
+	# /var/lib/kubelet whatever its --root-dir: a kubelet in node two must
+	# not take node one's. Under $N2_RUN: nothing in it outlives node two.
+	"$N2_RUN/root/var/lib/kubelet:/var/lib/kubelet"
 )
-# /run/crimux need not exist on the host; node two's mount point must (on
-# the /run both namespaces share: an empty dir).
+# /run/crimux and /var/lib/kubelet need not exist on the host; node two's
+# mount points must (on the filesystems both namespaces share: empty dirs).
 mkdir -p /run/crimux
+if [ ! -e /var/lib/kubelet ]; then
+	install -d -m 0755 /var/lib/kubelet
+	: >"$N2_KUBELET_MADE"
+fi
 for b in "${BINDS[@]}"; do
 	src=${b%%:*} dst=${b#*:}
 	if [ ! -d "$src" ]; then
@@ -298,7 +324,8 @@ in_node() { nsenter -t "$npid" -m -n -- "$@"; }
 node_state=running
 if ! npid=$(node_pid); then
 	# Daemons of a node two whose holder died still hold its namespaces.
-	for d in "$N2_LIBVIRTD_PID:$LIBVIRTD:libvirtd" "$N2_VIRTLOGD_PID:$VIRTLOGD:virtlogd"; do
+	for d in "$N2_LIBVIRTD_PID:$LIBVIRTD:libvirtd" "$N2_VIRTLOGD_PID:$VIRTLOGD:virtlogd" \
+		"$N2_BRIDGE_NODE_PID:$SOCAT:kube-apiserver bridge"; do
 		IFS=: read -r pf exe name <<<"$d"
 		if pid=$(pid_running "$pf" "$exe"); then
 			warn "stopping $name (pid $pid) of a node two whose holder is gone"
@@ -440,4 +467,60 @@ for ((i = 0; i < 120; i++)); do
 done
 libvirt_answers || die "node two's libvirtd does not answer after 60s (log: $N2_LIBVIRTD_LOG)"
 
-echo "node2-up: node two (pid $npid) $node_state: libvirtd $libvirtd_state at $NODE_URI (client certs ?pkipath=$PKI_DIR/node1 or node2), veth $VETH $HOST_IP <-> eth0 $NODE_IP, pods $N2_SUBNET $N2_SUBNET6 (CNI $N2_CNI_CONF_DIR) ($((SECONDS - start))s)"
+# --- the kube-apiserver bridge ------------------------------------------------------
+# The test bed cluster's kube-apiserver (test/cluster) listens on the
+# host's 127.0.0.1:$APISERVER_PORT only. Node two's kubelet and crimux
+# reach it at node two's own 127.0.0.1:$APISERVER_PORT, the same URL (one
+# its serving certificate names): a socat there forwards to a Unix socket
+# only root can open (in /run/crimux-testbed, both nodes' own), where a
+# socat on the host forwards to kube-apiserver. No listener on any network
+# address: nothing on the veth or beyond reaches kube-apiserver through it.
+# Each connection dials anew, so the bridge may come up before the cluster
+# and outlive it.
+
+# bridge_pid PIDFILE NETNS: prints the pid if PIDFILE names socat running
+# in the network namespace NETNS.
+bridge_pid() {
+	local pid
+	pid=$(pid_running "$1" "$SOCAT") || return 1
+	[ "$(readlink "/proc/$pid/ns/net")" = "$2" ] || return 1
+	echo "$pid"
+}
+
+# start_bridge NAME PIDFILE NETNS CMD...: runs CMD (which execs socat in
+# NETNS) detached, unless PIDFILE's socat runs there; fails (status 1) if
+# it already ran.
+start_bridge() {
+	local name=$1 pf=$2 netns=$3 i
+	shift 3
+	bridge_pid "$pf" "$netns" >/dev/null && return 1
+	# setsid, env and nsenter (no new pid namespace) all exec: $! is socat's.
+	(cd / && umask 077 && exec env -i PATH="$DAEMON_PATH" setsid "$@" </dev/null >>"$N2_BRIDGE_LOG" 2>&1) &
+	echo $! >"$pf"
+	for ((i = 0; i < 50; i++)); do
+		bridge_pid "$pf" "$netns" >/dev/null && return 0
+		sleep 0.1
+	done
+	tail -n 5 "$N2_BRIDGE_LOG" >&2
+	die "the kube-apiserver bridge's $name side did not start (log: $N2_BRIDGE_LOG)"
+}
+
+host_net=$(readlink /proc/self/ns/net)
+# A host side whose socket is gone serves nobody: started again.
+if pid=$(bridge_pid "$N2_BRIDGE_HOST_PID" "$host_net") && [ ! -S "$N2_APISERVER_SOCK" ]; then
+	stop_pid "$pid" "the kube-apiserver bridge's host side" 5
+fi
+bridge_state=running
+start_bridge host "$N2_BRIDGE_HOST_PID" "$host_net" \
+	socat "UNIX-LISTEN:$N2_APISERVER_SOCK,fork,unlink-early,mode=0600" "TCP:127.0.0.1:$APISERVER_PORT" && bridge_state=started
+start_bridge node "$N2_BRIDGE_NODE_PID" "$node_net" nsenter -t "$npid" -m -n -- \
+	socat "TCP-LISTEN:$APISERVER_PORT,bind=127.0.0.1,fork,reuseaddr" "UNIX-CONNECT:$N2_APISERVER_SOCK" && bridge_state=started
+# Listening: socat binds after it started (and exits if it cannot).
+for ((i = 0; i < 50; i++)); do
+	[ -S "$N2_APISERVER_SOCK" ] && in_node ss -Hltn "src 127.0.0.1:$APISERVER_PORT" | grep -q . && break
+	sleep 0.1
+done
+[ -S "$N2_APISERVER_SOCK" ] && in_node ss -Hltn "src 127.0.0.1:$APISERVER_PORT" | grep -q . ||
+	{ tail -n 5 "$N2_BRIDGE_LOG" >&2; die "the kube-apiserver bridge does not listen (log: $N2_BRIDGE_LOG)"; }
+
+echo "node2-up: node two (pid $npid) $node_state: libvirtd $libvirtd_state at $NODE_URI (client certs ?pkipath=$PKI_DIR/node1 or node2), veth $VETH $HOST_IP <-> eth0 $NODE_IP, pods $N2_SUBNET $N2_SUBNET6 (CNI $N2_CNI_CONF_DIR), kube-apiserver bridge $bridge_state (node two's 127.0.0.1:$APISERVER_PORT) ($((SECONDS - start))s)"

@@ -11,6 +11,12 @@ CLUSTER_NODE=crimux-e2e-node
 # 10.0.2.2 is this host's loopback.
 NODE_VM_NAME=crimux-node
 NODE_VM_APISERVER=https://10.0.2.2:16443
+# The test bed's node two (test/bed/node2-up.sh), a third node: its
+# kubelet and crimux run in node two's namespaces, where node2-up.sh
+# forwards 127.0.0.1:16443 to this host's kube-apiserver (through a Unix
+# socket), so they use the URL of this host's own.
+NODE2_NAME=crimux-e2e-node2
+NODE2_APISERVER=https://127.0.0.1:16443
 ETCD_DATA=$CLUSTER_DIR/etcd
 ETCD_URL=http://127.0.0.1:23790
 ETCD_PEER_URL=http://127.0.0.1:23800

@@ -6,7 +6,8 @@
 # the node agent's RBAC and admission policy as systemd/ ships them, and
 # this directory's RBAC (kube-apiserver → kubelet).
 # The kubelet is not started here: each e2e test starts its own, against
-# its own crimux, and it registers as node $CLUSTER_NODE. No scheduler or
+# its own crimux, and it registers as node $CLUSTER_NODE ($NODE2_NAME in
+# the bed's node two, test/bed/node2-up.sh). No scheduler or
 # controller manager: pods name their node. Idempotent: a running control
 # plane is kept, a missing part started again. Prints one summary line.
 set -euo pipefail
@@ -47,13 +48,13 @@ wait_for() {
 
 # Each part is started only if it is not running: a test that stopped
 # kube-apiserver runs this again to bring it back on the same etcd.
-# Certificates of an older bed (without the node VM's) are made again, with
-# a control plane that serves them.
-if [ ! -s "$CLUSTER_PKI/$NODE_VM_NAME/kubelet.kubeconfig" ]; then
+# Certificates of an older bed (without the node VM's or node two's) are
+# made again, with a control plane that serves them.
+if [ ! -s "$CLUSTER_PKI/$NODE_VM_NAME/kubelet.kubeconfig" ] || [ ! -s "$CLUSTER_PKI/$NODE2_NAME/kubelet.kubeconfig" ]; then
 	"$here/down.sh" >/dev/null
 	rm -rf "$CLUSTER_PKI"
 	quiet pki go run "$REPO_ROOT/test/cluster/pki" -dir "$CLUSTER_PKI" -node "$CLUSTER_NODE" -server "$APISERVER_URL" \
-		-other-node "$NODE_VM_NAME=$NODE_VM_APISERVER"
+		-other-node "$NODE_VM_NAME=$NODE_VM_APISERVER" -other-node "$NODE2_NAME=$NODE2_APISERVER"
 fi
 
 started=()

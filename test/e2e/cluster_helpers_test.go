@@ -62,27 +62,51 @@ func k8sDir(t *testing.T) string {
 	return dir
 }
 
-// startClusterKubelet starts a kubelet against crimux at endpoint that
-// registers with the test bed's API server; it is up once its node is Ready.
+// clusterKubeletNode is what differs between the cluster's kubelets: the
+// node name, its address (where kube-apiserver reaches kubelet for exec,
+// logs, attach and port-forward), its kubeconfig, its cgroupRoot, and the
+// command prefix that runs it in its node's namespaces (nil: this host's).
+type clusterKubeletNode struct {
+	name, ip, kubeconfig, cgroupRoot string
+	prefix                           []string
+}
+
+// clusterNodeOne is the host's kubelet. Its address: kubelet refuses a
+// loopback one, so the test bed bridge's (the pods' gateway) on this host.
+var clusterNodeOne = clusterKubeletNode{name: kubeletNode, ip: clusterNodeIP,
+	kubeconfig: filepath.Join(clusterPKI, "kubelet.kubeconfig"), cgroupRoot: kubeletCgroup}
+
+// startClusterKubelet starts the host's kubelet against crimux at endpoint.
 func startClusterKubelet(t *testing.T, k8s, endpoint string) *kubeletRun {
+	t.Helper()
+	return startClusterKubeletOn(t, k8s, endpoint, clusterNodeOne)
+}
+
+// startClusterKubeletOn starts node n's kubelet against crimux at endpoint
+// that registers with the test bed's API server; it is up once its node
+// is Ready.
+func startClusterKubeletOn(t *testing.T, k8s, endpoint string, n clusterKubeletNode) *kubeletRun {
 	t.Helper()
 	return startKubeletWith(t, filepath.Join(k8s, "kubelet"), kubeletSetup{
 		config: func(k *kubeletRun) string {
-			return fmt.Sprintf(clusterKubeletConfig, endpoint, kubeletCgroup, k.port,
+			return fmt.Sprintf(clusterKubeletConfig, endpoint, n.cgroupRoot, k.port,
 				filepath.Join(k.dir, "logs"), filepath.Join(k.dir, "volume-plugins"), filepath.Join(clusterPKI, "ca.crt"))
 		},
-		// The node's address, where kube-apiserver reaches kubelet for
-		// exec, logs, attach and port-forward: kubelet refuses a loopback
-		// one, so the test bed bridge's (the pods' gateway) on this host.
-		args: []string{"--kubeconfig", filepath.Join(clusterPKI, "kubelet.kubeconfig"), "--node-ip", clusterNodeIP},
-		ready: func(*kubeletRun) error {
-			out, err := kubectlErr(k8s, "get", "node", kubeletNode, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
-			if err == nil && out != "True" {
-				err = fmt.Errorf("node %s Ready=%q", kubeletNode, out)
-			}
-			return err
-		},
+		args:   []string{"--kubeconfig", n.kubeconfig, "--node-ip", n.ip},
+		ready:  func(*kubeletRun) error { return nodeReady(k8s, n.name) },
+		node:   n.name,
+		prefix: n.prefix,
+		addr:   n.ip,
 	})
+}
+
+// nodeReady is nil once the API server has the node Ready.
+func nodeReady(k8s, node string) error {
+	out, err := kubectlErr(k8s, "get", "node", node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	if err == nil && out != "True" {
+		err = fmt.Errorf("node %s Ready=%q", node, out)
+	}
+	return err
 }
 
 // kubectlErr runs the test bed's kubectl as the cluster admin.
@@ -211,16 +235,17 @@ func (p clusterPod) runningID() (string, int, error) {
 
 // startClusterNode starts the test's node of the bed's cluster: crimux
 // (TCG, the kubelet wrapper's placement, the node agent on, more [libvirt]
-// settings in libvirt) with images pulled, and a kubelet registered
-// against it; the test's namespace is made. Pods crimux holds at the end
-// are removed.
+// settings in libvirt: TOML lines ending in a newline, which may open
+// sections of [libvirt]'s own, e.g. migrationSection(1, ...)) with images
+// pulled, and a kubelet registered against it; the test's namespace is
+// made. Pods crimux holds at the end are removed.
 func startClusterNode(t *testing.T, k8s, libvirt string, images ...string) *daemonRun {
 	t.Helper()
 	wrapper := installKubeletWrapper(t)
 	prepareKubeletCgroups(t)
 	c := startDaemon(t, fmt.Sprintf("[libvirt]\nemulator = %q\nplacement_socket = %q\n%s[kubernetes]\nkubeconfig = %q\nnode_name = %q\n",
 		wrapper, kubeletPlacementSocket, libvirt, filepath.Join(clusterPKI, "crimux.kubeconfig"), kubeletNode), nil, "--vm-accel", "tcg")
-	t.Cleanup(func() { removeClusterPods(c) })
+	t.Cleanup(func() { removeClusterPods(c.crimux) })
 	for _, image := range images {
 		if out, err := c.crictlTimeout(10*time.Minute, "pull", image); err != nil {
 			t.Fatalf("crictl pull %s: %v\n%s", image, err, out)

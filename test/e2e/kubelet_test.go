@@ -2,16 +2,19 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -150,6 +153,7 @@ type kubeletRun struct {
 	dir       string
 	manifests string
 	port      int
+	addr      string // where it serves port, for pods()
 	logPath   string
 	client    *http.Client
 }
@@ -322,11 +326,17 @@ func TestKubeletMixedPods(t *testing.T) {
 
 // kubeletSetup is what differs between the standalone kubelet and a
 // cluster's: its KubeletConfiguration (rendered once its directory and
-// port are known), extra flags, and when it counts as up.
+// port are known), extra flags, and when it counts as up; and between the
+// cluster's nodes: the node name ("": kubeletNode), the command prefix that
+// runs kubelet in another node's namespaces (test/bed/node2-exec.sh; nil:
+// this host's), and the address it serves on there ("": 127.0.0.1).
 type kubeletSetup struct {
 	config func(k *kubeletRun) string
 	args   []string
 	ready  func(k *kubeletRun) error
+	node   string
+	prefix []string
+	addr   string
 }
 
 // startKubelet starts a standalone kubelet (TESTBED.md: kubeletConfig)
@@ -350,7 +360,9 @@ func startKubeletWith(t *testing.T, bin string, setup kubeletSetup) *kubeletRun 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	k := &kubeletRun{t: t, dir: dir, manifests: filepath.Join(dir, "manifests"), port: freePort(t), logPath: filepath.Join(dir, "kubelet.log"),
+	node, addr := cmp.Or(setup.node, kubeletNode), cmp.Or(setup.addr, "127.0.0.1")
+	// (A port free here is free in another node's network namespace too.)
+	k := &kubeletRun{t: t, dir: dir, manifests: filepath.Join(dir, "manifests"), port: freePort(t), addr: addr, logPath: filepath.Join(dir, "kubelet.log"),
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}}
 	for _, d := range []string{"manifests", "root", "logs", "volume-plugins", "cwd"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -366,13 +378,14 @@ func startKubeletWith(t *testing.T, bin string, setup kubeletSetup) *kubeletRun 
 	}
 	// Niced: the machine is small and crimux, containerd and qemu matter more.
 	// kubelet puts its device plugin socket in /var/lib/kubelet whatever
-	// --root-dir says: remove that directory again if kubelet made it.
-	if _, err := os.Stat("/var/lib/kubelet"); os.IsNotExist(err) {
+	// --root-dir says: remove that directory again if kubelet made it
+	// (node two's is its own, test/bed/node2-up.sh's).
+	if _, err := os.Stat("/var/lib/kubelet"); os.IsNotExist(err) && setup.prefix == nil {
 		t.Cleanup(func() { os.RemoveAll("/var/lib/kubelet") })
 	}
-	k.cmd = exec.Command("nice", append([]string{"-n", "10", bin, "--config", filepath.Join(dir, "kubelet.yaml"),
+	k.cmd = commandIn(setup.prefix, "nice", append([]string{"-n", "10", bin, "--config", filepath.Join(dir, "kubelet.yaml"),
 		"--root-dir", filepath.Join(dir, "root"), "--cert-dir", filepath.Join(dir, "pki"),
-		"--hostname-override", kubeletNode, "--v=2"}, setup.args...)...)
+		"--hostname-override", node, "--v=2"}, setup.args...)...)
 	// Run kubelet in an empty directory of its own: when kubelet removes a
 	// container whose status has no log_path (one a CRI client made without
 	// a log directory), its log manager's Clean removes every match of
@@ -387,7 +400,7 @@ func startKubeletWith(t *testing.T, bin string, setup kubeletSetup) *kubeletRun 
 	}
 	t.Cleanup(func() {
 		k.stop()
-		unmountUnder(dir) // kubelet bind-mounts its root dir onto itself
+		unmountUnderIn(setup.prefix, dir) // kubelet bind-mounts its root dir onto itself
 		logFile.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(k.logPath)
@@ -421,7 +434,7 @@ func (k *kubeletRun) stop() {
 
 // pods returns kubelet's pods by name.
 func (k *kubeletRun) pods() (map[string]kubeletPod, error) {
-	resp, err := k.client.Get(fmt.Sprintf("https://127.0.0.1:%d/pods", k.port))
+	resp, err := k.client.Get(fmt.Sprintf("https://%s/pods", net.JoinHostPort(k.addr, strconv.Itoa(k.port))))
 	if err != nil {
 		return nil, err
 	}
@@ -595,9 +608,13 @@ func checkKubeletMetrics(t *testing.T, addr string) {
 // The bed's qemu wrapper asks /run/crimux/placement.sock, which every
 // crimux of the other tests serves too; this test's crimux and wrapper use
 // a socket of their own (as test/bench does), so nothing else running on
-// the machine can refuse its VM.
+// the machine can refuse its VM. In /run/crimux, which node two of the bed
+// binds a dir of its own over (test/bed/node2-up.sh): the one wrapper
+// reaches each node's own crimux, node two's too, and a VM that migrates
+// between the cluster's two nodes, keeping its <emulator>, is placed by
+// the crimux of the node it runs on.
 const (
-	kubeletPlacementSocket = "/run/crimux-testbed/kubelet-e2e-placement.sock"
+	kubeletPlacementSocket = "/run/crimux/kubelet-e2e-placement.sock"
 	kubeletWrapper         = "/usr/local/lib/crimux/crimux-qemu-wrapper-kubelet-e2e"
 )
 
@@ -649,7 +666,13 @@ func scrapeMetrics(t *testing.T, addr string) string {
 // it at the end.
 func prepareKubeletCgroups(t *testing.T) {
 	t.Helper()
-	for _, d := range cgroupDirs(kubeletCgroup) {
+	prepareCgroupRoot(t, kubeletCgroup)
+}
+
+// prepareCgroupRoot is prepareKubeletCgroups of another kubelet's root.
+func prepareCgroupRoot(t *testing.T, root string) {
+	t.Helper()
+	for _, d := range cgroupDirs(root) {
 		if _, err := os.Stat(filepath.Join(filepath.Dir(d), "cgroup.procs")); err != nil {
 			continue // not a cgroup hierarchy
 		}
@@ -658,7 +681,7 @@ func prepareKubeletCgroups(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() {
-		for _, d := range cgroupDirs(kubeletCgroup) {
+		for _, d := range cgroupDirs(root) {
 			removeCgroupDirs(d)
 		}
 	})
@@ -677,6 +700,26 @@ func removeCgroupDirs(root string) {
 	for i := len(dirs) - 1; i >= 0; i-- {
 		_ = syscall.Rmdir(dirs[i])
 	}
+}
+
+// commandIn is exec.Command run through prefix (another node's
+// namespaces: test/bed/node2-exec.sh); nil: as it is.
+func commandIn(prefix []string, name string, args ...string) *exec.Cmd {
+	if len(prefix) == 0 {
+		return exec.Command(name, args...)
+	}
+	return exec.Command(prefix[0], append(append(prefix[1:len(prefix):len(prefix)], name), args...)...)
+}
+
+// unmountUnderIn is unmountUnder in the mount namespace prefix enters
+// (test/bed/node2-exec.sh: node two's, whose mounts this one does not see).
+func unmountUnderIn(prefix []string, dir string) {
+	if len(prefix) == 0 {
+		unmountUnder(dir)
+		return
+	}
+	const script = `findmnt -rn -o TARGET | awk -v d="$1" '$0 == d || index($0, d "/") == 1' | sort -r | xargs -r -n1 umount -l`
+	_ = commandIn(prefix, "sh", "-c", script, "sh", dir).Run()
 }
 
 // unmountUnder detaches every mount at or below dir, deepest first.

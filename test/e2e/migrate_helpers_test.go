@@ -41,27 +41,34 @@ func requireNode2(t *testing.T) {
 	}
 }
 
+// node2VMIDBase is node two's vm_id_base: its VMs run as uids of another
+// range than node one's, as on another machine.
+const node2VMIDBase = config.DefaultVMIDBase + config.DefaultVMIDCount
+
 // migrationConfig writes a crimux config of node n (1 or 2) that sends
-// and receives VMs; node two's VMs run as uids of another range, as on
-// another machine.
+// and receives VMs, its migration section with extra (TOML lines).
 func migrationConfig(t *testing.T, n int, extra string) string {
-	addr, pki, base := node2.addr1, node2.pki1, uint32(config.DefaultVMIDBase)
+	base := uint32(config.DefaultVMIDBase)
 	if n == 2 {
-		addr, pki, base = node2.addr2, node2.pki2, config.DefaultVMIDBase+config.DefaultVMIDCount
+		base = node2VMIDBase
 	}
 	path := filepath.Join(t.TempDir(), fmt.Sprintf("node%d.toml", n))
-	body := fmt.Sprintf(`[libvirt]
-vm_id_base = %d
-
-[libvirt.migration]
-address = "%s:7345"
-libvirt_uri = "qemu+tls://%s/system"
-pki_dir = %q
-%s`, base, addr, addr, pki, extra)
+	body := fmt.Sprintf("[libvirt]\nvm_id_base = %d\n\n%s", base, migrationSection(n, extra))
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// migrationSection is node n's (1 or 2) [libvirt.migration] section, extra
+// (TOML lines) at its end: where it carries migrating VMs' streams, how
+// the other node's libvirtd reaches its own, its key pair.
+func migrationSection(n int, extra string) string {
+	addr, pki := node2.addr1, node2.pki1
+	if n == 2 {
+		addr, pki = node2.addr2, node2.pki2
+	}
+	return fmt.Sprintf("[libvirt.migration]\naddress = \"%s:7345\"\nlibvirt_uri = \"qemu+tls://%s/system\"\npki_dir = %q\n%s", addr, addr, pki, extra)
 }
 
 // node2Virsh runs virsh against node two's libvirtd.

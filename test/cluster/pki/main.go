@@ -9,10 +9,11 @@
 //	admin.kubeconfig                system:masters (the tests' kubectl)
 //	kubelet.kubeconfig              system:node:<node> in system:nodes
 //	crimux.kubeconfig               crimux's node agent (its own user; RBAC in test/cluster/rbac.yaml)
-//	<other>/kubelet.kubeconfig,     with -other-node NAME=URL: a second node's two (the
-//	<other>/crimux.kubeconfig       cgroup-v2 node VM's, which reaches kube-apiserver at URL)
+//	<other>/kubelet.kubeconfig,     with -other-node NAME=URL (repeatable): another node's two
+//	<other>/crimux.kubeconfig       (the cgroup-v2 node VM's, the test bed's node two), for
+//	                                kube-apiserver at URL
 //
-// Run as `go run ./test/cluster/pki -dir DIR -node NAME -server URL [-other-node NAME=URL]`.
+// Run as `go run ./test/cluster/pki -dir DIR -node NAME -server URL [-other-node NAME=URL]...`.
 package main
 
 import (
@@ -31,6 +32,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -46,28 +48,49 @@ func main() {
 	dir := flag.String("dir", "", "output directory")
 	node := flag.String("node", "", "the kubelet's node name")
 	server := flag.String("server", "https://127.0.0.1:16443", "kube-apiserver URL for the kubeconfigs")
-	other := flag.String("other-node", "", "NAME=URL: a second node's kubelet and node agent kubeconfigs in DIR/NAME/, for kube-apiserver at URL (an IP in the serving certificate)")
+	var others []otherNode
+	flag.Func("other-node", "NAME=URL, repeatable: another node's kubelet and node agent kubeconfigs in DIR/NAME/, for kube-apiserver at URL (an IP in the serving certificate)", func(v string) error {
+		o, err := parseOtherNode(v)
+		if err == nil {
+			others = append(others, o)
+		}
+		return err
+	})
 	flag.Parse()
 	if *dir == "" || *node == "" {
 		log.Fatal("pki: -dir and -node are required")
 	}
-	if err := run(*dir, *node, *server, *other); err != nil {
+	if err := run(*dir, *node, *server, others); err != nil {
 		log.Fatalf("pki: %v", err)
 	}
 }
 
-func run(dir, node, server, other string) error {
+// otherNode is a node other than -node: its name and the URL its kubelet
+// and node agent reach kube-apiserver at.
+type otherNode struct {
+	name, url string
+	ip        net.IP
+}
+
+// parseOtherNode parses NAME=URL; NAME becomes a directory of DIR.
+func parseOtherNode(v string) (otherNode, error) {
+	name, raw, _ := strings.Cut(v, "=")
+	u, err := url.Parse(raw)
+	if err != nil || name == "" || strings.ContainsRune(name, '/') || strings.HasPrefix(name, ".") || net.ParseIP(u.Hostname()) == nil {
+		return otherNode{}, fmt.Errorf("%q: want NAME=https://IP:PORT", v)
+	}
+	return otherNode{name: name, url: raw, ip: net.ParseIP(u.Hostname())}, nil
+}
+
+func run(dir, node, server string, others []otherNode) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	otherName, otherURL, _ := strings.Cut(other, "=")
 	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 96, 0, 1)}
-	if other != "" {
-		u, err := url.Parse(otherURL)
-		if err != nil || otherName == "" || net.ParseIP(u.Hostname()) == nil {
-			return fmt.Errorf("-other-node %q: want NAME=https://IP:PORT", other)
+	for _, o := range others {
+		if !slices.ContainsFunc(ips, o.ip.Equal) {
+			ips = append(ips, o.ip)
 		}
-		ips = append(ips, net.ParseIP(u.Hostname()))
 	}
 	ca, caKey, err := newCA()
 	if err != nil {
@@ -102,13 +125,22 @@ func run(dir, node, server, other string) error {
 	if err := writeKubeconfigs(dir, server, ca, caKey, ids); err != nil {
 		return err
 	}
-	if other == "" {
-		return nil
+	for _, o := range others {
+		if err := writeOtherNode(dir, o, ca, caKey); err != nil {
+			return err
+		}
 	}
-	if err := os.MkdirAll(filepath.Join(dir, otherName), 0o700); err != nil {
+	return nil
+}
+
+// writeOtherNode writes another node's kubelet and node agent kubeconfigs
+// into DIR/NAME, for kube-apiserver at the node's URL.
+func writeOtherNode(dir string, o otherNode, ca *x509.Certificate, caKey *ecdsa.PrivateKey) error {
+	d := filepath.Join(dir, o.name)
+	if err := os.MkdirAll(d, 0o700); err != nil {
 		return err
 	}
-	return writeKubeconfigs(filepath.Join(dir, otherName), otherURL, ca, caKey, nodeIdentities(otherName))
+	return writeKubeconfigs(d, o.url, ca, caKey, nodeIdentities(o.name))
 }
 
 // nodeIdentities are a node's kubelet and crimux node agent.
