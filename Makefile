@@ -36,6 +36,7 @@ all: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/crimux ./cmd/crimux
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/crimuxctl ./cmd/crimuxctl
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-crimux ./cmd/kubectl-crimux
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/crimux-qemu-wrapper ./cmd/crimux-qemu-wrapper
 
 install: dist-tree
@@ -50,6 +51,7 @@ dist: dist-tree
 dist-tree:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/static/crimux ./cmd/crimux
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/static/crimuxctl ./cmd/crimuxctl
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/static/kubectl-crimux ./cmd/kubectl-crimux
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/static/crimux-qemu-wrapper ./cmd/crimux-qemu-wrapper
 	./hack/dist.sh $(DIST) $(VERSION) $(BIN)/static
 
@@ -125,12 +127,15 @@ e2e-guest-instant: build bed
 # e2e-migrate: live migration (issue 42) between node one (the host's
 # libvirtd) and node two of the test bed (test/bed/node2-up.sh: its own
 # libvirtd in namespaces of its own, TLS between the two): a VM pod moved
-# with crimuxctl vm migrate, its memory, disk and processes intact. Node
-# two is taken down afterwards, whatever the tests gave.
+# with crimuxctl vm migrate, its memory, disk and processes intact; and
+# the bed's cluster (test/cluster, as e2e-cluster) with a kubelet on each
+# node (test/e2e/cluster_node2_test.go). Node two and the cluster are
+# taken down afterwards, whatever the tests gave.
 e2e-migrate: build bed
-	TESTBED=$(TESTBED) ./test/bed/node2-up.sh
-	{ CRIMUX_MIGRATE=1 $(E2E_ENV) $(GO) test -race -count=1 -v -timeout 20m -run '^TestVMMigrate' ./test/e2e/; \
-	  rc=$$?; TESTBED=$(TESTBED) ./test/bed/node2-down.sh; exit $$rc; }
+	k8s=$$(TESTBED=$(TESTBED) ./test/k8s/build.sh) && \
+	{ TESTBED=$(TESTBED) ./test/cluster/up.sh && TESTBED=$(TESTBED) ./test/bed/node2-up.sh && \
+	  CRIMUX_MIGRATE=1 CRIMUX_K8S=$$k8s $(E2E_ENV) $(GO) test -race -count=1 -v -timeout 25m -run '^TestVMMigrate' ./test/e2e/; \
+	  rc=$$?; TESTBED=$(TESTBED) ./test/bed/node2-down.sh; TESTBED=$(TESTBED) ./test/cluster/down.sh; exit $$rc; }
 
 # e2e-vm-storage: a VM pod's storage (issue 15) through crimux with crictl:
 # a loop device as a virtio-blk disk, host directories as virtio-fs shares

@@ -5,6 +5,7 @@
 # root, dated by the commit) with its SHA256SUMS inside and beside it.
 #
 #   bin/crimux, bin/crimuxctl          static (CGO_ENABLED=0)
+#   bin/kubectl-crimux                 static: kubectl's plugin (kubectl crimux migrate)
 #   lib/crimux/crimux-qemu-wrapper     every domain's <emulator>
 #   systemd/crimux.service             the unit (install.sh sets its paths)
 #   systemd/kubelet-crimux.conf        kubelet's drop-in: endpoints, order
@@ -16,7 +17,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 name=crimux-$version-linux-amd64
 tree=$out/$name
 rm -rf "$tree" && mkdir -p "$tree"/{bin,lib/crimux,systemd,share/crimux}
-install -m 0755 "$bin/crimux" "$bin/crimuxctl" "$tree/bin/"
+install -m 0755 "$bin/crimux" "$bin/crimuxctl" "$bin/kubectl-crimux" "$tree/bin/"
 install -m 0755 "$bin/crimux-qemu-wrapper" "$tree/lib/crimux/"
 install -m 0644 "$repo/systemd/crimux.service" "$repo/systemd/kubelet-crimux.conf" "$tree/systemd/"
 install -m 0644 "$repo"/systemd/{runtimeclass-vm,crimux-node-agent-rbac,crimux-node-agent-policy}.yaml "$tree/share/crimux/"

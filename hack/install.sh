@@ -21,7 +21,7 @@ UNITDIR=${UNITDIR:-$PREFIX/lib/systemd/system}
 
 install -d "$DESTDIR$PREFIX/bin" "$DESTDIR$PREFIX/lib/crimux" "$DESTDIR$UNITDIR" \
 	"$DESTDIR$PREFIX/share/crimux" "$DESTDIR$SYSCONFDIR/crimux" "$DESTDIR$SYSCONFDIR/systemd/system/kubelet.service.d"
-install -m 0755 "$here/bin/crimux" "$here/bin/crimuxctl" "$DESTDIR$PREFIX/bin/"
+install -m 0755 "$here/bin/crimux" "$here/bin/crimuxctl" "$here/bin/kubectl-crimux" "$DESTDIR$PREFIX/bin/"
 install -m 0755 "$here/lib/crimux/crimux-qemu-wrapper" "$DESTDIR$PREFIX/lib/crimux/"
 config_flag=""
 [ "$SYSCONFDIR" = /etc ] || config_flag=" --config $SYSCONFDIR/crimux/config.toml"

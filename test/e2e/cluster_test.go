@@ -244,10 +244,18 @@ func requireSSHBanner(t *testing.T, k8s, pod string) {
 // network namespace, pod cgroup or IP of them.
 func requireDeleteLeavesNothing(t *testing.T, c *daemonRun, k8s string, vm clusterPod, vmID string) {
 	t.Helper()
-	domain := domainOf(vmID)
 	vmSandbox := c.crictl("pods", "--namespace", clusterNamespace, "--name", "vm", "-q")
 	net := snapshotPodNet(t, c.crimux, vmSandbox)
 	kubectl(t, k8s, "-n", clusterNamespace, "delete", "pod", "vm", "ctr", "--timeout", "5m")
+	requireVMPodLeftNothing(t, c, vm, vmID, net)
+}
+
+// requireVMPodLeftNothing: once the VM pod vm is deleted, crimux c holds
+// no sandbox of the test's namespace, nor the pod's domain, VM or pod
+// directory, network namespace, pod cgroup or IP (net, taken before).
+func requireVMPodLeftNothing(t *testing.T, c *daemonRun, vm clusterPod, vmID string, net *podNetSnapshot) {
+	t.Helper()
+	domain := domainOf(vmID)
 	waitSandboxesGone(t, c, clusterNamespace)
 	if out := virsh(t, "list", "--all", "--name"); strings.Contains(out, domain) {
 		t.Fatalf("domain %s still defined after kubectl delete", domain)
@@ -275,7 +283,7 @@ func requireDeleteLeavesNothing(t *testing.T, c *daemonRun, k8s string, vm clust
 
 // removeClusterPods removes, through crimux, whatever pods of the cluster
 // tests a failed run left behind.
-func removeClusterPods(c *daemonRun) {
+func removeClusterPods(c *crimux) {
 	out, _ := c.crictlErr("pods", "--namespace", clusterNamespace, "-q")
 	for _, id := range strings.Fields(out) {
 		_, _ = c.crictlErr("rmp", "-f", id)

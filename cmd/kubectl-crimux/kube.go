@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+)
+
+const fieldManager = "kubectl-crimux"
+
+// annotationPatch is a JSON merge patch of a pod's annotations (nil:
+// remove the key) carrying the pod's UID, so that it fails on another pod
+// of that name (nodeagent/kube.go patches so too).
+func annotationPatch(uid types.UID, changes map[string]*string) ([]byte, error) {
+	type meta struct {
+		UID         types.UID          `json:"uid,omitempty"`
+		Annotations map[string]*string `json:"annotations"`
+	}
+	return json.Marshal(struct {
+		Metadata meta `json:"metadata"`
+	}{meta{uid, changes}})
+}
+
+// patchAnnotations applies changes to pod's annotations, retrying what
+// the API server may answer otherwise next time.
+func patchAnnotations(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, changes map[string]*string) (*corev1.Pod, error) {
+	patch, err := annotationPatch(pod.UID, changes)
+	if err != nil {
+		return nil, err
+	}
+	var patched *corev1.Pod
+	err = retry.OnError(retry.DefaultBackoff, transient, func() error {
+		patched, err = c.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch,
+			metav1.PatchOptions{FieldManager: fieldManager})
+		return err
+	})
+	return patched, err
+}
+
+// transient: an error the same request may not meet again.
+func transient(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err)
+}
+
+// deletePod deletes pod (that one: its UID is a precondition) with its
+// default grace period; gone already is no error.
+func deletePod(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) error {
+	opts := metav1.DeleteOptions{}
+	if pod.UID != "" {
+		opts.Preconditions = metav1.NewUIDPreconditions(string(pod.UID))
+	}
+	err := retry.OnError(retry.DefaultBackoff, transient, func() error {
+		return c.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, opts)
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// waitGone waits until pod is gone (or another has its name), at most
+// timeout; it reports whether it went.
+func waitGone(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, timeout time.Duration) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		cur, err := c.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return true, nil
+		case err != nil:
+			return false, nil
+		}
+		return pod.UID != "" && cur.UID != pod.UID, nil
+	})
+	if wait.Interrupted(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// podEvent is a pod as watchPod last saw it.
+type podEvent struct {
+	name string
+	pod  *corev1.Pod // nil: there is no such pod
+	err  error       // the watch cannot go on
+}
+
+// watchPod sends pod ns/name to out as it is now, then each time it
+// changes, until ctx ends: a list then a watch from the list's version,
+// with the field selector metadata.name (and the name checked, as the
+// fake clientset does not select), listed again whenever the watch ends.
+func watchPod(ctx context.Context, c kubernetes.Interface, ns, name string, out chan<- podEvent) {
+	pods := c.CoreV1().Pods(ns)
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	send := func(e podEvent) bool {
+		select {
+		case out <- e:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Cap: 10 * time.Second, Steps: 1 << 30}
+	again := func(err error) bool {
+		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			send(podEvent{name: name, err: err})
+			return false
+		}
+		select {
+		case <-time.After(backoff.Step()):
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for ctx.Err() == nil {
+		list, err := pods.List(ctx, metav1.ListOptions{FieldSelector: selector})
+		if err != nil {
+			if !again(err) {
+				return
+			}
+			continue
+		}
+		var pod *corev1.Pod
+		for i := range list.Items {
+			if list.Items[i].Name == name {
+				pod = &list.Items[i]
+			}
+		}
+		if !send(podEvent{name: name, pod: pod}) {
+			return
+		}
+		w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: selector, ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true})
+		if err != nil {
+			if !again(err) {
+				return
+			}
+			continue
+		}
+		err = follow(ctx, w, name, send)
+		w.Stop()
+		expired := apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
+		if err != nil && !expired && !again(err) {
+			return
+		}
+	}
+}
+
+// follow sends the pod's changes until the watch ends (an error
+// event's error) or ctx does.
+func follow(ctx context.Context, w watch.Interface, name string, send func(podEvent) bool) error {
+	for {
+		var ev watch.Event
+		var ok bool
+		select {
+		case ev, ok = <-w.ResultChan():
+			if !ok {
+				return nil
+			}
+		case <-ctx.Done():
+			return nil
+		}
+		switch ev.Type {
+		case watch.Error:
+			return apierrors.FromObject(ev.Object)
+		case watch.Added, watch.Modified, watch.Deleted:
+			pod, isPod := ev.Object.(*corev1.Pod)
+			if !isPod || pod.Name != name {
+				continue
+			}
+			if ev.Type == watch.Deleted {
+				pod = nil
+			}
+			if !send(podEvent{name: name, pod: pod}) {
+				return nil
+			}
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/crimux/crimux/nodeagent"
+)
+
+// mirrorAnnotation marks a static pod's mirror: kubelet owns the pod.
+const mirrorAnnotation = "kubernetes.io/config.mirror"
+
+// preflight gets S and refuses, before anything is changed, a migration
+// that cannot be: S is not a running VM pod on another node than the
+// target, is itself a migration's target, is being migrated already, or
+// the target node is missing, not Ready or cordoned.
+func (m *migration) preflight(ctx context.Context) (*corev1.Pod, error) {
+	s, err := m.client.CoreV1().Pods(m.ns).Get(ctx, m.pod, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("pod %s/%s not found", m.ns, m.pod)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get pod %s/%s: %w", m.ns, m.pod, err)
+	}
+	name := m.ns + "/" + m.pod
+	from, isTarget := s.Annotations[nodeagent.AnnotationMigrateFrom]
+	switch {
+	case s.DeletionTimestamp != nil:
+		return nil, fmt.Errorf("pod %s is being deleted", name)
+	case isTarget && !arrived(s):
+		return nil, fmt.Errorf("pod %s is itself a migration's target (%s: %s) whose VM has not arrived: it cannot be migrated", name, nodeagent.AnnotationMigrateFrom, from)
+	case s.Status.Phase != corev1.PodRunning:
+		return nil, fmt.Errorf("pod %s is %s, not Running: only a running VM can be migrated", name, phaseName(s.Status.Phase))
+	case s.Spec.NodeName == "":
+		return nil, fmt.Errorf("pod %s is on no node (spec.nodeName is empty)", name)
+	case s.Spec.NodeName == m.node:
+		return nil, fmt.Errorf("pod %s runs on %s already", name, m.node)
+	case s.Annotations[mirrorAnnotation] != "":
+		return nil, fmt.Errorf("pod %s is the mirror of a static pod of %s: kubelet, not the API, owns it", name, s.Spec.NodeName)
+	case s.Spec.RuntimeClassName == nil || *s.Spec.RuntimeClassName == "":
+		return nil, fmt.Errorf("pod %s has no runtimeClassName: it is not a VM pod (crimux runs those under a RuntimeClass such as vm)", name)
+	}
+	if err := m.noMigrationUnderWay(ctx, s); err != nil {
+		return nil, err
+	}
+	if err := m.nodeReady(ctx); err != nil {
+		return nil, err
+	}
+	if ref := metav1.GetControllerOf(s); ref != nil {
+		m.eprintf("warning: pod %s is managed by %s %s; its target pod will not be, though it has the same labels", name, ref.Kind, ref.Name)
+	}
+	return s, nil
+}
+
+// arrived: target pod p's VM arrived, as its own finish says (for the
+// token of its own migration-target, made for its migrate-from): it is a
+// VM pod like any other now, which may move on (the node agents take it
+// so: nodeagent's pass.arriving). A pod moved otherwise (crimuxctl vm
+// migrate) has no such record and is refused.
+func arrived(p *corev1.Pod) bool {
+	var tgt nodeagent.MigrationTarget
+	var fin nodeagent.MigrationFinish
+	okT, errT := nodeagent.DecodeAnnotation(p.Annotations, nodeagent.AnnotationMigrationTarget, &tgt)
+	okF, errF := nodeagent.DecodeAnnotation(p.Annotations, nodeagent.AnnotationMigrationFinish, &fin)
+	return okT && okF && errT == nil && errF == nil && tgt.Token != "" &&
+		tgt.Source == p.Annotations[nodeagent.AnnotationMigrateFrom] && fin.Token == tgt.Token && fin.Phase == nodeagent.MigrationSucceeded
+}
+
+// noMigrationUnderWay refuses S if its migrate-to names a target pod of
+// it that is still there: another kubectl crimux migrate runs, or one was
+// killed before it could clean up.
+func (m *migration) noMigrationUnderWay(ctx context.Context, s *corev1.Pod) error {
+	to := s.Annotations[nodeagent.AnnotationMigrateTo]
+	if to == "" {
+		return nil
+	}
+	t, err := m.client.CoreV1().Pods(m.ns).Get(ctx, to, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil // an earlier attempt's, cleared when this one starts
+	case err != nil:
+		return fmt.Errorf("get pod %s/%s (%s of pod %s): %w", m.ns, to, nodeagent.AnnotationMigrateTo, s.Name, err)
+	case t.DeletionTimestamp == nil && t.Annotations[nodeagent.AnnotationMigrateFrom] == m.ns+"/"+s.Name:
+		return fmt.Errorf("pod %s/%s is being migrated already, to pod %s (%s); if no kubectl crimux migrate of it runs, delete that pod first: kubectl delete pod -n %s %s",
+			m.ns, s.Name, to, nodeagent.AnnotationMigrateTo, m.ns, to)
+	}
+	return nil
+}
+
+// nodeReady refuses a target node that is missing, not Ready or
+// cordoned: T is bound to it directly, past the scheduler's checks.
+func (m *migration) nodeReady(ctx context.Context) error {
+	n, err := m.client.CoreV1().Nodes().Get(ctx, m.node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("node %s not found", m.node)
+	}
+	if err != nil {
+		return fmt.Errorf("get node %s: %w", m.node, err)
+	}
+	var ready *corev1.NodeCondition
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			ready = &n.Status.Conditions[i]
+		}
+	}
+	switch {
+	case ready == nil:
+		return fmt.Errorf("node %s is not Ready (it reports no Ready condition)", m.node)
+	case ready.Status != corev1.ConditionTrue:
+		return fmt.Errorf("node %s is not Ready (Ready=%s%s)", m.node, ready.Status, prefixed(": ", join(ready.Reason, ready.Message)))
+	case n.Spec.Unschedulable:
+		return fmt.Errorf("node %s is cordoned (unschedulable): uncordon it first (kubectl uncordon %s)", m.node, m.node)
+	}
+	return nil
+}
+
+func phaseName(p corev1.PodPhase) string {
+	if p == "" {
+		return "Pending"
+	}
+	return string(p)
+}
+
+func prefixed(prefix, s string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s
+}
