@@ -1,25 +1,9 @@
 package nodeagent
 
 import (
+	"github.com/crimux/crimux/kubeapi"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 	"github.com/crimux/crimux/vmtypes"
-)
-
-// Request annotations, set by users.
-const (
-	AnnotationPowerState      = "crimux.io/power-state"
-	AnnotationRebootRequest   = "crimux.io/reboot-request"
-	AnnotationSnapshotRequest = "crimux.io/snapshot-request"
-	AnnotationRestoreRequest  = "crimux.io/restore-request"
-)
-
-// Result annotations, written by the agent.
-const (
-	AnnotationObservedPowerState = "crimux.io/observed-power-state"
-	AnnotationPowerStateError    = "crimux.io/power-state-error"
-	AnnotationRebootResult       = "crimux.io/reboot-result"
-	AnnotationSnapshotResult     = "crimux.io/snapshot-result"
-	AnnotationRestoreResult      = "crimux.io/restore-result"
 )
 
 // Event reasons.
@@ -40,10 +24,10 @@ const (
 // requestAnnotations are the annotations that make a pod the agent's
 // business: a pod with none of them is never looked at further. The
 // migration's two (set by kubectl crimux migrate) make a pod a source or
-// a target (migrate_annotations.go).
+// a target (kubeapi/migration.go).
 var requestAnnotations = []string{
-	AnnotationPowerState, AnnotationRestoreRequest, AnnotationSnapshotRequest, AnnotationRebootRequest,
-	AnnotationMigrateTo, AnnotationMigrateFrom,
+	kubeapi.AnnotationPowerState, kubeapi.AnnotationRestoreRequest, kubeapi.AnnotationSnapshotRequest, kubeapi.AnnotationRebootRequest,
+	kubeapi.AnnotationMigrateTo, kubeapi.AnnotationMigrateFrom,
 }
 
 // hasRequests reports whether a pod carries any request annotation.

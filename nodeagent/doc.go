@@ -88,7 +88,7 @@
 //
 // kubectl crimux migrate moves a VM pod's VM to a new pod T on another
 // node through the two nodes' agents; its plugin copies each agent's
-// answer to the other pod (migrate_annotations.go has the nine steps,
+// answer to the other pod (kubeapi/migration.go has the nine steps,
 // keys and JSON values). crimux.io/migrate-to on the source pod S and
 // crimux.io/migrate-from on T are requests like the others. S's agent
 // writes migration-source (GetMigrationSource, for the target named;

@@ -2,13 +2,13 @@ package nodeagent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/crimux/crimux/kubeapi"
 )
 
 // Who the agent's events say reported them.
@@ -38,7 +38,7 @@ type podWriter struct {
 // patch carries the pod's UID too: UIDs are immutable, so the patch fails
 // (Invalid) rather than land on a pod of the same name created since.
 func (w podWriter) patchAnnotations(ctx context.Context, pod *corev1.Pod, changes map[string]*string) (string, error) {
-	patch, err := annotationPatch(pod.UID, changes)
+	patch, err := kubeapi.AnnotationPatch(pod.UID, changes)
 	if err != nil {
 		return "", err
 	}
@@ -47,16 +47,6 @@ func (w podWriter) patchAnnotations(ctx context.Context, pod *corev1.Pod, change
 		return "", fmt.Errorf("patch annotations of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	return patched.ResourceVersion, nil
-}
-
-func annotationPatch(uid types.UID, changes map[string]*string) ([]byte, error) {
-	type meta struct {
-		UID         types.UID          `json:"uid"`
-		Annotations map[string]*string `json:"annotations"`
-	}
-	return json.Marshal(struct {
-		Metadata meta `json:"metadata"`
-	}{meta{uid, changes}})
 }
 
 // recordEvent creates a core/v1 Event the way kubelet's recorder does

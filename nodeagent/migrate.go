@@ -7,10 +7,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/crimux/crimux/kubeapi"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 )
 
-// The agent's half of kubectl crimux migrate (migrate_annotations.go has
+// The agent's half of kubectl crimux migrate (kubeapi/migration.go has
 // the protocol): steps 2 and 6 on the source pod S (migrate_source.go,
 // migrate_run.go), 4 and 8 on the target pod T (migrate_target.go).
 
@@ -21,11 +22,11 @@ const progressEvery = 2 * time.Second
 
 // Event reasons of a migration.
 const (
-	ReasonMigrationPrepared = "MigrationPrepared" // T: ready to receive the VM
-	ReasonMigrationStarted  = "MigrationStarted"  // S: Migrate called
-	ReasonMigrated          = "Migrated"          // S: the VM left for T
-	ReasonMigrationArrived  = "MigrationArrived"  // T: the VM arrived
-	ReasonMigrationFailed   = "MigrationFailed"   // S or T: a step failed
+	ReasonMigrationPrepared = "MigrationPrepared"       // T: ready to receive the VM
+	ReasonMigrationStarted  = "MigrationStarted"        // S: Migrate called
+	ReasonMigrated          = "Migrated"                // S: the VM left for T
+	ReasonMigrationArrived  = "MigrationArrived"        // T: the VM arrived
+	ReasonMigrationFailed   = "kubeapi.MigrationFailed" // S or T: a step failed
 )
 
 // migrateKind keys a source's Migrate in its pod's record: the token of
@@ -94,7 +95,7 @@ func (r *reconciler) migrate(ctx context.Context, p *pass, vm *vmv1.VM) error {
 		}
 		return r.finish(ctx, p)
 	}
-	to, _ := p.current(AnnotationMigrateTo)
+	to, _ := p.current(kubeapi.AnnotationMigrateTo)
 	if to == "" {
 		return nil
 	}
@@ -115,16 +116,16 @@ func (r *reconciler) migrate(ctx context.Context, p *pass, vm *vmv1.VM) error {
 // (crimuxctl vm migrate) once its domain runs. Arrived, it is a VM pod
 // like any other, a source of its next move.
 func (p *pass) arriving() bool {
-	from, _ := p.current(AnnotationMigrateFrom)
+	from, _ := p.current(kubeapi.AnnotationMigrateFrom)
 	if from == "" {
 		return false
 	}
-	var tgt MigrationTarget
-	if !p.decode(AnnotationMigrationTarget, &tgt) || tgt.Source != from {
+	var tgt kubeapi.MigrationTarget
+	if !p.decode(kubeapi.AnnotationMigrationTarget, &tgt) || tgt.Source != from {
 		return p.domain != "running" && p.domain != "blocked"
 	}
-	var fin MigrationFinish
-	return !(p.decode(AnnotationMigrationFinish, &fin) && fin.Token == tgt.Token && fin.Phase == MigrationSucceeded)
+	var fin kubeapi.MigrationFinish
+	return !(p.decode(kubeapi.AnnotationMigrationFinish, &fin) && fin.Token == tgt.Token && fin.Phase == kubeapi.MigrationSucceeded)
 }
 
 // decode reads the JSON of annotation key, as the pass leaves it, into
@@ -144,7 +145,7 @@ func (p *pass) decode(key string, v any) bool {
 
 // setJSON is set with v's JSON.
 func (p *pass) setJSON(key string, v any) bool {
-	s, err := EncodeAnnotation(v)
+	s, err := kubeapi.EncodeAnnotation(v)
 	if err != nil { // plain structs: cannot happen
 		p.log.Error("node agent: migration annotation not encoded", "annotation", key, "err", err)
 		return false
@@ -160,18 +161,18 @@ func (p *pass) podKey() string { return p.pod.Namespace + "/" + p.pod.Name }
 // result, so that the plugin does not wait for it; whether that changed
 // the pod.
 func (p *pass) refuseMigration(msg string) bool {
-	res := MigrationResult{Phase: MigrationFailed, Message: "the pod is not a VM: " + msg}
-	var src MigrationSource
+	res := kubeapi.MigrationResult{Phase: kubeapi.MigrationFailed, Message: "the pod is not a VM: " + msg}
+	var src kubeapi.MigrationSource
 	if p.arriving() {
-		from, _ := p.current(AnnotationMigrateFrom)
-		if p.decode(AnnotationMigrationSource, &src) && src.Target == p.pod.Name && !p.preparedFor(from) {
-			return p.setJSON(AnnotationMigrationResult, res)
+		from, _ := p.current(kubeapi.AnnotationMigrateFrom)
+		if p.decode(kubeapi.AnnotationMigrationSource, &src) && src.Target == p.pod.Name && !p.preparedFor(from) {
+			return p.setJSON(kubeapi.AnnotationMigrationResult, res)
 		}
 		return false
 	}
-	to, _ := p.current(AnnotationMigrateTo)
-	if to == "" || p.decode(AnnotationMigrationSource, &src) && src.Target == to {
+	to, _ := p.current(kubeapi.AnnotationMigrateTo)
+	if to == "" || p.decode(kubeapi.AnnotationMigrationSource, &src) && src.Target == to {
 		return false
 	}
-	return p.setJSON(AnnotationMigrationResult, res)
+	return p.setJSON(kubeapi.AnnotationMigrationResult, res)
 }

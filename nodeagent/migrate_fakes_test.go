@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crimux/crimux/kubeapi"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 )
 
@@ -110,7 +111,7 @@ const (
 // newSource is a harness over S, running, asked to move to T.
 func newSource(t *testing.T, annotations map[string]string) *harness {
 	t.Helper()
-	a := map[string]string{AnnotationMigrateTo: targetName}
+	a := map[string]string{kubeapi.AnnotationMigrateTo: targetName}
 	maps.Copy(a, annotations)
 	return newHarness(t, running, a)
 }
@@ -118,7 +119,7 @@ func newSource(t *testing.T, annotations map[string]string) *harness {
 // newTarget is a harness over T, its VM container waiting (running).
 func newTarget(t *testing.T, annotations map[string]string) *harness {
 	t.Helper()
-	a := map[string]string{AnnotationMigrateFrom: sourceKey}
+	a := map[string]string{kubeapi.AnnotationMigrateFrom: sourceKey}
 	maps.Copy(a, annotations)
 	h := newHarness(t, running, a)
 	h.pod.Name = targetName
@@ -149,7 +150,7 @@ func awaitNudge(t *testing.T, ch chan string) {
 // js is v's JSON, as an annotation value.
 func js(t *testing.T, v any) string {
 	t.Helper()
-	s, err := EncodeAnnotation(v)
+	s, err := kubeapi.EncodeAnnotation(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func (h *harness) decoded(key string, v any) bool {
 }
 
 // targetAnswer is T's migration-target as the plugin copies it to S.
-func targetAnswer(source, token string) MigrationTarget {
-	return MigrationTarget{Source: source, LibvirtURI: fakeTarget.LibvirtUri, Address: fakeTarget.Address, Token: token,
+func targetAnswer(source, token string) kubeapi.MigrationTarget {
+	return kubeapi.MigrationTarget{Source: source, LibvirtURI: fakeTarget.LibvirtUri, Address: fakeTarget.Address, Token: token,
 		DomainXML: fakeTarget.DomainXml, DomainName: fakeTarget.DomainName, Disks: fakeTarget.Disks}
 }

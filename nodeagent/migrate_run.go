@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/crimux/crimux/kubeapi"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 )
 
@@ -83,7 +84,7 @@ func (run *migrationRun) take() (prog *vmv1.MigrateProgress, ended bool, err err
 // startMigrate calls Migrate in a goroutine under ctx, the agent's
 // lifetime: stopping crimux cancels it (the VM API then aborts, and the
 // VM stays here), as does the pod's deletion (forgetMigration).
-func (r *reconciler) startMigrate(ctx context.Context, p *pass, tgt MigrationTarget, to string) *migrationRun {
+func (r *reconciler) startMigrate(ctx context.Context, p *pass, tgt kubeapi.MigrationTarget, to string) *migrationRun {
 	ctx, cancel := context.WithCancel(ctx)
 	run := &migrationRun{token: tgt.Token, target: to, cancel: cancel}
 	key := p.podKey()

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/crimux/crimux/kubeapi"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 )
 
@@ -33,8 +34,8 @@ const (
 // again on the pod's next pass (GetMigrationSource only reads), and a
 // success then replaces it.
 func (r *reconciler) describe(ctx context.Context, p *pass, to string) error {
-	var src MigrationSource
-	if p.decode(AnnotationMigrationSource, &src) && src.Target == to {
+	var src kubeapi.MigrationSource
+	if p.decode(kubeapi.AnnotationMigrationSource, &src) && src.Target == to {
 		return nil
 	}
 	resp, err := r.vms.GetMigrationSource(ctx, &vmv1.GetMigrationSourceRequest{Vm: p.ref})
@@ -42,20 +43,20 @@ func (r *reconciler) describe(ctx context.Context, p *pass, to string) error {
 		return ctx.Err()
 	}
 	if err != nil {
-		res := MigrationResult{Phase: MigrationFailed, Message: fmt.Sprintf("GetMigrationSource (for target pod %s): %v", to, err)}
-		if p.setJSON(AnnotationMigrationResult, res) {
+		res := kubeapi.MigrationResult{Phase: kubeapi.MigrationFailed, Message: fmt.Sprintf("GetMigrationSource (for target pod %s): %v", to, err)}
+		if p.setJSON(kubeapi.AnnotationMigrationResult, res) {
 			p.log.Warn("node agent: the VM cannot be described for its migration", "target", to, "err", err)
 			p.event(corev1.EventTypeWarning, ReasonMigrationFailed, res.Message)
 		}
 		return nil
 	}
 	s := resp.GetSource()
-	p.setJSON(AnnotationMigrationSource, MigrationSource{Target: to, DomainXML: s.GetDomainXml(), GuestMAC: s.GetGuestMac(),
+	p.setJSON(kubeapi.AnnotationMigrationSource, kubeapi.MigrationSource{Target: to, DomainXML: s.GetDomainXml(), GuestMAC: s.GetGuestMac(),
 		ImageDigest: s.GetImageDigest()})
 	// A refusal left from an earlier attempt would read as this one's.
-	var res MigrationResult
-	if p.decode(AnnotationMigrationResult, &res) && res.Token == "" {
-		p.set(AnnotationMigrationResult, nil)
+	var res kubeapi.MigrationResult
+	if p.decode(kubeapi.AnnotationMigrationResult, &res) && res.Token == "" {
+		p.set(kubeapi.AnnotationMigrationResult, nil)
 	}
 	p.log.Info("node agent: VM described for its migration", "target", to)
 	return nil
@@ -67,8 +68,8 @@ func (r *reconciler) describe(ctx context.Context, p *pass, to string) error {
 // restarts. One Migrate at a time per pod: a new token waits for the
 // last one's end.
 func (r *reconciler) migrateOut(ctx context.Context, p *pass, to string) error {
-	var tgt MigrationTarget
-	if !p.decode(AnnotationMigrationTarget, &tgt) || tgt.Source != p.podKey() || tgt.Token == "" {
+	var tgt kubeapi.MigrationTarget
+	if !p.decode(kubeapi.AnnotationMigrationTarget, &tgt) || tgt.Source != p.podKey() || tgt.Token == "" {
 		return nil
 	}
 	m := r.migration(p.pod.UID)
@@ -114,7 +115,7 @@ func (r *reconciler) follow(ctx context.Context, p *pass, run *migrationRun) err
 	prog, ended, err := run.take()
 	if !ended {
 		if prog != nil {
-			p.setJSON(AnnotationMigrationProgress, progressOf(run.token, prog))
+			p.setJSON(kubeapi.AnnotationMigrationProgress, progressOf(run.token, prog))
 		}
 		return nil
 	}
@@ -124,9 +125,9 @@ func (r *reconciler) follow(ctx context.Context, p *pass, run *migrationRun) err
 		// is, rather than as "context canceled".
 		return ctx.Err()
 	}
-	res := MigrationResult{Token: run.token, Phase: MigrationSucceeded}
+	res := kubeapi.MigrationResult{Token: run.token, Phase: kubeapi.MigrationSucceeded}
 	if err != nil {
-		res.Phase, res.Message = MigrationFailed, err.Error()
+		res.Phase, res.Message = kubeapi.MigrationFailed, err.Error()
 	}
 	if !run.settled {
 		if err := r.recordOutcome(p, res); err != nil {
@@ -144,14 +145,14 @@ func (r *reconciler) follow(ctx context.Context, p *pass, run *migrationRun) err
 // longer remembers: its outcome recorded, or, found started, the
 // outcome where the VM now is tells (interruptedRunning/Gone).
 func (r *reconciler) resumeRecorded(p *pass, last requestState, to string) error {
-	res := MigrationResult{Token: last.Value, Phase: MigrationSucceeded, Message: last.Outcome}
+	res := kubeapi.MigrationResult{Token: last.Value, Phase: kubeapi.MigrationSucceeded, Message: last.Outcome}
 	switch {
 	case last.Phase == phaseStarted && p.state != vmv1.PowerState_POWER_STATE_UNSPECIFIED:
-		res.Phase, res.Message = MigrationFailed, interruptedRunning
+		res.Phase, res.Message = kubeapi.MigrationFailed, interruptedRunning
 	case last.Phase == phaseStarted:
 		res.Message = interruptedGone
 	case last.Phase == phaseFailed:
-		res.Phase = MigrationFailed
+		res.Phase = kubeapi.MigrationFailed
 	}
 	if last.Phase == phaseStarted {
 		p.log.Warn("node agent: Migrate was under way when crimux stopped; not started again", "token", last.Value, "outcome", res.Message)
@@ -164,7 +165,7 @@ func (r *reconciler) resumeRecorded(p *pass, last requestState, to string) error
 }
 
 // recordOutcome records how the Migrate of res.Token ended.
-func (r *reconciler) recordOutcome(p *pass, res MigrationResult) error {
+func (r *reconciler) recordOutcome(p *pass, res kubeapi.MigrationResult) error {
 	rec, err := r.records.load(p.pod.UID)
 	if err != nil {
 		return err
@@ -174,7 +175,7 @@ func (r *reconciler) recordOutcome(p *pass, res MigrationResult) error {
 	}
 	rec.Namespace, rec.Name = p.pod.Namespace, p.pod.Name
 	st := requestState{Value: res.Token, Phase: phaseDone, Outcome: res.Message, At: r.now()}
-	if res.Phase != MigrationSucceeded {
+	if res.Phase != kubeapi.MigrationSucceeded {
 		st.Phase = phaseFailed
 	}
 	rec.Requests[migrateKind] = st
@@ -183,11 +184,11 @@ func (r *reconciler) recordOutcome(p *pass, res MigrationResult) error {
 
 // reportResult writes a Migrate's result and announces it, unless the
 // pod has a result for its token already.
-func (r *reconciler) reportResult(p *pass, res MigrationResult, to string) {
-	if p.hasMigrationResult(res.Token) || !p.setJSON(AnnotationMigrationResult, res) {
+func (r *reconciler) reportResult(p *pass, res kubeapi.MigrationResult, to string) {
+	if p.hasMigrationResult(res.Token) || !p.setJSON(kubeapi.AnnotationMigrationResult, res) {
 		return
 	}
-	if res.Phase == MigrationSucceeded {
+	if res.Phase == kubeapi.MigrationSucceeded {
 		msg := "the VM moved to pod " + to
 		if res.Message != "" {
 			msg += ": " + res.Message
@@ -203,13 +204,13 @@ func (r *reconciler) reportResult(p *pass, res MigrationResult, to string) {
 
 // hasMigrationResult: the pod's migration-result answers token.
 func (p *pass) hasMigrationResult(token string) bool {
-	var res MigrationResult
-	return p.decode(AnnotationMigrationResult, &res) && res.Token == token
+	var res kubeapi.MigrationResult
+	return p.decode(kubeapi.AnnotationMigrationResult, &res) && res.Token == token
 }
 
 // progressOf is a Migrate progress as migration-progress says it.
-func progressOf(token string, m *vmv1.MigrateProgress) MigrationProgress {
-	return MigrationProgress{Token: token, ElapsedMS: m.GetElapsedMs(), TotalBytes: m.GetDataTotalBytes(),
+func progressOf(token string, m *vmv1.MigrateProgress) kubeapi.MigrationProgress {
+	return kubeapi.MigrationProgress{Token: token, ElapsedMS: m.GetElapsedMs(), TotalBytes: m.GetDataTotalBytes(),
 		ProcessedBytes: m.GetDataProcessedBytes(), RemainingBytes: m.GetDataRemainingBytes(),
 		DirtyRateBytes: m.GetDirtyRateBytes(), Iteration: m.GetIteration()}
 }

@@ -14,39 +14,40 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/kubeapi"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 )
 
 func TestDescribeSource(t *testing.T) {
-	described := MigrationSource{Target: targetName, DomainXML: fakeSource.DomainXml, GuestMAC: fakeSource.GuestMac,
+	described := kubeapi.MigrationSource{Target: targetName, DomainXML: fakeSource.DomainXml, GuestMAC: fakeSource.GuestMac,
 		ImageDigest: fakeSource.ImageDigest}
-	refusal := MigrationResult{Phase: MigrationFailed, Message: "GetMigrationSource (for target pod vm1-moved): vm: shares: failed precondition"}
+	refusal := kubeapi.MigrationResult{Phase: kubeapi.MigrationFailed, Message: "GetMigrationSource (for target pod vm1-moved): vm: shares: failed precondition"}
 	tests := []struct {
 		name        string
 		annotations map[string]string
 		sourceErr   error
 		wantCalls   []string
-		want        *MigrationSource // nil: none
-		wantResult  *MigrationResult // nil: none
+		want        *kubeapi.MigrationSource // nil: none
+		wantResult  *kubeapi.MigrationResult // nil: none
 		wantReasons []string
 	}{
 		{name: "described once", wantCalls: []string{"GetMigrationSource"}, want: &described},
 		{name: "a description for an earlier target is replaced",
-			annotations: map[string]string{AnnotationMigrationSource: js(t, MigrationSource{Target: "vm1-old", DomainXML: "<old/>"})},
+			annotations: map[string]string{kubeapi.AnnotationMigrationSource: js(t, kubeapi.MigrationSource{Target: "vm1-old", DomainXML: "<old/>"})},
 			wantCalls:   []string{"GetMigrationSource"}, want: &described},
 		{name: "described for this target already",
-			annotations: map[string]string{AnnotationMigrationSource: js(t, described)}, want: &described},
+			annotations: map[string]string{kubeapi.AnnotationMigrationSource: js(t, described)}, want: &described},
 		{name: "refused: a result without a token",
 			sourceErr: fmt.Errorf("vm: shares: %w", errdefs.ErrFailedPrecondition),
 			wantCalls: []string{"GetMigrationSource"}, wantResult: &refusal, wantReasons: []string{ReasonMigrationFailed}},
 		{name: "an earlier refusal goes once described",
-			annotations: map[string]string{AnnotationMigrationResult: js(t, refusal)},
+			annotations: map[string]string{kubeapi.AnnotationMigrationResult: js(t, refusal)},
 			wantCalls:   []string{"GetMigrationSource"}, want: &described},
 		{name: "an earlier attempt's result stays",
-			annotations: map[string]string{AnnotationMigrationResult: js(t, MigrationResult{Token: "tok0", Phase: MigrationSucceeded})},
+			annotations: map[string]string{kubeapi.AnnotationMigrationResult: js(t, kubeapi.MigrationResult{Token: "tok0", Phase: kubeapi.MigrationSucceeded})},
 			wantCalls:   []string{"GetMigrationSource"}, want: &described,
-			wantResult: &MigrationResult{Token: "tok0", Phase: MigrationSucceeded}},
-		{name: "a target is no source", annotations: map[string]string{AnnotationMigrateFrom: "default/vm0"}},
+			wantResult: &kubeapi.MigrationResult{Token: "tok0", Phase: kubeapi.MigrationSucceeded}},
+		{name: "a target is no source", annotations: map[string]string{kubeapi.AnnotationMigrateFrom: "default/vm0"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,12 +57,12 @@ func TestDescribeSource(t *testing.T) {
 			if got := h.vms.actions(); !slices.Equal(got, tt.wantCalls) {
 				t.Errorf("calls = %q, want %q", got, tt.wantCalls)
 			}
-			var src MigrationSource
-			if ok := h.decoded(AnnotationMigrationSource, &src); ok != (tt.want != nil) || ok && !equalJSON(t, src, *tt.want) {
+			var src kubeapi.MigrationSource
+			if ok := h.decoded(kubeapi.AnnotationMigrationSource, &src); ok != (tt.want != nil) || ok && !equalJSON(t, src, *tt.want) {
 				t.Errorf("migration-source = %+v (present %v), want %+v", src, ok, tt.want)
 			}
-			var res MigrationResult
-			if ok := h.decoded(AnnotationMigrationResult, &res); ok != (tt.wantResult != nil) || ok && res != *tt.wantResult {
+			var res kubeapi.MigrationResult
+			if ok := h.decoded(kubeapi.AnnotationMigrationResult, &res); ok != (tt.wantResult != nil) || ok && res != *tt.wantResult {
 				t.Errorf("migration-result = %+v (present %v), want %+v", res, ok, tt.wantResult)
 			}
 			if got := reasons(events); !slices.Equal(got, tt.wantReasons) {
@@ -82,8 +83,8 @@ func equalJSON(t *testing.T, a, b any) bool { return js(t, a) == js(t, b) }
 // sourceWithTarget is S once the plugin has copied T's answer to it.
 func sourceWithTarget(t *testing.T, extra map[string]string) *harness {
 	a := map[string]string{
-		AnnotationMigrationSource: js(t, MigrationSource{Target: targetName, DomainXML: fakeSource.DomainXml}),
-		AnnotationMigrationTarget: js(t, targetAnswer(sourceKey, "tok1")),
+		kubeapi.AnnotationMigrationSource: js(t, kubeapi.MigrationSource{Target: targetName, DomainXML: fakeSource.DomainXml}),
+		kubeapi.AnnotationMigrationTarget: js(t, targetAnswer(sourceKey, "tok1")),
 	}
 	for k, v := range extra {
 		a[k] = v
@@ -116,7 +117,7 @@ func TestMigrateStartedOnce(t *testing.T) {
 	for range 5 {
 		h.pass()
 	}
-	other := testPod(map[string]string{AnnotationPowerState: "Running"})
+	other := testPod(map[string]string{kubeapi.AnnotationPowerState: "Running"})
 	other.Name, other.UID = "vm2", "6f1c2a5e-0000-4000-8000-000000000002"
 	if _, err := h.rec.reconcile(context.Background(), other); err != nil {
 		t.Fatal(err)
@@ -141,8 +142,8 @@ func TestMigrateStartedOnce(t *testing.T) {
 	awaitNudge(t, nudges)
 	h.rec.running.Wait()
 	_, patches, events := h.pass()
-	var res MigrationResult
-	if !h.decoded(AnnotationMigrationResult, &res) || res != (MigrationResult{Token: "tok1", Phase: MigrationSucceeded}) {
+	var res kubeapi.MigrationResult
+	if !h.decoded(kubeapi.AnnotationMigrationResult, &res) || res != (kubeapi.MigrationResult{Token: "tok1", Phase: kubeapi.MigrationSucceeded}) {
 		t.Errorf("migration-result = %+v (patches %v), want tok1 Succeeded", res, patches)
 	}
 	if got := reasons(events); !slices.Equal(got, []string{ReasonMigrated}) || events[0].eventType != corev1.EventTypeNormal {
@@ -156,13 +157,13 @@ func TestMigrateStartedOnce(t *testing.T) {
 	h.pass()
 	h.restart()
 	h.pass()
-	h.annotate(AnnotationMigrationResult, nil)
+	h.annotate(kubeapi.AnnotationMigrationResult, nil)
 	h.restart()
 	_, patches, events = h.pass()
 	if got := h.vms.actions(); len(got) > 0 {
 		t.Errorf("calls after the end and restarts = %q, want none", got)
 	}
-	if len(patches) != 1 || !h.decoded(AnnotationMigrationResult, &res) || res.Token != "tok1" || res.Phase != MigrationSucceeded ||
+	if len(patches) != 1 || !h.decoded(kubeapi.AnnotationMigrationResult, &res) || res.Token != "tok1" || res.Phase != kubeapi.MigrationSucceeded ||
 		!slices.Equal(reasons(events), []string{ReasonMigrated}) {
 		t.Errorf("result removed, crimux restarted: patches %v, events %v; want tok1 Succeeded again, from the record", patches, events)
 	}
@@ -174,12 +175,12 @@ func TestMigrateIgnoresOtherAnswers(t *testing.T) {
 		name  string
 		extra map[string]string
 	}{
-		{"a target prepared for another source", map[string]string{AnnotationMigrationTarget: js(t, targetAnswer("default/vm0", "tok1"))}},
-		{"a target without a token", map[string]string{AnnotationMigrationTarget: js(t, targetAnswer(sourceKey, ""))}},
-		{"a target not JSON", map[string]string{AnnotationMigrationTarget: "tok1"}},
-		{"a result for the token already", map[string]string{AnnotationMigrationResult: js(t, MigrationResult{Token: "tok1", Phase: MigrationFailed})}},
-		{"a target pod", map[string]string{AnnotationMigrateFrom: "default/vm0"}},
-		{"no migrate-to", map[string]string{AnnotationMigrateTo: "", AnnotationPowerState: "Running"}},
+		{"a target prepared for another source", map[string]string{kubeapi.AnnotationMigrationTarget: js(t, targetAnswer("default/vm0", "tok1"))}},
+		{"a target without a token", map[string]string{kubeapi.AnnotationMigrationTarget: js(t, targetAnswer(sourceKey, ""))}},
+		{"a target not JSON", map[string]string{kubeapi.AnnotationMigrationTarget: "tok1"}},
+		{"a result for the token already", map[string]string{kubeapi.AnnotationMigrationResult: js(t, kubeapi.MigrationResult{Token: "tok1", Phase: kubeapi.MigrationFailed})}},
+		{"a target pod", map[string]string{kubeapi.AnnotationMigrateFrom: "default/vm0"}},
+		{"no migrate-to", map[string]string{kubeapi.AnnotationMigrateTo: "", kubeapi.AnnotationPowerState: "Running"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -227,7 +228,7 @@ func TestMigrateProgressThrottled(t *testing.T) {
 		}
 		_, patches, _ := h.pass()
 		for _, p := range patches {
-			if v := p[AnnotationMigrationProgress]; v != nil {
+			if v := p[kubeapi.AnnotationMigrationProgress]; v != nil {
 				progress = append(progress, *v)
 			}
 		}
@@ -237,7 +238,7 @@ func TestMigrateProgressThrottled(t *testing.T) {
 		return &vmv1.MigrateProgress{ElapsedMs: int64(i) * 500, DataTotalBytes: 1 << 30, DataProcessedBytes: i << 20, Iteration: i}
 	}
 	written := func(i uint64) []string {
-		return []string{js(t, MigrationProgress{Token: "tok1", ElapsedMS: int64(i) * 500, TotalBytes: 1 << 30, ProcessedBytes: i << 20, Iteration: i})}
+		return []string{js(t, kubeapi.MigrationProgress{Token: "tok1", ElapsedMS: int64(i) * 500, TotalBytes: 1 << 30, ProcessedBytes: i << 20, Iteration: i})}
 	}
 
 	h.pass() // starts Migrate
@@ -256,8 +257,8 @@ func TestMigrateProgressThrottled(t *testing.T) {
 	awaitNudge(t, nudges)
 	h.rec.running.Wait()
 	h.pass()
-	var res MigrationResult
-	if !h.decoded(AnnotationMigrationResult, &res) || res.Phase != MigrationSucceeded {
+	var res kubeapi.MigrationResult
+	if !h.decoded(kubeapi.AnnotationMigrationResult, &res) || res.Phase != kubeapi.MigrationSucceeded {
 		t.Errorf("migration-result = %+v, want Succeeded", res)
 	}
 }
@@ -272,13 +273,13 @@ func TestMigrateFailed(t *testing.T) {
 	awaitNudge(t, nudges)
 	h.rec.running.Wait()
 	again, _, events := h.pass()
-	var res MigrationResult
-	if !h.decoded(AnnotationMigrationResult, &res) || res.Token != "tok1" || res.Phase != MigrationFailed ||
+	var res kubeapi.MigrationResult
+	if !h.decoded(kubeapi.AnnotationMigrationResult, &res) || res.Token != "tok1" || res.Phase != kubeapi.MigrationFailed ||
 		!strings.Contains(res.Message, "canceled by client") {
 		t.Errorf("migration-result = %+v, want tok1 Failed with Migrate's error", res)
 	}
 	if len(events) != 1 || events[0].reason != ReasonMigrationFailed || events[0].eventType != corev1.EventTypeWarning {
-		t.Errorf("events = %+v, want Warning MigrationFailed", events)
+		t.Errorf("events = %+v, want Warning kubeapi.MigrationFailed", events)
 	}
 	if again {
 		t.Error("again: the VM runs on here, nothing to wait for")
@@ -298,10 +299,10 @@ func TestMigrateFailed(t *testing.T) {
 func TestMigrateInterruptedByARestart(t *testing.T) {
 	tests := []struct {
 		state vmv1.PowerState
-		want  MigrationResult
+		want  kubeapi.MigrationResult
 	}{
-		{running, MigrationResult{Token: "tok1", Phase: MigrationFailed, Message: interruptedRunning}},
-		{vmv1.PowerState_POWER_STATE_UNSPECIFIED, MigrationResult{Token: "tok1", Phase: MigrationSucceeded, Message: interruptedGone}},
+		{running, kubeapi.MigrationResult{Token: "tok1", Phase: kubeapi.MigrationFailed, Message: interruptedRunning}},
+		{vmv1.PowerState_POWER_STATE_UNSPECIFIED, kubeapi.MigrationResult{Token: "tok1", Phase: kubeapi.MigrationSucceeded, Message: interruptedGone}},
 	}
 	for _, tt := range tests {
 		t.Run(powerStateName(tt.state), func(t *testing.T) {
@@ -312,8 +313,8 @@ func TestMigrateInterruptedByARestart(t *testing.T) {
 			}
 			h.vms.state = tt.state
 			h.pass()
-			var res MigrationResult
-			if !h.decoded(AnnotationMigrationResult, &res) || res != tt.want {
+			var res kubeapi.MigrationResult
+			if !h.decoded(kubeapi.AnnotationMigrationResult, &res) || res != tt.want {
 				t.Errorf("migration-result = %+v, want %+v", res, tt.want)
 			}
 			if got := h.vms.actions(); len(got) > 0 {
@@ -350,8 +351,8 @@ func TestMigrateStoppedWithTheAgent(t *testing.T) {
 	}
 	h.restart()
 	h.pass()
-	var res MigrationResult
-	if !h.decoded(AnnotationMigrationResult, &res) || res.Phase != MigrationFailed || res.Message != interruptedRunning {
+	var res kubeapi.MigrationResult
+	if !h.decoded(kubeapi.AnnotationMigrationResult, &res) || res.Phase != kubeapi.MigrationFailed || res.Message != interruptedRunning {
 		t.Errorf("after the restart: migration-result = %+v, want Failed, %q", res, interruptedRunning)
 	}
 }
@@ -361,8 +362,8 @@ func TestMigrateNotAVM(t *testing.T) {
 	h := newSource(t, nil)
 	h.vms.getErr = fmt.Errorf("pod default/vm1 is a container pod: %w", errdefs.ErrFailedPrecondition)
 	_, _, events := h.pass()
-	var res MigrationResult
-	if !h.decoded(AnnotationMigrationResult, &res) || res.Phase != MigrationFailed || res.Token != "" ||
+	var res kubeapi.MigrationResult
+	if !h.decoded(kubeapi.AnnotationMigrationResult, &res) || res.Phase != kubeapi.MigrationFailed || res.Token != "" ||
 		!strings.Contains(res.Message, "container pod") {
 		t.Errorf("migration-result = %+v, want Failed: not a VM", res)
 	}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crimux/crimux/kubeapi"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 )
 
@@ -30,9 +31,9 @@ var containerExited = runtimeapi.ContainerState_CONTAINER_EXITED.String()
 // backoff); an exited one is asked all the same, so that the VM API
 // says why it waits no more.
 func (r *reconciler) prepare(ctx context.Context, p *pass, vm *vmv1.VM) error {
-	from, _ := p.current(AnnotationMigrateFrom)
-	var src MigrationSource
-	if !p.decode(AnnotationMigrationSource, &src) || src.Target != p.pod.Name {
+	from, _ := p.current(kubeapi.AnnotationMigrateFrom)
+	var src kubeapi.MigrationSource
+	if !p.decode(kubeapi.AnnotationMigrationSource, &src) || src.Target != p.pod.Name {
 		return nil // not copied yet, or made for another target
 	}
 	m := r.migration(p.pod.UID)
@@ -61,11 +62,11 @@ func (r *reconciler) prepare(ctx context.Context, p *pass, vm *vmv1.VM) error {
 func prepared(from string, t *vmv1.MigrationTarget, err error) *answer {
 	if err != nil {
 		msg := fmt.Sprintf("PrepareMigration (for the VM of %s): %v", from, err)
-		return &answer{about: from, key: AnnotationMigrationResult, value: MigrationResult{Phase: MigrationFailed, Message: msg},
+		return &answer{about: from, key: kubeapi.AnnotationMigrationResult, value: kubeapi.MigrationResult{Phase: kubeapi.MigrationFailed, Message: msg},
 			ev: event{corev1.EventTypeWarning, ReasonMigrationFailed, msg}}
 	}
-	return &answer{about: from, key: AnnotationMigrationTarget,
-		value: MigrationTarget{Source: from, LibvirtURI: t.GetLibvirtUri(), Address: t.GetAddress(), Token: t.GetToken(),
+	return &answer{about: from, key: kubeapi.AnnotationMigrationTarget,
+		value: kubeapi.MigrationTarget{Source: from, LibvirtURI: t.GetLibvirtUri(), Address: t.GetAddress(), Token: t.GetToken(),
 			DomainXML: t.GetDomainXml(), DomainName: t.GetDomainName(), Disks: t.GetDisks()},
 		ev: event{corev1.EventTypeNormal, ReasonMigrationPrepared,
 			fmt.Sprintf("ready to receive the VM of %s (at %s)", from, t.GetAddress())}}
@@ -75,10 +76,10 @@ func prepared(from string, t *vmv1.MigrationTarget, err error) *answer {
 // from: a migration-target for it, or its refusal (a result without a
 // token).
 func (p *pass) preparedFor(from string) bool {
-	var tgt MigrationTarget
-	var res MigrationResult
-	return p.decode(AnnotationMigrationTarget, &tgt) && tgt.Source == from ||
-		p.decode(AnnotationMigrationResult, &res) && res.Token == ""
+	var tgt kubeapi.MigrationTarget
+	var res kubeapi.MigrationResult
+	return p.decode(kubeapi.AnnotationMigrationTarget, &tgt) && tgt.Source == from ||
+		p.decode(kubeapi.AnnotationMigrationResult, &res) && res.Token == ""
 }
 
 // finish is step 8: once S's result for this pod's token is copied here,
@@ -86,11 +87,11 @@ func (p *pass) preparedFor(from string) bool {
 // or did not (told why, the target's container exits). Its answer is
 // migration-finish; the plugin then deletes S, or, on any failure, T.
 func (r *reconciler) finish(ctx context.Context, p *pass) error {
-	from, _ := p.current(AnnotationMigrateFrom)
-	var tgt MigrationTarget
-	var res MigrationResult
-	if !p.decode(AnnotationMigrationTarget, &tgt) || tgt.Source != from || tgt.Token == "" ||
-		!p.decode(AnnotationMigrationResult, &res) || res.Token != tgt.Token {
+	from, _ := p.current(kubeapi.AnnotationMigrateFrom)
+	var tgt kubeapi.MigrationTarget
+	var res kubeapi.MigrationResult
+	if !p.decode(kubeapi.AnnotationMigrationTarget, &tgt) || tgt.Source != from || tgt.Token == "" ||
+		!p.decode(kubeapi.AnnotationMigrationResult, &res) || res.Token != tgt.Token {
 		return nil
 	}
 	m := r.migration(p.pod.UID)
@@ -98,19 +99,19 @@ func (r *reconciler) finish(ctx context.Context, p *pass) error {
 		m.finished.apply(p)
 		return nil
 	}
-	var fin MigrationFinish
-	if p.decode(AnnotationMigrationFinish, &fin) && fin.Token == tgt.Token {
+	var fin kubeapi.MigrationFinish
+	if p.decode(kubeapi.AnnotationMigrationFinish, &fin) && fin.Token == tgt.Token {
 		return nil
 	}
 	failed := ""
-	if res.Phase != MigrationSucceeded {
+	if res.Phase != kubeapi.MigrationSucceeded {
 		failed = "the source failed to send it: " + cmp.Or(res.Message, "it reported the migration "+res.Phase)
 	}
 	resp, err := r.vms.FinishMigration(ctx, &vmv1.FinishMigrationRequest{Vm: p.ref, Failed: failed})
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	fin = MigrationFinish{Token: tgt.Token, Phase: MigrationSucceeded, DowntimeMS: resp.GetDowntimeMs(),
+	fin = kubeapi.MigrationFinish{Token: tgt.Token, Phase: kubeapi.MigrationSucceeded, DowntimeMS: resp.GetDowntimeMs(),
 		Addresses: resp.GetAddresses(), Note: resp.GetNote()}
 	switch {
 	case err != nil:
@@ -118,14 +119,14 @@ func (r *reconciler) finish(ctx context.Context, p *pass) error {
 		if failed != "" {
 			msg = failed + "; " + msg
 		}
-		fin = MigrationFinish{Token: tgt.Token, Phase: MigrationFailed, Message: msg}
+		fin = kubeapi.MigrationFinish{Token: tgt.Token, Phase: kubeapi.MigrationFailed, Message: msg}
 	case failed == "":
 	case r.runsHere(ctx, p):
 		// FinishMigration records a VM that runs here as arrived, told
 		// failed or not: it did arrive, and T must not be deleted.
 		fin.Note = strings.TrimSuffix("the source reported the migration failed, but the VM arrived here; "+fin.Note, "; ")
 	default:
-		fin = MigrationFinish{Token: tgt.Token, Phase: MigrationFailed, Message: failed}
+		fin = kubeapi.MigrationFinish{Token: tgt.Token, Phase: kubeapi.MigrationFailed, Message: failed}
 	}
 	m.finished = finished(from, fin)
 	m.finished.apply(p)
@@ -141,9 +142,9 @@ func (r *reconciler) runsHere(ctx context.Context, p *pass) bool {
 }
 
 // finished is FinishMigration's answer.
-func finished(from string, fin MigrationFinish) *answer {
-	a := &answer{about: fin.Token, key: AnnotationMigrationFinish, value: fin}
-	if fin.Phase != MigrationSucceeded {
+func finished(from string, fin kubeapi.MigrationFinish) *answer {
+	a := &answer{about: fin.Token, key: kubeapi.AnnotationMigrationFinish, value: fin}
+	if fin.Phase != kubeapi.MigrationSucceeded {
 		a.ev = event{corev1.EventTypeWarning, ReasonMigrationFailed, fmt.Sprintf("the VM of %s did not arrive: %s", from, fin.Message)}
 		return a
 	}

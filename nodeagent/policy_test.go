@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/crimux/crimux/kubeapi"
 )
 
 // TestPolicyAdmitsEveryResult: the admission policy shipped with the
@@ -19,11 +21,11 @@ import (
 // missing there is refused on every pod, a request there could be set by
 // a node.
 func TestPolicyAdmitsEveryResult(t *testing.T) {
-	want := []string{AnnotationObservedPowerState, AnnotationPowerStateError}
+	want := []string{kubeapi.AnnotationObservedPowerState, kubeapi.AnnotationPowerStateError}
 	for _, k := range requestKinds {
 		want = append(want, k.result)
 	}
-	want = append(want, MigrationAnnotations...)
+	want = append(want, kubeapi.MigrationAnnotations...)
 	slices.Sort(want)
 
 	got := policyVariable(t, "../systemd/crimux-node-agent-policy.yaml", "crimux-node-agent-pods", "results")

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/kubeapi"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 )
 
@@ -34,13 +35,13 @@ func TestPowerStateAppliedWhenDifferent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(powerStateName(tt.from)+" to "+tt.want, func(t *testing.T) {
-			h := newHarness(t, tt.from, map[string]string{AnnotationPowerState: tt.want})
+			h := newHarness(t, tt.from, map[string]string{kubeapi.AnnotationPowerState: tt.want})
 			again, patches, events := h.pass()
 			if got, want := h.vms.actions(), []string{"SetPowerState " + tt.want}; !slices.Equal(got, want) {
 				t.Fatalf("calls = %q, want %q", got, want)
 			}
-			if again || len(patches) != 1 || h.pod.Annotations[AnnotationObservedPowerState] != tt.want {
-				t.Errorf("again %v, patches %v: observed %q, want one patch saying %s", again, patches, h.pod.Annotations[AnnotationObservedPowerState], tt.want)
+			if again || len(patches) != 1 || h.pod.Annotations[kubeapi.AnnotationObservedPowerState] != tt.want {
+				t.Errorf("again %v, patches %v: observed %q, want one patch saying %s", again, patches, h.pod.Annotations[kubeapi.AnnotationObservedPowerState], tt.want)
 			}
 			if len(events) != 1 || events[0].reason != ReasonPowerStateChanged || events[0].eventType != corev1.EventTypeNormal ||
 				!strings.Contains(events[0].message, powerStateName(tt.from)+" -> "+tt.want) {
@@ -61,13 +62,13 @@ func TestPowerStateNotAppliedWhenEqual(t *testing.T) {
 	for _, state := range []vmv1.PowerState{running, paused, shutdown, hibernate} {
 		name := powerStateName(state)
 		t.Run(name, func(t *testing.T) {
-			h := newHarness(t, state, map[string]string{AnnotationPowerState: name})
+			h := newHarness(t, state, map[string]string{kubeapi.AnnotationPowerState: name})
 			_, patches, events := h.pass()
 			if a := h.vms.actions(); len(a) > 0 || len(events) > 0 {
 				t.Errorf("calls %q, events %v; want none", a, events)
 			}
 			// Only the observed state is written, once.
-			if len(patches) != 1 || len(patches[0]) != 1 || *patches[0][AnnotationObservedPowerState] != name {
+			if len(patches) != 1 || len(patches[0]) != 1 || *patches[0][kubeapi.AnnotationObservedPowerState] != name {
 				t.Errorf("patches = %v, want observed-power-state %s alone", patches, name)
 			}
 			if _, patches, _ = h.pass(); len(patches) > 0 {
@@ -80,30 +81,30 @@ func TestPowerStateNotAppliedWhenEqual(t *testing.T) {
 // Without crimux.io/power-state the agent never changes the power state,
 // even with other requests on the pod.
 func TestPowerStateNeverActedOnWhenAbsent(t *testing.T) {
-	h := newHarness(t, paused, map[string]string{AnnotationSnapshotRequest: "s1"})
+	h := newHarness(t, paused, map[string]string{kubeapi.AnnotationSnapshotRequest: "s1"})
 	h.pass()
 	if got := h.vms.actions(); !slices.Equal(got, []string{"CreateSnapshot s1"}) {
 		t.Errorf("calls = %q, want the snapshot alone", got)
 	}
-	if h.pod.Annotations[AnnotationObservedPowerState] != "Paused" {
-		t.Errorf("observed = %q, want Paused (kept current on a pod with requests)", h.pod.Annotations[AnnotationObservedPowerState])
+	if h.pod.Annotations[kubeapi.AnnotationObservedPowerState] != "Paused" {
+		t.Errorf("observed = %q, want Paused (kept current on a pod with requests)", h.pod.Annotations[kubeapi.AnnotationObservedPowerState])
 	}
 }
 
 func TestInvalidPowerStateReportedNotApplied(t *testing.T) {
 	for _, value := range []string{"Sleeping", "running", "", " Running"} {
 		t.Run(fmt.Sprintf("%q", value), func(t *testing.T) {
-			h := newHarness(t, paused, map[string]string{AnnotationPowerState: value})
+			h := newHarness(t, paused, map[string]string{kubeapi.AnnotationPowerState: value})
 			again, _, events := h.pass()
 			if a := h.vms.actions(); len(a) > 0 || again {
 				t.Fatalf("calls %q, again %v; an invalid value must change nothing", a, again)
 			}
-			msg := h.pod.Annotations[AnnotationPowerStateError]
-			if !strings.Contains(msg, AnnotationPowerState) || !strings.Contains(msg, fmt.Sprintf("%q", value)) {
+			msg := h.pod.Annotations[kubeapi.AnnotationPowerStateError]
+			if !strings.Contains(msg, kubeapi.AnnotationPowerState) || !strings.Contains(msg, fmt.Sprintf("%q", value)) {
 				t.Errorf("power-state-error = %q, want it to name the annotation and the value", msg)
 			}
-			if h.pod.Annotations[AnnotationObservedPowerState] != "Paused" {
-				t.Errorf("observed = %q, want Paused", h.pod.Annotations[AnnotationObservedPowerState])
+			if h.pod.Annotations[kubeapi.AnnotationObservedPowerState] != "Paused" {
+				t.Errorf("observed = %q, want Paused", h.pod.Annotations[kubeapi.AnnotationObservedPowerState])
 			}
 			if len(events) != 1 || events[0].reason != ReasonInvalidPowerState || events[0].eventType != corev1.EventTypeWarning {
 				t.Errorf("events = %+v, want one Warning InvalidPowerState", events)
@@ -113,9 +114,9 @@ func TestInvalidPowerStateReportedNotApplied(t *testing.T) {
 			}
 
 			// A valid value clears the error once applied.
-			h.annotate(AnnotationPowerState, ptr("Running"))
+			h.annotate(kubeapi.AnnotationPowerState, ptr("Running"))
 			h.pass()
-			if e, ok := h.pod.Annotations[AnnotationPowerStateError]; ok {
+			if e, ok := h.pod.Annotations[kubeapi.AnnotationPowerStateError]; ok {
 				t.Errorf("power-state-error = %q after a valid value was applied; want it removed", e)
 			}
 		})
@@ -123,18 +124,18 @@ func TestInvalidPowerStateReportedNotApplied(t *testing.T) {
 }
 
 func TestPowerStateRefusedReported(t *testing.T) {
-	h := newHarness(t, running, map[string]string{AnnotationPowerState: "Hibernate"})
+	h := newHarness(t, running, map[string]string{kubeapi.AnnotationPowerState: "Hibernate"})
 	h.vms.setErr = fmt.Errorf("vm %q: cannot hibernate with a host device: %w", "default/vm1", errdefs.ErrFailedPrecondition)
 	again, _, events := h.pass()
 	if again {
 		t.Error("a refusal asks for a retry with backoff; it is retried at the next pod change or resync")
 	}
-	msg := h.pod.Annotations[AnnotationPowerStateError]
+	msg := h.pod.Annotations[kubeapi.AnnotationPowerStateError]
 	if !strings.Contains(msg, "crimux.io/power-state: Hibernate: ") || !strings.Contains(msg, "host device") {
 		t.Errorf("power-state-error = %q, want the annotation, the value and the VM API's reason", msg)
 	}
-	if h.pod.Annotations[AnnotationObservedPowerState] != "Running" {
-		t.Errorf("observed = %q, want Running (unchanged)", h.pod.Annotations[AnnotationObservedPowerState])
+	if h.pod.Annotations[kubeapi.AnnotationObservedPowerState] != "Running" {
+		t.Errorf("observed = %q, want Running (unchanged)", h.pod.Annotations[kubeapi.AnnotationObservedPowerState])
 	}
 	if got := reasons(events); !slices.Equal(got, []string{ReasonPowerStateFailed}) || events[0].eventType != corev1.EventTypeWarning {
 		t.Errorf("events = %+v, want one Warning PowerStateFailed", events)
@@ -149,10 +150,10 @@ func TestPowerStateRefusedReported(t *testing.T) {
 
 	h.vms.setErr = nil
 	_, patches, events = h.pass()
-	if len(patches) != 1 || patches[0][AnnotationPowerStateError] != nil || *patches[0][AnnotationObservedPowerState] != "Hibernate" {
+	if len(patches) != 1 || patches[0][kubeapi.AnnotationPowerStateError] != nil || *patches[0][kubeapi.AnnotationObservedPowerState] != "Hibernate" {
 		t.Errorf("once applied: patches %v, want the error removed (null) and Hibernate observed", patches)
 	}
-	if _, ok := patches[0][AnnotationPowerStateError]; !ok {
+	if _, ok := patches[0][kubeapi.AnnotationPowerStateError]; !ok {
 		t.Errorf("patch %v does not remove power-state-error", patches[0])
 	}
 	if got := reasons(events); !slices.Equal(got, []string{ReasonPowerStateChanged}) {
@@ -162,11 +163,11 @@ func TestPowerStateRefusedReported(t *testing.T) {
 
 // Removing crimux.io/power-state withdraws its error too.
 func TestPowerStateErrorRemovedWithTheAnnotation(t *testing.T) {
-	h := newHarness(t, running, map[string]string{AnnotationPowerState: "Off", AnnotationRebootRequest: "t1"})
+	h := newHarness(t, running, map[string]string{kubeapi.AnnotationPowerState: "Off", kubeapi.AnnotationRebootRequest: "t1"})
 	h.pass()
-	h.annotate(AnnotationPowerState, nil)
+	h.annotate(kubeapi.AnnotationPowerState, nil)
 	h.pass()
-	if e, ok := h.pod.Annotations[AnnotationPowerStateError]; ok {
+	if e, ok := h.pod.Annotations[kubeapi.AnnotationPowerStateError]; ok {
 		t.Errorf("power-state-error = %q after the annotation was removed", e)
 	}
 }

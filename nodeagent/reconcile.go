@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/kubeapi"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 )
 
@@ -160,9 +161,9 @@ func (p *pass) current(key string) (string, bool) {
 // does not run).
 func (p *pass) observe() {
 	if name := powerStateName(p.state); name != "" {
-		p.set(AnnotationObservedPowerState, &name)
+		p.set(kubeapi.AnnotationObservedPowerState, &name)
 	} else {
-		p.set(AnnotationObservedPowerState, nil)
+		p.set(kubeapi.AnnotationObservedPowerState, nil)
 	}
 }
 
@@ -179,8 +180,8 @@ func (p *pass) event(eventType, reason, message string) {
 func (r *reconciler) notAVM(p *pass, err error) {
 	msg := err.Error()
 	changed := p.refuseMigration(msg)
-	if value, ok := p.annotations[AnnotationPowerState]; ok {
-		changed = p.set(AnnotationPowerStateError, ptr(fmt.Sprintf("%s: %s: not applied: %s", AnnotationPowerState, value, msg)))
+	if value, ok := p.annotations[kubeapi.AnnotationPowerState]; ok {
+		changed = p.set(kubeapi.AnnotationPowerStateError, ptr(fmt.Sprintf("%s: %s: not applied: %s", kubeapi.AnnotationPowerState, value, msg)))
 	}
 	for _, k := range requestKinds {
 		value := p.annotations[k.request]

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/crimux/crimux/kubeapi"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 	"github.com/crimux/crimux/vmtypes"
 )
@@ -29,11 +30,11 @@ type requestKind struct {
 
 // requestKinds, in the order a pass takes them up (doc.go says why).
 var requestKinds = []requestKind{
-	{name: "restore", request: AnnotationRestoreRequest, result: AnnotationRestoreResult,
+	{name: "restore", request: kubeapi.AnnotationRestoreRequest, result: kubeapi.AnnotationRestoreResult,
 		done: ReasonSnapshotRestored, failed: ReasonRestoreFailed, act: restore},
-	{name: "snapshot", request: AnnotationSnapshotRequest, result: AnnotationSnapshotResult,
+	{name: "snapshot", request: kubeapi.AnnotationSnapshotRequest, result: kubeapi.AnnotationSnapshotResult,
 		done: ReasonSnapshotCreated, failed: ReasonSnapshotFailed, act: snapshot},
-	{name: "reboot", request: AnnotationRebootRequest, result: AnnotationRebootResult,
+	{name: "reboot", request: kubeapi.AnnotationRebootRequest, result: kubeapi.AnnotationRebootResult,
 		done: ReasonRebooted, failed: ReasonRebootFailed, act: reboot},
 }
 
@@ -150,7 +151,7 @@ func reboot(ctx context.Context, r *reconciler, p *pass, _ string) (string, erro
 func snapshot(ctx context.Context, r *reconciler, p *pass, name string) (string, error) {
 	_, err := r.vms.CreateSnapshot(ctx, &vmv1.CreateSnapshotRequest{
 		Vm: p.ref, SnapshotName: name,
-		Description: fmt.Sprintf("%s on pod %s/%s", AnnotationSnapshotRequest, p.pod.Namespace, p.pod.Name),
+		Description: fmt.Sprintf("%s on pod %s/%s", kubeapi.AnnotationSnapshotRequest, p.pod.Namespace, p.pod.Name),
 	})
 	if err != nil {
 		return "", err

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/kubeapi"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 )
 
@@ -21,9 +22,9 @@ func TestRequestDoneOncePerValue(t *testing.T) {
 		outcome         string // the result, %s the value
 		reason          string
 	}{
-		{AnnotationRebootRequest, AnnotationRebootResult, "RebootVM", "%s: rebooted (soft)", ReasonRebooted},
-		{AnnotationSnapshotRequest, AnnotationSnapshotResult, "CreateSnapshot %s", "%s: created", ReasonSnapshotCreated},
-		{AnnotationRestoreRequest, AnnotationRestoreResult, "RestoreSnapshot %s", "%s: restored (Running)", ReasonSnapshotRestored},
+		{kubeapi.AnnotationRebootRequest, kubeapi.AnnotationRebootResult, "RebootVM", "%s: rebooted (soft)", ReasonRebooted},
+		{kubeapi.AnnotationSnapshotRequest, kubeapi.AnnotationSnapshotResult, "CreateSnapshot %s", "%s: created", ReasonSnapshotCreated},
+		{kubeapi.AnnotationRestoreRequest, kubeapi.AnnotationRestoreResult, "RestoreSnapshot %s", "%s: restored (Running)", ReasonSnapshotRestored},
 	}
 	for _, tt := range tests {
 		t.Run(tt.request, func(t *testing.T) {
@@ -59,10 +60,10 @@ func TestRequestDoneOncePerValue(t *testing.T) {
 }
 
 func TestRequestFailedNotRetried(t *testing.T) {
-	h := newHarness(t, running, map[string]string{AnnotationSnapshotRequest: "s1"})
+	h := newHarness(t, running, map[string]string{kubeapi.AnnotationSnapshotRequest: "s1"})
 	h.vms.snapshotErr = fmt.Errorf("vm %q: snapshot %q: %w", "default/vm1", "s1", errdefs.ErrAlreadyExists)
 	_, _, events := h.pass()
-	got := h.pod.Annotations[AnnotationSnapshotResult]
+	got := h.pod.Annotations[kubeapi.AnnotationSnapshotResult]
 	if !strings.HasPrefix(got, "s1: failed: ") || !strings.Contains(got, "already exists") {
 		t.Errorf("snapshot-result = %q, want s1: failed: <the VM API's message>", got)
 	}
@@ -91,10 +92,10 @@ func TestRebootOutcomes(t *testing.T) {
 			"t: rebooted (hard: the guest did not restart within the soft reboot's deadline)"},
 	}
 	for _, tt := range tests {
-		h := newHarness(t, running, map[string]string{AnnotationRebootRequest: "t"})
+		h := newHarness(t, running, map[string]string{kubeapi.AnnotationRebootRequest: "t"})
 		h.vms.reboot = tt.resp
 		h.pass()
-		if got := h.pod.Annotations[AnnotationRebootResult]; got != tt.want {
+		if got := h.pod.Annotations[kubeapi.AnnotationRebootResult]; got != tt.want {
 			t.Errorf("%v: reboot-result = %q, want %q", tt.resp, got, tt.want)
 		}
 	}
@@ -103,7 +104,7 @@ func TestRebootOutcomes(t *testing.T) {
 // crimux died after recording a value started: after the restart it is
 // not done again, but reported done, saying so.
 func TestStartedRecordNotRedoneAfterRestart(t *testing.T) {
-	h := newHarness(t, running, map[string]string{AnnotationRebootRequest: "r1"})
+	h := newHarness(t, running, map[string]string{kubeapi.AnnotationRebootRequest: "r1"})
 	h.vms.during = func() { panic("crimux dies mid-reboot") }
 	func() {
 		defer func() { _ = recover() }()
@@ -120,7 +121,7 @@ func TestStartedRecordNotRedoneAfterRestart(t *testing.T) {
 	if got := h.vms.actions(); len(got) > 0 {
 		t.Fatalf("after the restart: calls %q; a started value is not redone", got)
 	}
-	if got := h.pod.Annotations[AnnotationRebootResult]; got != "r1: "+interruptedOutcome {
+	if got := h.pod.Annotations[kubeapi.AnnotationRebootResult]; got != "r1: "+interruptedOutcome {
 		t.Errorf("reboot-result = %q, want r1: %s", got, interruptedOutcome)
 	}
 	if len(events) != 1 || events[0].reason != ReasonRebooted {
@@ -134,7 +135,7 @@ func TestStartedRecordNotRedoneAfterRestart(t *testing.T) {
 // Stopping crimux (its context ends) mid-action leaves the value started:
 // the next crimux reports it and does not redo it.
 func TestStoppingLeavesTheValueStarted(t *testing.T) {
-	h := newHarness(t, running, map[string]string{AnnotationSnapshotRequest: "s1"})
+	h := newHarness(t, running, map[string]string{kubeapi.AnnotationSnapshotRequest: "s1"})
 	ctx, cancel := context.WithCancel(context.Background())
 	h.vms.during = cancel
 	if _, err := h.rec.reconcile(ctx, h.pod); !errors.Is(err, context.Canceled) {
@@ -151,7 +152,7 @@ func TestStoppingLeavesTheValueStarted(t *testing.T) {
 // A value already done is reported again only if the pod has no result
 // for it (a patch lost to an API server outage, or the result removed).
 func TestDoneValueReReportedOnlyWithoutResult(t *testing.T) {
-	h := newHarness(t, running, map[string]string{AnnotationSnapshotRequest: "s1"})
+	h := newHarness(t, running, map[string]string{kubeapi.AnnotationSnapshotRequest: "s1"})
 	h.kube.patchErr = errors.New("connection refused")
 	if _, err := h.rec.reconcile(context.Background(), h.pod); err == nil {
 		t.Fatal("reconcile with a failing patch succeeded; want the error, to retry")
@@ -165,16 +166,16 @@ func TestDoneValueReReportedOnlyWithoutResult(t *testing.T) {
 	if got := h.vms.actions(); !slices.Equal(got, []string{"CreateSnapshot s1"}) {
 		t.Errorf("calls = %q, want the snapshot once", got)
 	}
-	if len(patches) != 1 || *patches[0][AnnotationSnapshotResult] != "s1: created" || !slices.Equal(reasons(events), []string{ReasonSnapshotCreated}) {
+	if len(patches) != 1 || *patches[0][kubeapi.AnnotationSnapshotResult] != "s1: created" || !slices.Equal(reasons(events), []string{ReasonSnapshotCreated}) {
 		t.Errorf("the retry: patches %v, events %v; want s1: created reported and announced", patches, events)
 	}
 
-	h.annotate(AnnotationSnapshotResult, ptr("s1: created (seen by the user)"))
+	h.annotate(kubeapi.AnnotationSnapshotResult, ptr("s1: created (seen by the user)"))
 	if _, patches, _ := h.pass(); len(patches) > 0 {
 		t.Errorf("patches = %v: a result for the value is there already", patches)
 	}
-	h.annotate(AnnotationSnapshotResult, nil)
-	if _, patches, _ := h.pass(); len(patches) != 1 || *patches[0][AnnotationSnapshotResult] != "s1: created" {
+	h.annotate(kubeapi.AnnotationSnapshotResult, nil)
+	if _, patches, _ := h.pass(); len(patches) != 1 || *patches[0][kubeapi.AnnotationSnapshotResult] != "s1: created" {
 		t.Errorf("patches = %v, want the result again once removed", patches)
 	}
 }
@@ -183,7 +184,7 @@ func TestDoneValueReReportedOnlyWithoutResult(t *testing.T) {
 // update queued before it): the agent does not write, or announce, it
 // twice.
 func TestResultNotRePatchedFromAStalePod(t *testing.T) {
-	h := newHarness(t, running, map[string]string{AnnotationRebootRequest: "t1", AnnotationPowerState: "Running"})
+	h := newHarness(t, running, map[string]string{kubeapi.AnnotationRebootRequest: "t1", kubeapi.AnnotationPowerState: "Running"})
 	stale := h.pod
 	h.pass()
 	if _, err := h.rec.reconcile(context.Background(), stale); err != nil {
@@ -199,8 +200,8 @@ func TestResultNotRePatchedFromAStalePod(t *testing.T) {
 
 func TestOrderWithinAPass(t *testing.T) {
 	h := newHarness(t, paused, map[string]string{
-		AnnotationPowerState: "Running", AnnotationRebootRequest: "t1",
-		AnnotationSnapshotRequest: "s2", AnnotationRestoreRequest: "s1",
+		kubeapi.AnnotationPowerState: "Running", kubeapi.AnnotationRebootRequest: "t1",
+		kubeapi.AnnotationSnapshotRequest: "s2", kubeapi.AnnotationRestoreRequest: "s1",
 	})
 	_, patches, events := h.pass()
 	want := []string{"SetPowerState Running", "RestoreSnapshot s1", "CreateSnapshot s2", "RebootVM"}
@@ -218,10 +219,10 @@ func TestOrderWithinAPass(t *testing.T) {
 // A restore returns the VM to its snapshot's state; the declared power
 // state is applied by the next pass.
 func TestRestoreThenDeclaredPowerState(t *testing.T) {
-	h := newHarness(t, running, map[string]string{AnnotationPowerState: "Running", AnnotationRestoreRequest: "s1"})
+	h := newHarness(t, running, map[string]string{kubeapi.AnnotationPowerState: "Running", kubeapi.AnnotationRestoreRequest: "s1"})
 	h.vms.restoreState = paused
 	again, _, _ := h.pass()
-	if !again || h.pod.Annotations[AnnotationRestoreResult] != "s1: restored (Paused)" || h.pod.Annotations[AnnotationObservedPowerState] != "Paused" {
+	if !again || h.pod.Annotations[kubeapi.AnnotationRestoreResult] != "s1: restored (Paused)" || h.pod.Annotations[kubeapi.AnnotationObservedPowerState] != "Paused" {
 		t.Fatalf("again %v, annotations %v; want another pass, s1 restored (Paused), Paused observed", again, h.pod.Annotations)
 	}
 	again, _, _ = h.pass()
@@ -231,12 +232,12 @@ func TestRestoreThenDeclaredPowerState(t *testing.T) {
 }
 
 func TestEmptyRequestValueIsNoRequest(t *testing.T) {
-	h := newHarness(t, running, map[string]string{AnnotationRebootRequest: ""})
+	h := newHarness(t, running, map[string]string{kubeapi.AnnotationRebootRequest: ""})
 	_, patches, _ := h.pass()
 	if got := h.vms.actions(); len(got) > 0 {
 		t.Errorf("calls = %q for an empty value", got)
 	}
-	if len(patches) != 1 || len(patches[0]) != 1 || patches[0][AnnotationObservedPowerState] == nil {
+	if len(patches) != 1 || len(patches[0]) != 1 || patches[0][kubeapi.AnnotationObservedPowerState] == nil {
 		t.Errorf("patches = %v, want observed-power-state alone", patches)
 	}
 }
@@ -244,7 +245,7 @@ func TestEmptyRequestValueIsNoRequest(t *testing.T) {
 // The value is recorded started only once the VM API is about to act: a
 // request refused by its checks is recorded failed, never started.
 func TestStartedOnlyWhenAboutToAct(t *testing.T) {
-	h := newHarness(t, running, map[string]string{AnnotationRebootRequest: "t1"})
+	h := newHarness(t, running, map[string]string{kubeapi.AnnotationRebootRequest: "t1"})
 	h.vms.refuse = errors.New("the VM is Paused: a reboot needs a running VM")
 	h.pass()
 	if rec, _ := h.rec.records.load(h.pod.UID); rec.Requests["reboot"].Phase != phaseFailed {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/kubeapi"
 )
 
 // TestSnapshotPastTheCapReported (issue 36): a snapshot-request refused
@@ -18,11 +19,11 @@ import (
 // failed, not retried; the next name, once a snapshot was deleted, is
 // taken up.
 func TestSnapshotPastTheCapReported(t *testing.T) {
-	h := newHarness(t, running, map[string]string{AnnotationSnapshotRequest: "s9"})
+	h := newHarness(t, running, map[string]string{kubeapi.AnnotationSnapshotRequest: "s9"})
 	h.vms.refuse = fmt.Errorf("vm %q: the VM has 8 snapshots, its cap (libvirt.max_snapshots_per_vm = 8): delete one first: %w",
 		"default/vm1", errdefs.ErrResourceExhausted)
 	_, _, events := h.pass()
-	got := h.pod.Annotations[AnnotationSnapshotResult]
+	got := h.pod.Annotations[kubeapi.AnnotationSnapshotResult]
 	if !strings.HasPrefix(got, "s9: failed: ") || !strings.Contains(got, "libvirt.max_snapshots_per_vm = 8") || !strings.Contains(got, "resource exhausted") {
 		t.Fatalf("snapshot-result = %q, want s9: failed: naming the cap", got)
 	}
@@ -39,12 +40,12 @@ func TestSnapshotPastTheCapReported(t *testing.T) {
 	if got := h.vms.actions(); len(got) != 1 {
 		t.Fatalf("calls = %q: a refused value is not taken up again", got)
 	}
-	h.annotate(AnnotationSnapshotRequest, ptr("s10"))
+	h.annotate(kubeapi.AnnotationSnapshotRequest, ptr("s10"))
 	h.pass()
 	if got := h.vms.actions(); !slices.Equal(got, []string{"CreateSnapshot s9", "CreateSnapshot s10"}) {
 		t.Fatalf("calls = %q, want s9 then the new name s10", got)
 	}
-	if got := h.pod.Annotations[AnnotationSnapshotResult]; got != "s10: created" {
+	if got := h.pod.Annotations[kubeapi.AnnotationSnapshotResult]; got != "s10: created" {
 		t.Fatalf("snapshot-result = %q, want s10: created", got)
 	}
 }

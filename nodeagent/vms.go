@@ -18,7 +18,7 @@ type VMService interface {
 	CreateSnapshot(context.Context, *vmv1.CreateSnapshotRequest) (*vmv1.CreateSnapshotResponse, error)
 	RestoreSnapshot(context.Context, *vmv1.RestoreSnapshotRequest) (*vmv1.RestoreSnapshotResponse, error)
 
-	// Live migration (migrate_annotations.go). Migrate is the server's
+	// Live migration (kubeapi/migration.go). Migrate is the server's
 	// own streaming method: in-process, the agent hands it a stream of
 	// its own (progressStream).
 	GetMigrationSource(context.Context, *vmv1.GetMigrationSourceRequest) (*vmv1.GetMigrationSourceResponse, error)

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/crimux/crimux/nodeagent"
+	"github.com/crimux/crimux/kubeapi"
 )
 
 const testNS = "default"
@@ -36,7 +36,7 @@ type behaviour struct {
 
 // fakeCluster is the fake clientset with a fake kubelet and two fake
 // node agents: goroutines reacting on a watch to the annotations, as the
-// real ones would (nodeagent/migrate_annotations.go).
+// real ones would (kubeapi/migration.go).
 type fakeCluster struct {
 	client *fake.Clientset
 	b      behaviour
@@ -51,7 +51,7 @@ func vmPod(name, node string, mutate ...func(*corev1.Pod)) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: testNS, UID: types.UID("uid-" + name), ResourceVersion: "7",
 			Labels:      map[string]string{"app": "web"},
-			Annotations: map[string]string{"crimux.io/vm-cpus": "2", nodeagent.AnnotationPowerState: "Running"},
+			Annotations: map[string]string{"crimux.io/vm-cpus": "2", kubeapi.AnnotationPowerState: "Running"},
 		},
 		Spec: corev1.PodSpec{
 			NodeName: node, RuntimeClassName: &vm,
@@ -135,11 +135,11 @@ func (f *fakeCluster) agents(ctx context.Context, ready chan<- struct{}) {
 }
 
 func (f *fakeCluster) annotate(ctx context.Context, p *corev1.Pod, key string, v any) {
-	s, err := nodeagent.EncodeAnnotation(v)
+	s, err := kubeapi.EncodeAnnotation(v)
 	if err != nil {
 		panic(err)
 	}
-	patch, _ := annotationPatch(p.UID, map[string]*string{key: &s})
+	patch, _ := kubeapi.AnnotationPatch(p.UID, map[string]*string{key: &s})
 	_, _ = f.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 }
 
@@ -147,8 +147,8 @@ func (f *fakeCluster) react(ctx context.Context, p *corev1.Pod) {
 	a := p.Annotations
 	// A pod asked to migrate is a source, even one that arrived by
 	// migration (the real agent tells that from its VM).
-	to := a[nodeagent.AnnotationMigrateTo]
-	if from := a[nodeagent.AnnotationMigrateFrom]; from != "" && to == "" {
+	to := a[kubeapi.AnnotationMigrateTo]
+	if from := a[kubeapi.AnnotationMigrateFrom]; from != "" && to == "" {
 		f.target(ctx, p, from)
 		return
 	}
@@ -180,29 +180,29 @@ func (f *fakeCluster) target(ctx context.Context, p *corev1.Pod, from string) {
 		return
 	}
 	token := "tok-" + p.Name
-	var src nodeagent.MigrationSource
-	if ok, _ := nodeagent.DecodeAnnotation(a, nodeagent.AnnotationMigrationSource, &src); ok && src.Target == p.Name && f.first("prepare:"+p.Name) {
+	var src kubeapi.MigrationSource
+	if ok, _ := kubeapi.DecodeAnnotation(a, kubeapi.AnnotationMigrationSource, &src); ok && src.Target == p.Name && f.first("prepare:"+p.Name) {
 		if f.b.targetRefuses != "" {
-			f.annotate(ctx, p, nodeagent.AnnotationMigrationResult, nodeagent.MigrationResult{Phase: nodeagent.MigrationFailed, Message: f.b.targetRefuses})
+			f.annotate(ctx, p, kubeapi.AnnotationMigrationResult, kubeapi.MigrationResult{Phase: kubeapi.MigrationFailed, Message: f.b.targetRefuses})
 			return
 		}
-		f.annotate(ctx, p, nodeagent.AnnotationMigrationTarget, nodeagent.MigrationTarget{
+		f.annotate(ctx, p, kubeapi.AnnotationMigrationTarget, kubeapi.MigrationTarget{
 			Source: from, LibvirtURI: "qemu+tls://10.0.0.2/system", Address: "10.0.0.2", Token: token,
 			DomainXML: "<domain/>", DomainName: "crimux-x", Disks: []string{"vda"},
 		})
 	}
-	var res nodeagent.MigrationResult
-	if ok, _ := nodeagent.DecodeAnnotation(a, nodeagent.AnnotationMigrationResult, &res); ok && res.Token == token && !f.b.noFinish && f.first("finish:"+p.Name) {
-		fin := nodeagent.MigrationFinish{Token: token, Phase: nodeagent.MigrationSucceeded, DowntimeMS: 80, Addresses: []string{"10.88.78.5"}}
+	var res kubeapi.MigrationResult
+	if ok, _ := kubeapi.DecodeAnnotation(a, kubeapi.AnnotationMigrationResult, &res); ok && res.Token == token && !f.b.noFinish && f.first("finish:"+p.Name) {
+		fin := kubeapi.MigrationFinish{Token: token, Phase: kubeapi.MigrationSucceeded, DowntimeMS: 80, Addresses: []string{"10.88.78.5"}}
 		switch {
-		case res.Phase != nodeagent.MigrationSucceeded && f.b.arrivedAnyway:
+		case res.Phase != kubeapi.MigrationSucceeded && f.b.arrivedAnyway:
 			fin.Note = "the source reported the migration failed, but the VM arrived here"
-		case res.Phase != nodeagent.MigrationSucceeded:
-			fin = nodeagent.MigrationFinish{Token: token, Phase: nodeagent.MigrationFailed, Message: "the source failed: " + res.Message}
+		case res.Phase != kubeapi.MigrationSucceeded:
+			fin = kubeapi.MigrationFinish{Token: token, Phase: kubeapi.MigrationFailed, Message: "the source failed: " + res.Message}
 		case f.b.finishFails != "":
-			fin = nodeagent.MigrationFinish{Token: token, Phase: nodeagent.MigrationFailed, Message: f.b.finishFails}
+			fin = kubeapi.MigrationFinish{Token: token, Phase: kubeapi.MigrationFailed, Message: f.b.finishFails}
 		}
-		f.annotate(ctx, p, nodeagent.AnnotationMigrationFinish, fin)
+		f.annotate(ctx, p, kubeapi.AnnotationMigrationFinish, fin)
 	}
 }
 
@@ -211,32 +211,32 @@ func (f *fakeCluster) source(ctx context.Context, p *corev1.Pod, to string) {
 	a := p.Annotations
 	if f.first("source:" + to) {
 		if f.b.staleFirst {
-			f.annotate(ctx, p, nodeagent.AnnotationMigrationSource, nodeagent.MigrationSource{Target: p.Name + "-mig-old00", ImageDigest: "sha256:old"})
-			f.annotate(ctx, p, nodeagent.AnnotationMigrationResult, nodeagent.MigrationResult{Token: "tok-old", Phase: nodeagent.MigrationFailed, Message: "an old failure"})
-			f.annotate(ctx, p, nodeagent.AnnotationMigrationProgress, nodeagent.MigrationProgress{Token: "tok-old", TotalBytes: 1 << 30, RemainingBytes: 1 << 29})
+			f.annotate(ctx, p, kubeapi.AnnotationMigrationSource, kubeapi.MigrationSource{Target: p.Name + "-mig-old00", ImageDigest: "sha256:old"})
+			f.annotate(ctx, p, kubeapi.AnnotationMigrationResult, kubeapi.MigrationResult{Token: "tok-old", Phase: kubeapi.MigrationFailed, Message: "an old failure"})
+			f.annotate(ctx, p, kubeapi.AnnotationMigrationProgress, kubeapi.MigrationProgress{Token: "tok-old", TotalBytes: 1 << 30, RemainingBytes: 1 << 29})
 		}
-		f.annotate(ctx, p, nodeagent.AnnotationMigrationSource, nodeagent.MigrationSource{
+		f.annotate(ctx, p, kubeapi.AnnotationMigrationSource, kubeapi.MigrationSource{
 			Target: to, DomainXML: "<domain/>", GuestMAC: "52:54:00:12:34:56", ImageDigest: "sha256:0123456789abcdef0123",
 		})
 		return
 	}
-	var tgt nodeagent.MigrationTarget
-	if ok, _ := nodeagent.DecodeAnnotation(a, nodeagent.AnnotationMigrationTarget, &tgt); !ok || tgt.Source != p.Namespace+"/"+p.Name || !f.first("migrate:"+tgt.Token) {
+	var tgt kubeapi.MigrationTarget
+	if ok, _ := kubeapi.DecodeAnnotation(a, kubeapi.AnnotationMigrationTarget, &tgt); !ok || tgt.Source != p.Namespace+"/"+p.Name || !f.first("migrate:"+tgt.Token) {
 		return
 	}
 	go func() {
 		// Migrate streams, as the real agent's call does, off the watch.
-		for _, pr := range []nodeagent.MigrationProgress{
+		for _, pr := range []kubeapi.MigrationProgress{
 			{Token: tgt.Token, ElapsedMS: 1000, TotalBytes: 512 << 20, ProcessedBytes: 212 << 20, RemainingBytes: 300 << 20, DirtyRateBytes: 3 << 20, Iteration: 1},
 			{Token: tgt.Token, ElapsedMS: 2500, TotalBytes: 512 << 20, ProcessedBytes: 520 << 20, RemainingBytes: 20 << 20, DirtyRateBytes: 1 << 20, Iteration: 2},
 		} {
-			f.annotate(ctx, p, nodeagent.AnnotationMigrationProgress, pr)
+			f.annotate(ctx, p, kubeapi.AnnotationMigrationProgress, pr)
 		}
-		res := nodeagent.MigrationResult{Token: tgt.Token, Phase: nodeagent.MigrationSucceeded}
+		res := kubeapi.MigrationResult{Token: tgt.Token, Phase: kubeapi.MigrationSucceeded}
 		if f.b.sourceFails != "" {
-			res = nodeagent.MigrationResult{Token: tgt.Token, Phase: nodeagent.MigrationFailed, Message: f.b.sourceFails}
+			res = kubeapi.MigrationResult{Token: tgt.Token, Phase: kubeapi.MigrationFailed, Message: f.b.sourceFails}
 		}
-		f.annotate(ctx, p, nodeagent.AnnotationMigrationResult, res)
+		f.annotate(ctx, p, kubeapi.AnnotationMigrationResult, res)
 	}()
 }
 

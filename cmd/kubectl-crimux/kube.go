@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,27 +13,16 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/crimux/crimux/kubeapi"
 )
 
 const fieldManager = "kubectl-crimux"
 
-// annotationPatch is a JSON merge patch of a pod's annotations (nil:
-// remove the key) carrying the pod's UID, so that it fails on another pod
-// of that name (nodeagent/kube.go patches so too).
-func annotationPatch(uid types.UID, changes map[string]*string) ([]byte, error) {
-	type meta struct {
-		UID         types.UID          `json:"uid,omitempty"`
-		Annotations map[string]*string `json:"annotations"`
-	}
-	return json.Marshal(struct {
-		Metadata meta `json:"metadata"`
-	}{meta{uid, changes}})
-}
-
 // patchAnnotations applies changes to pod's annotations, retrying what
 // the API server may answer otherwise next time.
 func patchAnnotations(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, changes map[string]*string) (*corev1.Pod, error) {
-	patch, err := annotationPatch(pod.UID, changes)
+	patch, err := kubeapi.AnnotationPatch(pod.UID, changes)
 	if err != nil {
 		return nil, err
 	}

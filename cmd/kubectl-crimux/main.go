@@ -7,7 +7,7 @@
 // migrate live-migrates a running VM pod to another node: it makes the
 // target pod there (POD's spec, bound to NODE, with crimux.io/migrate-from)
 // and carries each node agent's answer to the other pod, as
-// nodeagent/migrate_annotations.go lays down, until the VM runs in the
+// kubeapi/migration.go lays down, until the VM runs in the
 // target pod; then it deletes POD. On any failure it deletes the target
 // pod and the VM runs on in POD, unchanged.
 //

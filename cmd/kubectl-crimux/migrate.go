@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/crimux/crimux/nodeagent"
+	"github.com/crimux/crimux/kubeapi"
 )
 
 // migration is one kubectl crimux migrate: pod ns/pod (S) to node.
@@ -42,12 +42,12 @@ func newMigration(c kubernetes.Interface, ns, pod, node string, timeout time.Dur
 // outcome is how the relay ended: T's finish, or why it failed.
 type outcome struct {
 	state        relayState
-	finish       *nodeagent.MigrationFinish
+	finish       *kubeapi.MigrationFinish
 	failure      string
 	finishFailed bool // T's agent said the VM did not arrive
 }
 
-// run is the migration (nodeagent/migrate_annotations.go's steps 1, 3,
+// run is the migration (kubeapi/migration.go's steps 1, 3,
 // 5, 7 and 9: the agents do the others). ctx ends on SIGINT/SIGTERM.
 func (m *migration) run(ctx context.Context) error {
 	s, err := m.preflight(ctx)
@@ -67,8 +67,8 @@ func (m *migration) run(ctx context.Context) error {
 	r := relay{ns: m.ns, source: s.Name, target: t.Name, sourceUID: s.UID, targetUID: t.UID, node: m.node}
 
 	// 1. S: migrate-to = T, and nothing left of an earlier attempt.
-	changes := map[string]*string{nodeagent.AnnotationMigrateTo: &t.Name}
-	for _, k := range nodeagent.MigrationAnnotations {
+	changes := map[string]*string{kubeapi.AnnotationMigrateTo: &t.Name}
+	for _, k := range kubeapi.MigrationAnnotations {
 		if _, ok := s.Annotations[k]; ok {
 			changes[k] = nil
 		}
@@ -229,9 +229,9 @@ func (m *migration) fail(o outcome, s, t *corev1.Pod) error {
 	}
 	if !st.moved && st.token != "" && cur != nil {
 		// The relay may have stopped just as S's agent said so.
-		var res nodeagent.MigrationResult
-		if ok, _ := nodeagent.DecodeAnnotation(cur.Annotations, nodeagent.AnnotationMigrationResult, &res); ok {
-			st.moved = res.Token == st.token && res.Phase == nodeagent.MigrationSucceeded
+		var res kubeapi.MigrationResult
+		if ok, _ := kubeapi.DecodeAnnotation(cur.Annotations, kubeapi.AnnotationMigrationResult, &res); ok {
+			st.moved = res.Token == st.token && res.Phase == kubeapi.MigrationSucceeded
 		}
 	}
 	if st.moved && !o.finishFailed {
@@ -245,8 +245,8 @@ func (m *migration) fail(o outcome, s, t *corev1.Pod) error {
 		m.eprintf("deleted target pod %s", t.Name)
 	}
 	if cur != nil {
-		removal := map[string]*string{nodeagent.AnnotationMigrateTo: nil}
-		for _, k := range nodeagent.MigrationAnnotations {
+		removal := map[string]*string{kubeapi.AnnotationMigrateTo: nil}
+		for _, k := range kubeapi.MigrationAnnotations {
 			removal[k] = nil
 		}
 		if _, err := patchAnnotations(ctx, m.client, s, removal); err != nil {

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/crimux/crimux/nodeagent"
+	"github.com/crimux/crimux/kubeapi"
 )
 
 const target = "vm1-mig-abcde"
@@ -52,9 +52,9 @@ func inOrder(t *testing.T, text string, want ...string) {
 // leftovers on S cleared, and its late answers ignored.
 func TestMigrate(t *testing.T) {
 	old := func(p *corev1.Pod) {
-		p.Annotations[nodeagent.AnnotationMigrateTo] = "vm1-mig-old00" // gone
-		p.Annotations[nodeagent.AnnotationMigrationResult] = `{"phase":"Failed","message":"an old refusal"}`
-		p.Annotations[nodeagent.AnnotationMigrationFinish] = `{"token":"tok-old","phase":"Failed"}`
+		p.Annotations[kubeapi.AnnotationMigrateTo] = "vm1-mig-old00" // gone
+		p.Annotations[kubeapi.AnnotationMigrationResult] = `{"phase":"Failed","message":"an old refusal"}`
+		p.Annotations[kubeapi.AnnotationMigrationFinish] = `{"token":"tok-old","phase":"Failed"}`
 	}
 	c := newFakeCluster(t, behaviour{staleFirst: true}, vmPod("vm1", "node1", old))
 	m, out, errOut := testMigration(c.client, "vm1", "node2", 10*time.Second)
@@ -86,26 +86,26 @@ func TestMigrate(t *testing.T) {
 		t.Error("the source pod is still there")
 	}
 	tp := getPod(t, c.client, target)
-	if tp == nil || tp.Annotations[nodeagent.AnnotationMigrationFinish] == "" {
+	if tp == nil || tp.Annotations[kubeapi.AnnotationMigrationFinish] == "" {
 		t.Fatalf("the target pod is gone or has no finish: %+v", tp)
 	}
-	var src nodeagent.MigrationSource
-	if _, err := nodeagent.DecodeAnnotation(tp.Annotations, nodeagent.AnnotationMigrationSource, &src); err != nil || src.Target != target {
+	var src kubeapi.MigrationSource
+	if _, err := kubeapi.DecodeAnnotation(tp.Annotations, kubeapi.AnnotationMigrationSource, &src); err != nil || src.Target != target {
 		t.Errorf("T's migration-source is %+v (%v): the earlier attempt's relayed?", src, err)
 	}
 
 	// Each step after the one it answers, whoever wrote it.
 	seq := patched(c.client)
 	order := []string{
-		"vm1 " + nodeagent.AnnotationMigrateTo,
-		"vm1 " + nodeagent.AnnotationMigrationSource,
-		target + " " + nodeagent.AnnotationMigrationSource,
-		target + " " + nodeagent.AnnotationMigrationTarget,
-		"vm1 " + nodeagent.AnnotationMigrationTarget,
-		"vm1 " + nodeagent.AnnotationMigrationProgress,
-		"vm1 " + nodeagent.AnnotationMigrationResult,
-		target + " " + nodeagent.AnnotationMigrationResult,
-		target + " " + nodeagent.AnnotationMigrationFinish,
+		"vm1 " + kubeapi.AnnotationMigrateTo,
+		"vm1 " + kubeapi.AnnotationMigrationSource,
+		target + " " + kubeapi.AnnotationMigrationSource,
+		target + " " + kubeapi.AnnotationMigrationTarget,
+		"vm1 " + kubeapi.AnnotationMigrationTarget,
+		"vm1 " + kubeapi.AnnotationMigrationProgress,
+		"vm1 " + kubeapi.AnnotationMigrationResult,
+		target + " " + kubeapi.AnnotationMigrationResult,
+		target + " " + kubeapi.AnnotationMigrationFinish,
 	}
 	last := -1
 	for _, k := range order {
@@ -146,7 +146,7 @@ func TestMigrateSourceFails(t *testing.T) {
 	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
 	inOrder(t, errOut.String(), "failed: the source could not send the VM: migration job: unexpectedly failed\n",
 		"deleted target pod", "the VM still runs in pod default/vm1 on node1, unchanged\n")
-	if !slices.Contains(patched(c.client), target+" "+nodeagent.AnnotationMigrationResult) {
+	if !slices.Contains(patched(c.client), target+" "+kubeapi.AnnotationMigrationResult) {
 		t.Error("S's failed result was not copied to T")
 	}
 	requireCleanedUp(t, c)
@@ -265,22 +265,22 @@ func TestMigrateSourceFailedNoFinish(t *testing.T) {
 // any other: its own migration's annotations are not T's, and go from it.
 func TestMigrateArrivedPodMovesOn(t *testing.T) {
 	c := newFakeCluster(t, behaviour{}, vmPod("vm1", "node1", func(p *corev1.Pod) {
-		p.Annotations[nodeagent.AnnotationMigrateFrom] = "default/vm0"
-		p.Annotations[nodeagent.AnnotationMigrationSource] = `{"target":"vm1"}`
-		p.Annotations[nodeagent.AnnotationMigrationTarget] = `{"source":"default/vm0","token":"t0"}`
-		p.Annotations[nodeagent.AnnotationMigrationResult] = `{"token":"t0","phase":"Succeeded"}`
-		p.Annotations[nodeagent.AnnotationMigrationFinish] = `{"token":"t0","phase":"Succeeded","downtimeMs":70}`
+		p.Annotations[kubeapi.AnnotationMigrateFrom] = "default/vm0"
+		p.Annotations[kubeapi.AnnotationMigrationSource] = `{"target":"vm1"}`
+		p.Annotations[kubeapi.AnnotationMigrationTarget] = `{"source":"default/vm0","token":"t0"}`
+		p.Annotations[kubeapi.AnnotationMigrationResult] = `{"token":"t0","phase":"Succeeded"}`
+		p.Annotations[kubeapi.AnnotationMigrationFinish] = `{"token":"t0","phase":"Succeeded","downtimeMs":70}`
 	}))
 	m, out, errOut := testMigration(c.client, "vm1", "node2", 10*time.Second)
 	if err := m.run(context.Background()); err != nil {
 		t.Fatalf("run: %v\n%s\n%s", err, out, errOut)
 	}
 	tp := getPod(t, c.client, target)
-	if tp == nil || tp.Annotations[nodeagent.AnnotationMigrateFrom] != "default/vm1" {
+	if tp == nil || tp.Annotations[kubeapi.AnnotationMigrateFrom] != "default/vm1" {
 		t.Fatalf("target pod %+v", tp)
 	}
-	var fin nodeagent.MigrationFinish
-	if _, err := nodeagent.DecodeAnnotation(tp.Annotations, nodeagent.AnnotationMigrationFinish, &fin); err != nil || fin.Token != "tok-"+target {
+	var fin kubeapi.MigrationFinish
+	if _, err := kubeapi.DecodeAnnotation(tp.Annotations, kubeapi.AnnotationMigrationFinish, &fin); err != nil || fin.Token != "tok-"+target {
 		t.Errorf("T's finish %+v (%v): vm1's own copied?", fin, err)
 	}
 }
@@ -296,8 +296,8 @@ func requireCleanedUp(t *testing.T, c *fakeCluster) {
 	if s == nil {
 		t.Fatal("the source pod is gone")
 	}
-	if to, ok := s.Annotations[nodeagent.AnnotationMigrateTo]; ok {
-		t.Errorf("the source pod still has %s: %s", nodeagent.AnnotationMigrateTo, to)
+	if to, ok := s.Annotations[kubeapi.AnnotationMigrateTo]; ok {
+		t.Errorf("the source pod still has %s: %s", kubeapi.AnnotationMigrateTo, to)
 	}
 	for _, a := range c.client.Actions() {
 		pa, ok := a.(k8stesting.PatchAction)
@@ -311,12 +311,12 @@ func requireCleanedUp(t *testing.T, c *fakeCluster) {
 		}
 		_ = json.Unmarshal(pa.GetPatch(), &p)
 		removed := 0
-		for _, k := range append([]string{nodeagent.AnnotationMigrateTo}, nodeagent.MigrationAnnotations...) {
+		for _, k := range append([]string{kubeapi.AnnotationMigrateTo}, kubeapi.MigrationAnnotations...) {
 			if v, ok := p.Metadata.Annotations[k]; ok && v == nil {
 				removed++
 			}
 		}
-		if removed == 1+len(nodeagent.MigrationAnnotations) {
+		if removed == 1+len(kubeapi.MigrationAnnotations) {
 			return
 		}
 	}
@@ -335,14 +335,14 @@ func TestMigrateRefused(t *testing.T) {
 		{"already there", "node1", vmPod("vm1", "node1"), nil, "pod default/vm1 runs on node1 already"},
 		{"not running", "node2", vmPod("vm1", "node1", func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }), nil, "is Pending, not Running"},
 		{"no node", "node2", vmPod("vm1", "", func(p *corev1.Pod) {}), nil, "is on no node"},
-		{"a target", "node2", vmPod("vm1", "node1", func(p *corev1.Pod) { p.Annotations[nodeagent.AnnotationMigrateFrom] = other }), nil,
+		{"a target", "node2", vmPod("vm1", "node1", func(p *corev1.Pod) { p.Annotations[kubeapi.AnnotationMigrateFrom] = other }), nil,
 			"is itself a migration's target (crimux.io/migrate-from: default/vm0)"},
 		{"no such node", "node9", vmPod("vm1", "node1"), nil, "node node9 not found"},
 		{"node not ready", "node3", vmPod("vm1", "node1"), nil, "node node3 is not Ready (Ready=False: KubeletReady)"},
 		{"no such pod", "node2", vmPod("vm2", "node1"), nil, "pod default/vm1 not found"},
 		{"not a VM", "node2", vmPod("vm1", "node1", func(p *corev1.Pod) { p.Spec.RuntimeClassName = nil }), nil, "not a VM pod"},
-		{"under way", "node2", vmPod("vm1", "node1", func(p *corev1.Pod) { p.Annotations[nodeagent.AnnotationMigrateTo] = "vm1-mig-zzzzz" }),
-			[]*corev1.Pod{vmPod("vm1-mig-zzzzz", "node2", func(p *corev1.Pod) { p.Annotations[nodeagent.AnnotationMigrateFrom] = "default/vm1" })},
+		{"under way", "node2", vmPod("vm1", "node1", func(p *corev1.Pod) { p.Annotations[kubeapi.AnnotationMigrateTo] = "vm1-mig-zzzzz" }),
+			[]*corev1.Pod{vmPod("vm1-mig-zzzzz", "node2", func(p *corev1.Pod) { p.Annotations[kubeapi.AnnotationMigrateFrom] = "default/vm1" })},
 			"pod default/vm1 is being migrated already, to pod vm1-mig-zzzzz"},
 	}
 	for _, tc := range cases {

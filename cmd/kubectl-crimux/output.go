@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/crimux/crimux/nodeagent"
+	"github.com/crimux/crimux/kubeapi"
 )
 
 const mib = 1 << 20
@@ -16,7 +16,7 @@ const mib = 1 << 20
 //
 // The share is of the VM's memory (and disk) not left to send; memory
 // dirtied again is sent again, so it may fall back between passes.
-func progressLine(p nodeagent.MigrationProgress) string {
+func progressLine(p kubeapi.MigrationProgress) string {
 	pct := 0
 	if p.TotalBytes > 0 {
 		pct = int((p.TotalBytes - min(p.RemainingBytes, p.TotalBytes)) * 100 / p.TotalBytes)
@@ -27,7 +27,7 @@ func progressLine(p nodeagent.MigrationProgress) string {
 
 // finishLine is the migration's outcome: its time, the VM's downtime and
 // its addresses in T.
-func finishLine(took time.Duration, f nodeagent.MigrationFinish) string {
+func finishLine(took time.Duration, f kubeapi.MigrationFinish) string {
 	addrs := "none"
 	if len(f.Addresses) > 0 {
 		addrs = strings.Join(f.Addresses, ", ")

@@ -8,7 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/crimux/crimux/nodeagent"
+	"github.com/crimux/crimux/kubeapi"
 )
 
 // mirrorAnnotation marks a static pod's mirror: kubelet owns the pod.
@@ -27,12 +27,12 @@ func (m *migration) preflight(ctx context.Context) (*corev1.Pod, error) {
 		return nil, fmt.Errorf("get pod %s/%s: %w", m.ns, m.pod, err)
 	}
 	name := m.ns + "/" + m.pod
-	from, isTarget := s.Annotations[nodeagent.AnnotationMigrateFrom]
+	from, isTarget := s.Annotations[kubeapi.AnnotationMigrateFrom]
 	switch {
 	case s.DeletionTimestamp != nil:
 		return nil, fmt.Errorf("pod %s is being deleted", name)
 	case isTarget && !arrived(s):
-		return nil, fmt.Errorf("pod %s is itself a migration's target (%s: %s) whose VM has not arrived: it cannot be migrated", name, nodeagent.AnnotationMigrateFrom, from)
+		return nil, fmt.Errorf("pod %s is itself a migration's target (%s: %s) whose VM has not arrived: it cannot be migrated", name, kubeapi.AnnotationMigrateFrom, from)
 	case s.Status.Phase != corev1.PodRunning:
 		return nil, fmt.Errorf("pod %s is %s, not Running: only a running VM can be migrated", name, phaseName(s.Status.Phase))
 	case s.Spec.NodeName == "":
@@ -62,19 +62,19 @@ func (m *migration) preflight(ctx context.Context) (*corev1.Pod, error) {
 // so: nodeagent's pass.arriving). A pod moved otherwise (crimuxctl vm
 // migrate) has no such record and is refused.
 func arrived(p *corev1.Pod) bool {
-	var tgt nodeagent.MigrationTarget
-	var fin nodeagent.MigrationFinish
-	okT, errT := nodeagent.DecodeAnnotation(p.Annotations, nodeagent.AnnotationMigrationTarget, &tgt)
-	okF, errF := nodeagent.DecodeAnnotation(p.Annotations, nodeagent.AnnotationMigrationFinish, &fin)
+	var tgt kubeapi.MigrationTarget
+	var fin kubeapi.MigrationFinish
+	okT, errT := kubeapi.DecodeAnnotation(p.Annotations, kubeapi.AnnotationMigrationTarget, &tgt)
+	okF, errF := kubeapi.DecodeAnnotation(p.Annotations, kubeapi.AnnotationMigrationFinish, &fin)
 	return okT && okF && errT == nil && errF == nil && tgt.Token != "" &&
-		tgt.Source == p.Annotations[nodeagent.AnnotationMigrateFrom] && fin.Token == tgt.Token && fin.Phase == nodeagent.MigrationSucceeded
+		tgt.Source == p.Annotations[kubeapi.AnnotationMigrateFrom] && fin.Token == tgt.Token && fin.Phase == kubeapi.MigrationSucceeded
 }
 
 // noMigrationUnderWay refuses S if its migrate-to names a target pod of
 // it that is still there: another kubectl crimux migrate runs, or one was
 // killed before it could clean up.
 func (m *migration) noMigrationUnderWay(ctx context.Context, s *corev1.Pod) error {
-	to := s.Annotations[nodeagent.AnnotationMigrateTo]
+	to := s.Annotations[kubeapi.AnnotationMigrateTo]
 	if to == "" {
 		return nil
 	}
@@ -83,10 +83,10 @@ func (m *migration) noMigrationUnderWay(ctx context.Context, s *corev1.Pod) erro
 	case apierrors.IsNotFound(err):
 		return nil // an earlier attempt's, cleared when this one starts
 	case err != nil:
-		return fmt.Errorf("get pod %s/%s (%s of pod %s): %w", m.ns, to, nodeagent.AnnotationMigrateTo, s.Name, err)
-	case t.DeletionTimestamp == nil && t.Annotations[nodeagent.AnnotationMigrateFrom] == m.ns+"/"+s.Name:
+		return fmt.Errorf("get pod %s/%s (%s of pod %s): %w", m.ns, to, kubeapi.AnnotationMigrateTo, s.Name, err)
+	case t.DeletionTimestamp == nil && t.Annotations[kubeapi.AnnotationMigrateFrom] == m.ns+"/"+s.Name:
 		return fmt.Errorf("pod %s/%s is being migrated already, to pod %s (%s); if no kubectl crimux migrate of it runs, delete that pod first: kubectl delete pod -n %s %s",
-			m.ns, s.Name, to, nodeagent.AnnotationMigrateTo, m.ns, to)
+			m.ns, s.Name, to, kubeapi.AnnotationMigrateTo, m.ns, to)
 	}
 	return nil
 }

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/crimux/crimux/nodeagent"
+	"github.com/crimux/crimux/kubeapi"
 )
 
 // relay is one migration as the plugin carries it: S, the source pod,
@@ -39,16 +39,16 @@ type step struct {
 	state              relayState
 	toSource, toTarget map[string]string
 
-	sourceReady   *nodeagent.MigrationSource  // S's answer to this migrate-to
-	targetReady   *nodeagent.MigrationTarget  // T's answer to S's
-	progress      string                      // S's migration-progress of this token, as written
-	prog          nodeagent.MigrationProgress // ... and as it reads
+	sourceReady   *kubeapi.MigrationSource  // S's answer to this migrate-to
+	targetReady   *kubeapi.MigrationTarget  // T's answer to S's
+	progress      string                    // S's migration-progress of this token, as written
+	prog          kubeapi.MigrationProgress // ... and as it reads
 	targetRunning bool
 	targetWaiting string // why T's container does not run yet, if it says
 
-	finish       *nodeagent.MigrationFinish // T's finish: the VM runs in T
-	failure      string                     // why the migration failed
-	finishFailed bool                       // T's finish says the VM did not arrive
+	finish       *kubeapi.MigrationFinish // T's finish: the VM runs in T
+	failure      string                   // why the migration failed
+	finishFailed bool                     // T's finish says the VM did not arrive
 }
 
 // next is the step from the pods as last seen (nil: gone) and what was
@@ -82,60 +82,60 @@ func (r relay) next(st relayState, s, t *corev1.Pod) step {
 	}
 
 	// 2-3. S's answer to migrate-to: its VM, for T.
-	var src nodeagent.MigrationSource
-	if ok, err := nodeagent.DecodeAnnotation(sa, nodeagent.AnnotationMigrationSource, &src); err != nil {
+	var src kubeapi.MigrationSource
+	if ok, err := kubeapi.DecodeAnnotation(sa, kubeapi.AnnotationMigrationSource, &src); err != nil {
 		return fail("source pod %s: %v", r.source, err)
 	} else if ok && src.Target == r.target {
 		out.sourceReady = &src
-		copyTo(out.toTarget, ta, nodeagent.AnnotationMigrationSource, sa[nodeagent.AnnotationMigrationSource])
+		copyTo(out.toTarget, ta, kubeapi.AnnotationMigrationSource, sa[kubeapi.AnnotationMigrationSource])
 	}
 	// 4-5. T's answer to it: where the VM goes, for S.
-	var tgt nodeagent.MigrationTarget
-	if ok, err := nodeagent.DecodeAnnotation(ta, nodeagent.AnnotationMigrationTarget, &tgt); err != nil {
+	var tgt kubeapi.MigrationTarget
+	if ok, err := kubeapi.DecodeAnnotation(ta, kubeapi.AnnotationMigrationTarget, &tgt); err != nil {
 		return fail("target pod %s: %v", r.target, err)
 	} else if ok && tgt.Source == r.ns+"/"+r.source && tgt.Token != "" {
 		out.state.token = tgt.Token
 		out.targetReady = &tgt
-		copyTo(out.toSource, sa, nodeagent.AnnotationMigrationTarget, ta[nodeagent.AnnotationMigrationTarget])
+		copyTo(out.toSource, sa, kubeapi.AnnotationMigrationTarget, ta[kubeapi.AnnotationMigrationTarget])
 	}
 	token := out.state.token
 	// 6-7. S's Migrate: its progress, then its result, for T.
-	var prog nodeagent.MigrationProgress
-	if ok, err := nodeagent.DecodeAnnotation(sa, nodeagent.AnnotationMigrationProgress, &prog); err != nil {
+	var prog kubeapi.MigrationProgress
+	if ok, err := kubeapi.DecodeAnnotation(sa, kubeapi.AnnotationMigrationProgress, &prog); err != nil {
 		return fail("source pod %s: %v", r.source, err)
 	} else if ok && token != "" && prog.Token == token {
-		out.progress, out.prog = sa[nodeagent.AnnotationMigrationProgress], prog
+		out.progress, out.prog = sa[kubeapi.AnnotationMigrationProgress], prog
 	}
-	var sres nodeagent.MigrationResult
-	ok, err := nodeagent.DecodeAnnotation(sa, nodeagent.AnnotationMigrationResult, &sres)
+	var sres kubeapi.MigrationResult
+	ok, err := kubeapi.DecodeAnnotation(sa, kubeapi.AnnotationMigrationResult, &sres)
 	switch {
 	case err != nil:
 		return fail("source pod %s: %v", r.source, err)
 	case ok && token != "" && sres.Token == token:
 		// Copied either way: T's agent finishes with it.
-		copyTo(out.toTarget, ta, nodeagent.AnnotationMigrationResult, sa[nodeagent.AnnotationMigrationResult])
-		if sres.Phase == nodeagent.MigrationSucceeded {
+		copyTo(out.toTarget, ta, kubeapi.AnnotationMigrationResult, sa[kubeapi.AnnotationMigrationResult])
+		if sres.Phase == kubeapi.MigrationSucceeded {
 			out.state.moved = true
 		} else {
 			out.state.sourceFailed = orUnsaid(sres.Message)
 		}
-	case ok && sres.Token == "" && sres.Phase == nodeagent.MigrationFailed:
+	case ok && sres.Token == "" && sres.Phase == kubeapi.MigrationFailed:
 		return fail("the source refused: %s", orUnsaid(sres.Message))
 	}
 	// 4. T's refusal to prepare (its result without a token; with one it
 	// is S's, copied).
-	var tres nodeagent.MigrationResult
-	if ok, err := nodeagent.DecodeAnnotation(ta, nodeagent.AnnotationMigrationResult, &tres); err != nil {
+	var tres kubeapi.MigrationResult
+	if ok, err := kubeapi.DecodeAnnotation(ta, kubeapi.AnnotationMigrationResult, &tres); err != nil {
 		return fail("target pod %s: %v", r.target, err)
-	} else if ok && tres.Token == "" && tres.Phase == nodeagent.MigrationFailed {
+	} else if ok && tres.Token == "" && tres.Phase == kubeapi.MigrationFailed {
 		return fail("the target refused: %s", orUnsaid(tres.Message))
 	}
 	// 8. T's finish.
-	var fin nodeagent.MigrationFinish
-	if ok, err := nodeagent.DecodeAnnotation(ta, nodeagent.AnnotationMigrationFinish, &fin); err != nil {
+	var fin kubeapi.MigrationFinish
+	if ok, err := kubeapi.DecodeAnnotation(ta, kubeapi.AnnotationMigrationFinish, &fin); err != nil {
 		return fail("target pod %s: %v", r.target, err)
-	} else if ok && (fin.Token == token && token != "" || fin.Token == "" && fin.Phase == nodeagent.MigrationFailed) {
-		if fin.Phase == nodeagent.MigrationSucceeded {
+	} else if ok && (fin.Token == token && token != "" || fin.Token == "" && fin.Phase == kubeapi.MigrationFailed) {
+		if fin.Phase == kubeapi.MigrationSucceeded {
 			out.finish = &fin
 			return out
 		}
@@ -170,8 +170,8 @@ func (r relay) next(st relayState, s, t *corev1.Pod) step {
 		return fail("source pod %s is being deleted", r.source)
 	case s.Status.Phase != corev1.PodRunning:
 		return fail("source pod %s is %s, no longer Running", r.source, s.Status.Phase)
-	case sa[nodeagent.AnnotationMigrateTo] != r.target:
-		return fail("source pod %s no longer says %s: %s (another migration?)", r.source, nodeagent.AnnotationMigrateTo, r.target)
+	case sa[kubeapi.AnnotationMigrateTo] != r.target:
+		return fail("source pod %s no longer says %s: %s (another migration?)", r.source, kubeapi.AnnotationMigrateTo, r.target)
 	}
 	return out
 }

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/crimux/crimux/nodeagent"
+	"github.com/crimux/crimux/kubeapi"
 )
 
 // maxTargetName bounds T's name: a DNS label, as a pod's hostname is.
@@ -41,14 +41,14 @@ func randomSuffix() string {
 // agent keeps what it did per pod UID). crimux.io/power-state is kept: it
 // is declarative, the state the user wants the VM in wherever it runs.
 var notCopied = map[string]bool{
-	nodeagent.AnnotationObservedPowerState: true,
-	nodeagent.AnnotationPowerStateError:    true,
-	nodeagent.AnnotationRebootRequest:      true,
-	nodeagent.AnnotationRebootResult:       true,
-	nodeagent.AnnotationSnapshotRequest:    true,
-	nodeagent.AnnotationSnapshotResult:     true,
-	nodeagent.AnnotationRestoreRequest:     true,
-	nodeagent.AnnotationRestoreResult:      true,
+	kubeapi.AnnotationObservedPowerState: true,
+	kubeapi.AnnotationPowerStateError:    true,
+	kubeapi.AnnotationRebootRequest:      true,
+	kubeapi.AnnotationRebootResult:       true,
+	kubeapi.AnnotationSnapshotRequest:    true,
+	kubeapi.AnnotationSnapshotResult:     true,
+	kubeapi.AnnotationRestoreRequest:     true,
+	kubeapi.AnnotationRestoreResult:      true,
 }
 
 // copied reports whether S's annotation key goes to T.
@@ -70,7 +70,7 @@ func targetPod(s *corev1.Pod, name, node string) *corev1.Pod {
 			annotations[k] = v
 		}
 	}
-	annotations[nodeagent.AnnotationMigrateFrom] = s.Namespace + "/" + s.Name
+	annotations[kubeapi.AnnotationMigrateFrom] = s.Namespace + "/" + s.Name
 	var labels map[string]string
 	if len(s.Labels) > 0 {
 		labels = make(map[string]string, len(s.Labels))

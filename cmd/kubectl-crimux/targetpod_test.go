@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/crimux/crimux/nodeagent"
+	"github.com/crimux/crimux/kubeapi"
 )
 
 func TestTargetPod(t *testing.T) {
@@ -22,17 +22,17 @@ func TestTargetPod(t *testing.T) {
 		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
 		p.Labels["tier"] = "db"
 		for k, v := range map[string]string{
-			nodeagent.AnnotationMigrateTo:          "vm1-mig-old00",
-			nodeagent.AnnotationMigrateFrom:        "default/vm0",
-			nodeagent.AnnotationMigrationResult:    "{}",
-			nodeagent.AnnotationMigrationFinish:    "{}",
-			nodeagent.AnnotationObservedPowerState: "Running",
-			nodeagent.AnnotationPowerStateError:    "x",
-			nodeagent.AnnotationSnapshotRequest:    "snap1",
-			nodeagent.AnnotationSnapshotResult:     "snap1: created",
-			nodeagent.AnnotationRebootRequest:      "r1",
-			nodeagent.AnnotationRestoreRequest:     "snap0",
-			"example.com/owner":                    "ops",
+			kubeapi.AnnotationMigrateTo:          "vm1-mig-old00",
+			kubeapi.AnnotationMigrateFrom:        "default/vm0",
+			kubeapi.AnnotationMigrationResult:    "{}",
+			kubeapi.AnnotationMigrationFinish:    "{}",
+			kubeapi.AnnotationObservedPowerState: "Running",
+			kubeapi.AnnotationPowerStateError:    "x",
+			kubeapi.AnnotationSnapshotRequest:    "snap1",
+			kubeapi.AnnotationSnapshotResult:     "snap1: created",
+			kubeapi.AnnotationRebootRequest:      "r1",
+			kubeapi.AnnotationRestoreRequest:     "snap0",
+			"example.com/owner":                  "ops",
 		} {
 			p.Annotations[k] = v
 		}
@@ -65,10 +65,10 @@ func TestTargetPod(t *testing.T) {
 		t.Errorf("labels %v", tp.Labels)
 	}
 	want := map[string]string{
-		nodeagent.AnnotationMigrateFrom: "default/vm1",
-		nodeagent.AnnotationPowerState:  "Running",
-		"crimux.io/vm-cpus":             "2",
-		"example.com/owner":             "ops",
+		kubeapi.AnnotationMigrateFrom: "default/vm1",
+		kubeapi.AnnotationPowerState:  "Running",
+		"crimux.io/vm-cpus":           "2",
+		"example.com/owner":           "ops",
 	}
 	if len(tp.Annotations) != len(want) {
 		t.Errorf("annotations %v, want %v", tp.Annotations, want)
@@ -79,7 +79,7 @@ func TestTargetPod(t *testing.T) {
 		}
 	}
 	// S is left as it was.
-	if s.Spec.NodeName != "node1" || len(s.Spec.EphemeralContainers) != 1 || s.Annotations[nodeagent.AnnotationMigrateTo] == "" {
+	if s.Spec.NodeName != "node1" || len(s.Spec.EphemeralContainers) != 1 || s.Annotations[kubeapi.AnnotationMigrateTo] == "" {
 		t.Error("S changed")
 	}
 	tp.Labels["app"] = "changed"

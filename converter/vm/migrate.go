@@ -4,13 +4,15 @@ import (
 	"fmt"
 
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/crimux/crimux/kubeapi"
 )
 
 // AnnotationMigrateFrom on a VM pod makes it the target of a live
 // migration (issue 42): its VM is not booted; it arrives, running, from
 // the pod the value names (namespace/name, or a container ID at the CRI
 // level), and until then its container runs with no qemu.
-const AnnotationMigrateFrom = "crimux.io/migrate-from"
+const AnnotationMigrateFrom = kubeapi.AnnotationMigrateFrom
 
 // maxMigrateFrom bounds the annotation: a namespace, a slash and a name.
 const maxMigrateFrom = 253 + 1 + 253

@@ -45,8 +45,8 @@ const migrateCounter = `i=0; while :; do i=$((i+1)); echo $i >/dev/shm/crimux-co
 // reboot: memory moved), the session's processes are there, the file is
 // there, the guest has the target pod's IP, kubectl exec and an SSH login
 // through kubectl port-forward reach it there, kubectl logs shows its
-// console from the switch-over on; the source pod is deleted and node one keeps no domain, tap,
-// cgroup, disk or record of it.
+// console from the switch-over on; the source pod is deleted and node one
+// keeps no domain, tap, cgroup, disk or record of it.
 func TestVMMigrateKubectl(t *testing.T) {
 	if os.Getenv("CRIMUX_MIGRATE") == "" {
 		t.Skip("node two is not up: make e2e-migrate runs the migration tests")

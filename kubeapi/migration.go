@@ -1,4 +1,9 @@
-package nodeagent
+// Package kubeapi is crimux's API through Kubernetes objects: the pod
+// annotations by which crimux's node agent and kubectl-crimux hand a live
+// migration between two nodes, and the patch that writes them. It is a
+// contract, with no logic of either side: both import it, neither the
+// other.
+package kubeapi
 
 import (
 	"encoding/json"
@@ -35,7 +40,7 @@ const (
 	AnnotationMigrateTo = "crimux.io/migrate-to"
 	// AnnotationMigrateFrom, on T: <namespace>/<S>. It is also what makes
 	// crimux create T's VM waiting for incoming state
-	// (converter/vm.AnnotationMigrateFrom).
+	// (the VM runtime reads it too).
 	AnnotationMigrateFrom = "crimux.io/migrate-from"
 
 	AnnotationMigrationSource   = "crimux.io/migration-source"   // MigrationSource
