@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Stops node two of the test bed (what test/bed/node2-up.sh started):
 # destroys and undefines every domain of node two's libvirtd (node two is
-# the bed's alone, so all of them), stops its libvirtd and virtlogd and
-# both sides of the kube-apiserver bridge, stops
+# the bed's alone, so all of them), stops its libvirtd, virtlogd and
+# containerd and both sides of the kube-apiserver and registry bridges,
+# stops
 # whatever else still runs in node two's network namespace (qemu processes
 # whose libvirtd is gone, forwarders a test left), stops the holder, deletes
 # the veth and the host's route to node two's pods, removes
 # /run/crimux-testbed/node2 and node two's CNI IPAM data, and the host's
 # /var/lib/kubelet if node2-up.sh made it (as node two's mount point). Keeps the PKI
-# (/etc/crimux-testbed/pki), node two's configs (/etc/crimux-testbed/node2)
-# and its persistent libvirt dirs (/var/lib/crimux-testbed/node2/root).
+# (/etc/crimux-testbed/pki), node two's configs (/etc/crimux-testbed/node2),
+# its persistent libvirt dirs (/var/lib/crimux-testbed/node2/root) and its
+# containerd's root (/var/lib/crimux-testbed/node2/containerd: its images).
 # Idempotent: fine when node two is not up. Node one is left alone.
 set -euo pipefail
 # shellcheck source=lib.sh source-path=SCRIPTDIR
@@ -26,6 +28,9 @@ N2_VIRTLOGD_PID=$N2_RUN/virtlogd.pid
 N2_LIBVIRTD_PID=$N2_RUN/libvirtd.pid
 N2_BRIDGE_HOST_PID=$N2_RUN/apiserver-bridge-host.pid
 N2_BRIDGE_NODE_PID=$N2_RUN/apiserver-bridge-node.pid
+N2_REG_BRIDGE_HOST_PID=$N2_RUN/registry-bridge-host.pid
+N2_REG_BRIDGE_NODE_PID=$N2_RUN/registry-bridge-node.pid
+N2_CTD_PID=$N2_RUN/containerd.pid
 N2_KUBELET_MADE=$N2_RUN/var-lib-kubelet.made
 N2_CNI_DATA_DIR=$N2_LIB/cni/networks
 N2_SUBNET=10.88.78.0/24
@@ -66,7 +71,8 @@ fi
 # --- daemons -------------------------------------------------------------------------
 # By their pid files, whether or not the holder still lives (they may keep
 # a node two whose holder died).
-for d in "$N2_LIBVIRTD_PID:$LIBVIRTD:libvirtd" "$N2_VIRTLOGD_PID:$VIRTLOGD:virtlogd"; do
+for d in "$N2_LIBVIRTD_PID:$LIBVIRTD:libvirtd" "$N2_VIRTLOGD_PID:$VIRTLOGD:virtlogd" \
+	"$N2_CTD_PID:$BIN/containerd:containerd"; do
 	IFS=: read -r pf exe name <<<"$d"
 	if pid=$(pid_running "$pf" "$exe"); then
 		stop_pid "$pid" "$name" 30
@@ -74,18 +80,19 @@ for d in "$N2_LIBVIRTD_PID:$LIBVIRTD:libvirtd" "$N2_VIRTLOGD_PID:$VIRTLOGD:virtl
 	fi
 done
 
-# --- the kube-apiserver bridge ------------------------------------------------------
+# --- the kube-apiserver and registry bridges ----------------------------------------
 # Each side's socat and the children it forked for open connections (the
-# host side's run in the host's namespaces: the sweep below misses them).
-for d in "$N2_BRIDGE_NODE_PID:node" "$N2_BRIDGE_HOST_PID:host"; do
+# host sides' run in the host's namespaces: the sweep below misses them).
+for d in "$N2_BRIDGE_NODE_PID:kube-apiserver bridge's node side" "$N2_BRIDGE_HOST_PID:kube-apiserver bridge's host side" \
+	"$N2_REG_BRIDGE_NODE_PID:registry bridge's node side" "$N2_REG_BRIDGE_HOST_PID:registry bridge's host side"; do
 	pf=${d%%:*} side=${d#*:}
 	if pid=$(pid_running "$pf" "$SOCAT"); then
 		children=$(pgrep -P "$pid" || true)
-		stop_pid "$pid" "the kube-apiserver bridge's $side side" 5
+		stop_pid "$pid" "the $side" 5
 		for c in $children; do
-			if [ "$(exe_of "$c")" = "$SOCAT" ]; then stop_pid "$c" "a connection of the kube-apiserver bridge" 5; fi
+			if [ "$(exe_of "$c")" = "$SOCAT" ]; then stop_pid "$c" "a connection of the $side" 5; fi
 		done
-		done_+=("stopped the kube-apiserver bridge's $side side (pid $pid)")
+		done_+=("stopped the $side (pid $pid)")
 	fi
 done
 

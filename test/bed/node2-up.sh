@@ -6,10 +6,12 @@
 # namespaces, joined to the host by a veth pair (host crimux-n2 10.231.0.1,
 # node eth0 10.231.0.2), with its own /run/libvirt, /var/lib/libvirt,
 # /var/cache/libvirt, /var/log/libvirt, /etc/libvirt, /run/crimux and
-# /var/lib/kubelet bound over the host's, and its own virtlogd and libvirtd
-# (TLS on 10.231.0.2:16514, client certificates of the two nodes only).
-# Everything else (/run/crimux-testbed with containerd's socket, the rest
-# of /var/lib, /dev, the qemu wrapper) is the host's. Also writes the PKI
+# /var/lib/kubelet bound over the host's, and its own virtlogd, libvirtd
+# (TLS on 10.231.0.2:16514, client certificates of the two nodes only) and
+# containerd (socket /run/crimux-testbed/node2/containerd/containerd.sock,
+# its own root, pulling from the bed's registry through a bridge).
+# Everything else (/run/crimux-testbed, the rest of /var/lib, /dev, the
+# qemu wrapper) is the host's. Also writes the PKI
 # of both nodes and node two's CNI config, routes the two pod networks to
 # each other, and bridges node two's 127.0.0.1:16443 to the host's (the
 # test bed cluster's kube-apiserver, test/cluster) through a Unix socket,
@@ -46,6 +48,18 @@ N2_APISERVER_SOCK=$N2_RUN/apiserver.sock
 N2_BRIDGE_HOST_PID=$N2_RUN/apiserver-bridge-host.pid
 N2_BRIDGE_NODE_PID=$N2_RUN/apiserver-bridge-node.pid
 N2_BRIDGE_LOG=$N2_RUN/apiserver-bridge.log
+# The registry bridge: the same, to the bed's registry ($REG_ADDR).
+N2_REGISTRY_SOCK=$N2_RUN/registry.sock
+N2_REG_BRIDGE_HOST_PID=$N2_RUN/registry-bridge-host.pid
+N2_REG_BRIDGE_NODE_PID=$N2_RUN/registry-bridge-node.pid
+# Node two's containerd: its own root (images, snapshots: kept, a cache
+# like the host's), state, socket and runc root.
+N2_CTD_ROOT=$N2_LIB/containerd
+N2_CTD_STATE=$N2_RUN/containerd
+N2_CTD_SOCK=$N2_CTD_STATE/containerd.sock
+N2_CTD_CONFIG=$N2_RUN/containerd.toml
+N2_CTD_PID=$N2_RUN/containerd.pid
+N2_CTD_LOG=$N2_RUN/containerd.log
 # Set when this script made the host's /var/lib/kubelet (node two's mount
 # point): node2-down.sh removes it then.
 N2_KUBELET_MADE=$N2_RUN/var-lib-kubelet.made
@@ -325,7 +339,8 @@ node_state=running
 if ! npid=$(node_pid); then
 	# Daemons of a node two whose holder died still hold its namespaces.
 	for d in "$N2_LIBVIRTD_PID:$LIBVIRTD:libvirtd" "$N2_VIRTLOGD_PID:$VIRTLOGD:virtlogd" \
-		"$N2_BRIDGE_NODE_PID:$SOCAT:kube-apiserver bridge"; do
+		"$N2_CTD_PID:$BIN/containerd:containerd" \
+		"$N2_BRIDGE_NODE_PID:$SOCAT:kube-apiserver bridge" "$N2_REG_BRIDGE_NODE_PID:$SOCAT:registry bridge"; do
 		IFS=: read -r pf exe name <<<"$d"
 		if pid=$(pid_running "$pf" "$exe"); then
 			warn "stopping $name (pid $pid) of a node two whose holder is gone"
@@ -502,7 +517,7 @@ start_bridge() {
 		sleep 0.1
 	done
 	tail -n 5 "$N2_BRIDGE_LOG" >&2
-	die "the kube-apiserver bridge's $name side did not start (log: $N2_BRIDGE_LOG)"
+	die "the $name did not start (log: $N2_BRIDGE_LOG)"
 }
 
 host_net=$(readlink /proc/self/ns/net)
@@ -511,9 +526,9 @@ if pid=$(bridge_pid "$N2_BRIDGE_HOST_PID" "$host_net") && [ ! -S "$N2_APISERVER_
 	stop_pid "$pid" "the kube-apiserver bridge's host side" 5
 fi
 bridge_state=running
-start_bridge host "$N2_BRIDGE_HOST_PID" "$host_net" \
+start_bridge "kube-apiserver bridge's host side" "$N2_BRIDGE_HOST_PID" "$host_net" \
 	socat "UNIX-LISTEN:$N2_APISERVER_SOCK,fork,unlink-early,mode=0600" "TCP:127.0.0.1:$APISERVER_PORT" && bridge_state=started
-start_bridge node "$N2_BRIDGE_NODE_PID" "$node_net" nsenter -t "$npid" -m -n -- \
+start_bridge "kube-apiserver bridge's node side" "$N2_BRIDGE_NODE_PID" "$node_net" nsenter -t "$npid" -m -n -- \
 	socat "TCP-LISTEN:$APISERVER_PORT,bind=127.0.0.1,fork,reuseaddr" "UNIX-CONNECT:$N2_APISERVER_SOCK" && bridge_state=started
 # Listening: socat binds after it started (and exits if it cannot).
 for ((i = 0; i < 50; i++)); do
@@ -523,4 +538,41 @@ done
 [ -S "$N2_APISERVER_SOCK" ] && in_node ss -Hltn "src 127.0.0.1:$APISERVER_PORT" | grep -q . ||
 	{ tail -n 5 "$N2_BRIDGE_LOG" >&2; die "the kube-apiserver bridge does not listen (log: $N2_BRIDGE_LOG)"; }
 
-echo "node2-up: node two (pid $npid) $node_state: libvirtd $libvirtd_state at $NODE_URI (client certs ?pkipath=$PKI_DIR/node1 or node2), veth $VETH $HOST_IP <-> eth0 $NODE_IP, pods $N2_SUBNET $N2_SUBNET6 (CNI $N2_CNI_CONF_DIR), kube-apiserver bridge $bridge_state (node two's 127.0.0.1:$APISERVER_PORT) ($((SECONDS - start))s)"
+# --- the registry bridge and node two's containerd ------------------------------
+# The bed's registry listens on the host's $REG_ADDR only; node two's
+# containerd pulls from its own, bridged as kube-apiserver is, so the
+# images' names and the mirrors' hosts.toml (certs.d) are the host's.
+if pid=$(bridge_pid "$N2_REG_BRIDGE_HOST_PID" "$host_net") && [ ! -S "$N2_REGISTRY_SOCK" ]; then
+	stop_pid "$pid" "the registry bridge's host side" 5
+fi
+start_bridge "registry bridge's host side" "$N2_REG_BRIDGE_HOST_PID" "$host_net" \
+	socat "UNIX-LISTEN:$N2_REGISTRY_SOCK,fork,unlink-early,mode=0600" "TCP:$REG_ADDR" || true
+start_bridge "registry bridge's node side" "$N2_REG_BRIDGE_NODE_PID" "$node_net" nsenter -t "$npid" -m -n -- \
+	socat "TCP-LISTEN:${REG_ADDR##*:},bind=${REG_ADDR%:*},fork,reuseaddr" "UNIX-CONNECT:$N2_REGISTRY_SOCK" || true
+
+# The host containerd's config (up.sh) with node two's root, state (its
+# socket, shims, NRI), runc root, opt dir and CNI config.
+[ -s "$CTD_CONFIG" ] || die "$CTD_CONFIG is missing: run test/bed/up.sh (make bed) first"
+sed -e "s|\"$CTD_ROOT\"|\"$N2_CTD_ROOT\"|; s|\"$CTD_STATE|\"$N2_CTD_STATE|g" \
+	-e "s|\"$RUNC_ROOT\"|\"$N2_RUN/runc\"|g; s|\"$LIB_DIR/opt\"|\"$N2_LIB/opt\"|" \
+	-e "s|\"$CNI_CONF_DIR\"|\"$N2_CNI_CONF_DIR\"|; s|written by test/bed/up.sh|node two's, written by test/bed/node2-up.sh|" \
+	"$CTD_CONFIG" | write_file "$N2_CTD_CONFIG"
+ctd_state=running
+if ! ctd_pid=$(node_daemon "$N2_CTD_PID" "$BIN/containerd"); then
+	mkdir -p "$N2_CTD_ROOT"
+	# nsenter execs (no new pid namespace): $! is containerd's pid.
+	(cd / && exec env -i PATH="$DAEMON_PATH" HOME=/root setsid nsenter -t "$npid" -m -n -- \
+		"$BIN/containerd" --config "$N2_CTD_CONFIG" </dev/null >>"$N2_CTD_LOG" 2>&1) &
+	ctd_pid=$!
+	echo "$ctd_pid" >"$N2_CTD_PID"
+	ctd_state=started
+fi
+n2_crictl() { "$BIN/crictl" --runtime-endpoint "unix://$N2_CTD_SOCK" --image-endpoint "unix://$N2_CTD_SOCK" --timeout 10s "$@"; }
+for ((i = 0; i < 300; i++)); do
+	n2_crictl info >/dev/null 2>&1 && break
+	kill -0 "$ctd_pid" 2>/dev/null || break
+	sleep 0.1
+done
+n2_crictl info >/dev/null 2>&1 || { tail -n 30 "$N2_CTD_LOG" >&2; die "node two's containerd (pid $ctd_pid) does not answer (log: $N2_CTD_LOG)"; }
+
+echo "node2-up: node two (pid $npid) $node_state: libvirtd $libvirtd_state at $NODE_URI (client certs ?pkipath=$PKI_DIR/node1 or node2), containerd $ctd_state (unix://$N2_CTD_SOCK), veth $VETH $HOST_IP <-> eth0 $NODE_IP, pods $N2_SUBNET $N2_SUBNET6 (CNI $N2_CNI_CONF_DIR), kube-apiserver bridge $bridge_state (node two's 127.0.0.1:$APISERVER_PORT), registry bridge (node two's $REG_ADDR) ($((SECONDS - start))s)"

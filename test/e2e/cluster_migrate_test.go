@@ -62,6 +62,9 @@ func TestVMMigrateKubectl(t *testing.T) {
 
 	src, srcID := waitVMPodRunning(t, k8s, "vm-mig")
 	waitGuestExec(t, k8s, "vm-mig")
+	// A booted machine moves: cloud-init done (its first boot's work would
+	// otherwise go on across the switch-over, and time the test).
+	kubectl(t, k8s, "-n", clusterNamespace, "exec", "vm-mig", "--", "cloud-init", "status", "--wait")
 	kubectl(t, k8s, "-n", clusterNamespace, "exec", "vm-mig", "--", "sh", "-c", "echo crimux-migrated-disk >/var/tmp/migrate-file && sync")
 	session := startSSHSession(t, k8s, key, "vm-mig", migrateCounter)
 	before := guestCount(t, k8s, "vm-mig")
@@ -70,6 +73,12 @@ func TestVMMigrateKubectl(t *testing.T) {
 	out := kubectlCrimux(t, k8s, "migrate", "vm-mig", "--to", node2Name, "-n", clusterNamespace)
 	t.Logf("kubectl crimux migrate:\n%s", out)
 	target := migratedTarget(t, out)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs, _ := kubectlErr(k8s, "-n", clusterNamespace, "logs", target)
+			t.Logf("kubectl logs %s (the guest's console on node two):\n%s", target, tail(logs, 40))
+		}
+	})
 
 	dst, _ := waitVMPodRunning(t, k8s, target)
 	if !strings.HasPrefix(dst.Status.PodIP, "10.88.78.") {
@@ -128,11 +137,13 @@ func waitGuestExec(t *testing.T, k8s, pod string) {
 	})
 }
 
-// guestCount reads the counter through kubectl exec, once it counts.
+// guestCount reads the counter through kubectl exec, once it counts. The
+// wait is long: right after a move under TCG the guest runs slowly (qemu
+// translates its code anew) and its agent may be slow to answer.
 func guestCount(t *testing.T, k8s, pod string) int {
 	t.Helper()
 	var n int
-	testutil.Eventually(t, time.Minute, "the guest's counter", func() error {
+	testutil.Eventually(t, 3*time.Minute, "the guest's counter", func() error {
 		out, err := kubectlErr(k8s, "-n", clusterNamespace, "exec", pod, "--", "cat", "/dev/shm/crimux-count")
 		if err != nil {
 			return fmt.Errorf("%v: %s", err, out)

@@ -29,7 +29,8 @@ var clusterNodeTwo = clusterKubeletNode{name: node2Name, ip: node2.addr2,
 	kubeconfig: filepath.Join(clusterPKI, node2Name, "kubelet.kubeconfig"), cgroupRoot: node2KubeletCgroup,
 	prefix: []string{node2.exec}}
 
-// startClusterNodeTwo is startClusterNode on node two: crimux there (TCG,
+// startClusterNodeTwo is startClusterNode on node two: crimux there (on
+// node two's containerd, TCG,
 // node two's CNI network and VM uid range, the kubelet wrapper's placement
 // on node two's own socket, the node agent as node two's, more [libvirt]
 // settings in libvirt: TOML lines ending in a newline, e.g.
@@ -40,7 +41,7 @@ func startClusterNodeTwo(t *testing.T, k8s, libvirt string, images ...string) *c
 	t.Helper()
 	wrapper := installKubeletWrapper(t)
 	prepareCgroupRoot(t, node2KubeletCgroup)
-	c := startCrimuxOn(t, []string{node2.exec}, "", bed.containerd, "--vm-accel", "tcg",
+	c := startCrimuxOn(t, []string{node2.exec}, "", node2.containerd, "--vm-accel", "tcg",
 		"--config", node2ClusterConfig(t, wrapper, libvirt), "--cni-conf-dir", node2.cniConfDir)
 	t.Cleanup(func() { removeClusterPods(c) })
 	for _, image := range images {

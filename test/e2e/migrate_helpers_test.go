@@ -15,14 +15,16 @@ import (
 	"github.com/crimux/crimux/internal/testutil"
 )
 
-// Node two of the test bed (test/bed/node2-up.sh): its own libvirtd and
-// virtlogd in mount and network namespaces of their own, reached from
-// the host (node one) at 10.231.0.2 over libvirt's TLS.
+// Node two of the test bed (test/bed/node2-up.sh): its own libvirtd,
+// virtlogd and containerd in mount and network namespaces of their own,
+// reached from the host (node one) at 10.231.0.2 over libvirt's TLS.
 var node2 = struct {
 	exec, cniConfDir, pki1, pki2 string
 	addr1, addr2                 string
+	containerd                   string
 }{
 	exec:       filepath.Join(repoRoot(), "test", "bed", "node2-exec.sh"),
+	containerd: "unix:///run/crimux-testbed/node2/containerd/containerd.sock",
 	cniConfDir: "/etc/crimux-testbed/node2/cni/net.d",
 	pki1:       "/etc/crimux-testbed/pki/node1",
 	pki2:       "/etc/crimux-testbed/pki/node2",
@@ -124,7 +126,7 @@ func newMigrationRig(t *testing.T, extra string) *migrationRig {
 	requireNode2(t)
 	g := &migrationRig{}
 	g.n1 = startCrimux(t, bed.containerd, "--vm-accel", "tcg", "--config", migrationConfig(t, 1, extra))
-	g.n2 = startCrimuxOn(t, []string{node2.exec}, "", bed.containerd, "--vm-accel", "tcg",
+	g.n2 = startCrimuxOn(t, []string{node2.exec}, "", node2.containerd, "--vm-accel", "tcg",
 		"--config", migrationConfig(t, 2, ""), "--cni-conf-dir", node2.cniConfDir)
 	g.n1.crictl("pull", vmAgentImage)
 	g.n2.crictl("pull", vmAgentImage)
