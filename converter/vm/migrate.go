@@ -21,7 +21,9 @@ const maxMigrateFrom = 253 + 1 + 253
 // source's migratable definition (its name and UUID, machine and
 // devices, which libvirt's checks compare) with what is the target pod's
 // own, taken from the domain crimux defined for it (target): its metadata,
-// qemu identity, root disk, cloud-init volume and console. The root
+// qemu identity, root disk, cloud-init volume and console, and all that
+// reaches the host (migrate_guard.go: the source's may come from a
+// tenant). The root
 // disk's backing chain is left for the target's libvirt to read from the
 // target's overlay (the image's base has another path there).
 func MigrationXML(source, target string) (string, error) {
@@ -38,6 +40,7 @@ func MigrationXML(source, target string) (string, error) {
 	if err := sameShape(&d, &t); err != nil {
 		return "", err
 	}
+	hostFromTarget(&d, &t)
 	// The name stays the source's: libvirt renames the domain on the
 	// target (its destination_name), and checks the XML's against the
 	// source's first.
