@@ -70,6 +70,17 @@ type MigrationSource struct {
 	DomainXML   string `json:"domainXML"`
 	GuestMAC    string `json:"guestMAC,omitempty"`
 	ImageDigest string `json:"imageDigest"`
+	Seal        *Seal  `json:"seal,omitempty"`
+}
+
+// Seal is the signature of the node that made a MigrationSource or a
+// MigrationTarget (vmv1.Seal): the node acting on one refuses it unless
+// a node of the cluster made it, unchanged, for a pod of the namespace.
+// Whoever relays a description copies its seal with it.
+type Seal struct {
+	Certificates     [][]byte `json:"certificates"` // DER, leaf first
+	Signature        []byte   `json:"signature"`
+	SignedAtUnixNano int64    `json:"signedAtUnixNano"`
 }
 
 // MigrationTarget is where S's VM goes (vmv1.MigrationTarget), and for
@@ -82,6 +93,7 @@ type MigrationTarget struct {
 	DomainXML  string   `json:"domainXML"`
 	DomainName string   `json:"domainName"`
 	Disks      []string `json:"disks,omitempty"`
+	Seal       *Seal    `json:"seal,omitempty"`
 }
 
 // MigrationProgress is the last progress Migrate streamed, as S's agent

@@ -88,8 +88,7 @@ func (r *reconciler) startMigrate(ctx context.Context, p *pass, tgt kubeapi.Migr
 	ctx, cancel := context.WithCancel(ctx)
 	run := &migrationRun{token: tgt.Token, target: to, cancel: cancel}
 	key := p.podKey()
-	req := &vmv1.MigrateRequest{Vm: p.ref, Target: &vmv1.MigrationTarget{LibvirtUri: tgt.LibvirtURI, Address: tgt.Address,
-		Token: tgt.Token, DomainXml: tgt.DomainXML, DomainName: tgt.DomainName, Disks: tgt.Disks}}
+	req := &vmv1.MigrateRequest{Vm: p.ref, Target: targetMessage(tgt)}
 	stream := &progressStream{ctx: ctx, send: func(m *vmv1.MigrateProgress) {
 		if run.progress(m, r.now()) {
 			r.nudge(key)

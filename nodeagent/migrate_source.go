@@ -51,8 +51,7 @@ func (r *reconciler) describe(ctx context.Context, p *pass, to string) error {
 		return nil
 	}
 	s := resp.GetSource()
-	p.setJSON(kubeapi.AnnotationMigrationSource, kubeapi.MigrationSource{Target: to, DomainXML: s.GetDomainXml(), GuestMAC: s.GetGuestMac(),
-		ImageDigest: s.GetImageDigest()})
+	p.setJSON(kubeapi.AnnotationMigrationSource, sourceAnnotation(to, s))
 	// A refusal left from an earlier attempt would read as this one's.
 	var res kubeapi.MigrationResult
 	if p.decode(kubeapi.AnnotationMigrationResult, &res) && res.Token == "" {

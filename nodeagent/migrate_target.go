@@ -47,8 +47,7 @@ func (r *reconciler) prepare(ctx context.Context, p *pass, vm *vmv1.VM) error {
 	if p.state == vmv1.PowerState_POWER_STATE_UNSPECIFIED && vm.GetContainerState() != containerExited {
 		return nil
 	}
-	resp, err := r.vms.PrepareMigration(ctx, &vmv1.PrepareMigrationRequest{Vm: p.ref, Source: &vmv1.MigrationSource{
-		DomainXml: src.DomainXML, GuestMac: src.GuestMAC, ImageDigest: src.ImageDigest}})
+	resp, err := r.vms.PrepareMigration(ctx, &vmv1.PrepareMigrationRequest{Vm: p.ref, Source: sourceMessage(src)})
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -66,8 +65,7 @@ func prepared(from string, t *vmv1.MigrationTarget, err error) *answer {
 			ev: event{corev1.EventTypeWarning, ReasonMigrationFailed, msg}}
 	}
 	return &answer{about: from, key: kubeapi.AnnotationMigrationTarget,
-		value: kubeapi.MigrationTarget{Source: from, LibvirtURI: t.GetLibvirtUri(), Address: t.GetAddress(), Token: t.GetToken(),
-			DomainXML: t.GetDomainXml(), DomainName: t.GetDomainName(), Disks: t.GetDisks()},
+		value: targetAnnotation(from, t),
 		ev: event{corev1.EventTypeNormal, ReasonMigrationPrepared,
 			fmt.Sprintf("ready to receive the VM of %s (at %s)", from, t.GetAddress())}}
 }

@@ -39,8 +39,7 @@ func (s *Server) GetMigrationSource(ctx context.Context, req *vmv1.GetMigrationS
 	if err != nil {
 		return nil, t.wrap(err)
 	}
-	return &vmv1.GetMigrationSourceResponse{Source: &vmv1.MigrationSource{DomainXml: src.DomainXML, GuestMac: src.GuestMAC,
-		ImageDigest: src.ImageDigest}}, nil
+	return &vmv1.GetMigrationSourceResponse{Source: sourceToProto(src)}, nil
 }
 
 // PrepareMigration readies a target VM pod.
@@ -52,13 +51,11 @@ func (s *Server) PrepareMigration(ctx context.Context, req *vmv1.PrepareMigratio
 	if err != nil {
 		return nil, err
 	}
-	tg, err := m.PrepareMigration(ctx, t.id, vmtypes.MigrationSource{DomainXML: req.GetSource().GetDomainXml(), GuestMAC: req.GetSource().GetGuestMac(),
-		ImageDigest: req.GetSource().GetImageDigest()})
+	tg, err := m.PrepareMigration(ctx, t.id, sourceFromProto(req.GetSource()))
 	if err != nil {
 		return nil, t.wrap(err)
 	}
-	return &vmv1.PrepareMigrationResponse{Target: &vmv1.MigrationTarget{LibvirtUri: tg.LibvirtURI, Address: tg.Address,
-		Token: tg.Token, DomainXml: tg.DomainXML, DomainName: tg.DomainName, Disks: tg.Disks}}, nil
+	return &vmv1.PrepareMigrationResponse{Target: targetToProto(tg)}, nil
 }
 
 // Migrate moves a VM to its prepared target, streaming the progress.
@@ -68,9 +65,7 @@ func (s *Server) Migrate(req *vmv1.MigrateRequest, stream vmv1.VMService_Migrate
 	if err != nil {
 		return err
 	}
-	tg := req.GetTarget()
-	err = m.Migrate(ctx, t.id, vmtypes.MigrationTarget{LibvirtURI: tg.GetLibvirtUri(), Address: tg.GetAddress(), Token: tg.GetToken(),
-		DomainXML: tg.GetDomainXml(), DomainName: tg.GetDomainName(), Disks: tg.GetDisks()}, func(p vmtypes.MigrationProgress) {
+	err = m.Migrate(ctx, t.id, targetFromProto(req.GetTarget()), func(p vmtypes.MigrationProgress) {
 		_ = stream.Send(&vmv1.MigrateProgress{ElapsedMs: p.Elapsed.Milliseconds(), DataTotalBytes: p.DataTotal,
 			DataProcessedBytes: p.DataProcessed, DataRemainingBytes: p.DataRemaining, DirtyRateBytes: p.DirtyRate, Iteration: p.Iteration})
 	})

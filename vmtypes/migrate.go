@@ -37,6 +37,8 @@ type MigrationSource struct {
 	// run the same image (the root disk's top layer moves onto the
 	// target's copy of its base).
 	ImageDigest string
+	// Seal is the source node's signature of all the above.
+	Seal Seal
 }
 
 // MigrationTarget is where a VM goes: the target node's libvirtd and
@@ -46,6 +48,19 @@ type MigrationTarget struct {
 	LibvirtURI, Address, Token string
 	DomainXML, DomainName      string
 	Disks                      []string
+	// Seal is the target node's signature of all the above.
+	Seal Seal
+}
+
+// Seal is a node's signature of a migration's description: the source's
+// VM, the target's domain and endpoint. They travel through whoever
+// drives the migration (pod annotations a tenant can write), so the node
+// that acts on one opens its seal first.
+type Seal struct {
+	// Certificates is the signer's chain, leaf first, DER.
+	Certificates [][]byte
+	Signature    []byte
+	SignedAt     time.Time
 }
 
 // MigrationProgress is a running migration's progress.

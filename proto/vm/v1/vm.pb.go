@@ -2219,7 +2219,11 @@ type MigrationSource struct {
 	GuestMac string `protobuf:"bytes,2,opt,name=guest_mac,json=guestMac,proto3" json:"guest_mac,omitempty"`
 	// The manifest digest of its image: the target's pod must run the same
 	// (the root disk's top layer moves, its base is the target's own).
-	ImageDigest   string `protobuf:"bytes,3,opt,name=image_digest,json=imageDigest,proto3" json:"image_digest,omitempty"`
+	ImageDigest string `protobuf:"bytes,3,opt,name=image_digest,json=imageDigest,proto3" json:"image_digest,omitempty"`
+	// The source node's signature of the above, for its pod's namespace:
+	// PrepareMigration acts only on a description a node of the cluster
+	// made, unchanged.
+	Seal          *Seal `protobuf:"bytes,4,opt,name=seal,proto3" json:"seal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2275,6 +2279,79 @@ func (x *MigrationSource) GetImageDigest() string {
 	return ""
 }
 
+func (x *MigrationSource) GetSeal() *Seal {
+	if x != nil {
+		return x.Seal
+	}
+	return nil
+}
+
+// Seal is a node's signature of a migration's description, made with
+// its migration client key (libvirt.migration.pki_dir). Descriptions
+// travel through whoever drives the migration, pod annotations included:
+// the node acting on one opens its seal first.
+type Seal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The signer's certificate chain, leaf first, DER.
+	Certificates [][]byte `protobuf:"bytes,1,rep,name=certificates,proto3" json:"certificates,omitempty"`
+	Signature    []byte   `protobuf:"bytes,2,opt,name=signature,proto3" json:"signature,omitempty"`
+	// When it was signed (Unix nanoseconds): an hour later it is stale.
+	SignedAtUnixNano int64 `protobuf:"varint,3,opt,name=signed_at_unix_nano,json=signedAtUnixNano,proto3" json:"signed_at_unix_nano,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Seal) Reset() {
+	*x = Seal{}
+	mi := &file_vm_v1_vm_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Seal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Seal) ProtoMessage() {}
+
+func (x *Seal) ProtoReflect() protoreflect.Message {
+	mi := &file_vm_v1_vm_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Seal.ProtoReflect.Descriptor instead.
+func (*Seal) Descriptor() ([]byte, []int) {
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *Seal) GetCertificates() [][]byte {
+	if x != nil {
+		return x.Certificates
+	}
+	return nil
+}
+
+func (x *Seal) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *Seal) GetSignedAtUnixNano() int64 {
+	if x != nil {
+		return x.SignedAtUnixNano
+	}
+	return 0
+}
+
 type PrepareMigrationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The target VM pod (made with crimux.io/migrate-from).
@@ -2286,7 +2363,7 @@ type PrepareMigrationRequest struct {
 
 func (x *PrepareMigrationRequest) Reset() {
 	*x = PrepareMigrationRequest{}
-	mi := &file_vm_v1_vm_proto_msgTypes[36]
+	mi := &file_vm_v1_vm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2298,7 +2375,7 @@ func (x *PrepareMigrationRequest) String() string {
 func (*PrepareMigrationRequest) ProtoMessage() {}
 
 func (x *PrepareMigrationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vm_v1_vm_proto_msgTypes[36]
+	mi := &file_vm_v1_vm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2311,7 +2388,7 @@ func (x *PrepareMigrationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareMigrationRequest.ProtoReflect.Descriptor instead.
 func (*PrepareMigrationRequest) Descriptor() ([]byte, []int) {
-	return file_vm_v1_vm_proto_rawDescGZIP(), []int{36}
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PrepareMigrationRequest) GetVm() *VMRef {
@@ -2337,7 +2414,7 @@ type PrepareMigrationResponse struct {
 
 func (x *PrepareMigrationResponse) Reset() {
 	*x = PrepareMigrationResponse{}
-	mi := &file_vm_v1_vm_proto_msgTypes[37]
+	mi := &file_vm_v1_vm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2349,7 +2426,7 @@ func (x *PrepareMigrationResponse) String() string {
 func (*PrepareMigrationResponse) ProtoMessage() {}
 
 func (x *PrepareMigrationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vm_v1_vm_proto_msgTypes[37]
+	mi := &file_vm_v1_vm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2362,7 +2439,7 @@ func (x *PrepareMigrationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareMigrationResponse.ProtoReflect.Descriptor instead.
 func (*PrepareMigrationResponse) Descriptor() ([]byte, []int) {
-	return file_vm_v1_vm_proto_rawDescGZIP(), []int{37}
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PrepareMigrationResponse) GetTarget() *MigrationTarget {
@@ -2385,14 +2462,18 @@ type MigrationTarget struct {
 	DomainXml  string `protobuf:"bytes,4,opt,name=domain_xml,json=domainXml,proto3" json:"domain_xml,omitempty"`
 	DomainName string `protobuf:"bytes,5,opt,name=domain_name,json=domainName,proto3" json:"domain_name,omitempty"`
 	// The disks whose local files are copied (vda).
-	Disks         []string `protobuf:"bytes,6,rep,name=disks,proto3" json:"disks,omitempty"`
+	Disks []string `protobuf:"bytes,6,rep,name=disks,proto3" json:"disks,omitempty"`
+	// The target node's signature of the above, for its pod's namespace:
+	// Migrate acts only on an answer a node of the cluster prepared,
+	// unchanged.
+	Seal          *Seal `protobuf:"bytes,7,opt,name=seal,proto3" json:"seal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MigrationTarget) Reset() {
 	*x = MigrationTarget{}
-	mi := &file_vm_v1_vm_proto_msgTypes[38]
+	mi := &file_vm_v1_vm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +2485,7 @@ func (x *MigrationTarget) String() string {
 func (*MigrationTarget) ProtoMessage() {}
 
 func (x *MigrationTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_vm_v1_vm_proto_msgTypes[38]
+	mi := &file_vm_v1_vm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2498,7 @@ func (x *MigrationTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrationTarget.ProtoReflect.Descriptor instead.
 func (*MigrationTarget) Descriptor() ([]byte, []int) {
-	return file_vm_v1_vm_proto_rawDescGZIP(), []int{38}
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *MigrationTarget) GetLibvirtUri() string {
@@ -2462,6 +2543,13 @@ func (x *MigrationTarget) GetDisks() []string {
 	return nil
 }
 
+func (x *MigrationTarget) GetSeal() *Seal {
+	if x != nil {
+		return x.Seal
+	}
+	return nil
+}
+
 type MigrateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The source VM.
@@ -2473,7 +2561,7 @@ type MigrateRequest struct {
 
 func (x *MigrateRequest) Reset() {
 	*x = MigrateRequest{}
-	mi := &file_vm_v1_vm_proto_msgTypes[39]
+	mi := &file_vm_v1_vm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2485,7 +2573,7 @@ func (x *MigrateRequest) String() string {
 func (*MigrateRequest) ProtoMessage() {}
 
 func (x *MigrateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vm_v1_vm_proto_msgTypes[39]
+	mi := &file_vm_v1_vm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +2586,7 @@ func (x *MigrateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrateRequest.ProtoReflect.Descriptor instead.
 func (*MigrateRequest) Descriptor() ([]byte, []int) {
-	return file_vm_v1_vm_proto_rawDescGZIP(), []int{39}
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MigrateRequest) GetVm() *VMRef {
@@ -2533,7 +2621,7 @@ type MigrateProgress struct {
 
 func (x *MigrateProgress) Reset() {
 	*x = MigrateProgress{}
-	mi := &file_vm_v1_vm_proto_msgTypes[40]
+	mi := &file_vm_v1_vm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2545,7 +2633,7 @@ func (x *MigrateProgress) String() string {
 func (*MigrateProgress) ProtoMessage() {}
 
 func (x *MigrateProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_vm_v1_vm_proto_msgTypes[40]
+	mi := &file_vm_v1_vm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2558,7 +2646,7 @@ func (x *MigrateProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrateProgress.ProtoReflect.Descriptor instead.
 func (*MigrateProgress) Descriptor() ([]byte, []int) {
-	return file_vm_v1_vm_proto_rawDescGZIP(), []int{40}
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MigrateProgress) GetElapsedMs() int64 {
@@ -2615,7 +2703,7 @@ type FinishMigrationRequest struct {
 
 func (x *FinishMigrationRequest) Reset() {
 	*x = FinishMigrationRequest{}
-	mi := &file_vm_v1_vm_proto_msgTypes[41]
+	mi := &file_vm_v1_vm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2627,7 +2715,7 @@ func (x *FinishMigrationRequest) String() string {
 func (*FinishMigrationRequest) ProtoMessage() {}
 
 func (x *FinishMigrationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vm_v1_vm_proto_msgTypes[41]
+	mi := &file_vm_v1_vm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2640,7 +2728,7 @@ func (x *FinishMigrationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishMigrationRequest.ProtoReflect.Descriptor instead.
 func (*FinishMigrationRequest) Descriptor() ([]byte, []int) {
-	return file_vm_v1_vm_proto_rawDescGZIP(), []int{41}
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FinishMigrationRequest) GetVm() *VMRef {
@@ -2672,7 +2760,7 @@ type FinishMigrationResponse struct {
 
 func (x *FinishMigrationResponse) Reset() {
 	*x = FinishMigrationResponse{}
-	mi := &file_vm_v1_vm_proto_msgTypes[42]
+	mi := &file_vm_v1_vm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2684,7 +2772,7 @@ func (x *FinishMigrationResponse) String() string {
 func (*FinishMigrationResponse) ProtoMessage() {}
 
 func (x *FinishMigrationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vm_v1_vm_proto_msgTypes[42]
+	mi := &file_vm_v1_vm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2697,7 +2785,7 @@ func (x *FinishMigrationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishMigrationResponse.ProtoReflect.Descriptor instead.
 func (*FinishMigrationResponse) Descriptor() ([]byte, []int) {
-	return file_vm_v1_vm_proto_rawDescGZIP(), []int{42}
+	return file_vm_v1_vm_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FinishMigrationResponse) GetDowntimeMs() int64 {
@@ -2856,17 +2944,22 @@ const file_vm_v1_vm_proto_rawDesc = "" +
 	"\x19GetMigrationSourceRequest\x12#\n" +
 	"\x02vm\x18\x01 \x01(\v2\x13.crimux.vm.v1.VMRefR\x02vm\"S\n" +
 	"\x1aGetMigrationSourceResponse\x125\n" +
-	"\x06source\x18\x01 \x01(\v2\x1d.crimux.vm.v1.MigrationSourceR\x06source\"p\n" +
+	"\x06source\x18\x01 \x01(\v2\x1d.crimux.vm.v1.MigrationSourceR\x06source\"\x98\x01\n" +
 	"\x0fMigrationSource\x12\x1d\n" +
 	"\n" +
 	"domain_xml\x18\x01 \x01(\tR\tdomainXml\x12\x1b\n" +
 	"\tguest_mac\x18\x02 \x01(\tR\bguestMac\x12!\n" +
-	"\fimage_digest\x18\x03 \x01(\tR\vimageDigest\"u\n" +
+	"\fimage_digest\x18\x03 \x01(\tR\vimageDigest\x12&\n" +
+	"\x04seal\x18\x04 \x01(\v2\x12.crimux.vm.v1.SealR\x04seal\"w\n" +
+	"\x04Seal\x12\"\n" +
+	"\fcertificates\x18\x01 \x03(\fR\fcertificates\x12\x1c\n" +
+	"\tsignature\x18\x02 \x01(\fR\tsignature\x12-\n" +
+	"\x13signed_at_unix_nano\x18\x03 \x01(\x03R\x10signedAtUnixNano\"u\n" +
 	"\x17PrepareMigrationRequest\x12#\n" +
 	"\x02vm\x18\x01 \x01(\v2\x13.crimux.vm.v1.VMRefR\x02vm\x125\n" +
 	"\x06source\x18\x02 \x01(\v2\x1d.crimux.vm.v1.MigrationSourceR\x06source\"Q\n" +
 	"\x18PrepareMigrationResponse\x125\n" +
-	"\x06target\x18\x01 \x01(\v2\x1d.crimux.vm.v1.MigrationTargetR\x06target\"\xb8\x01\n" +
+	"\x06target\x18\x01 \x01(\v2\x1d.crimux.vm.v1.MigrationTargetR\x06target\"\xe0\x01\n" +
 	"\x0fMigrationTarget\x12\x1f\n" +
 	"\vlibvirt_uri\x18\x01 \x01(\tR\n" +
 	"libvirtUri\x12\x18\n" +
@@ -2876,7 +2969,8 @@ const file_vm_v1_vm_proto_rawDesc = "" +
 	"domain_xml\x18\x04 \x01(\tR\tdomainXml\x12\x1f\n" +
 	"\vdomain_name\x18\x05 \x01(\tR\n" +
 	"domainName\x12\x14\n" +
-	"\x05disks\x18\x06 \x03(\tR\x05disks\"l\n" +
+	"\x05disks\x18\x06 \x03(\tR\x05disks\x12&\n" +
+	"\x04seal\x18\a \x01(\v2\x12.crimux.vm.v1.SealR\x04seal\"l\n" +
 	"\x0eMigrateRequest\x12#\n" +
 	"\x02vm\x18\x01 \x01(\v2\x13.crimux.vm.v1.VMRefR\x02vm\x125\n" +
 	"\x06target\x18\x02 \x01(\v2\x1d.crimux.vm.v1.MigrationTargetR\x06target\"\x86\x02\n" +
@@ -2943,7 +3037,7 @@ func file_vm_v1_vm_proto_rawDescGZIP() []byte {
 }
 
 var file_vm_v1_vm_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_vm_v1_vm_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_vm_v1_vm_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_vm_v1_vm_proto_goTypes = []any{
 	(PowerState)(0),                    // 0: crimux.vm.v1.PowerState
 	(RebootMethod)(0),                  // 1: crimux.vm.v1.RebootMethod
@@ -2984,13 +3078,14 @@ var file_vm_v1_vm_proto_goTypes = []any{
 	(*GetMigrationSourceRequest)(nil),  // 36: crimux.vm.v1.GetMigrationSourceRequest
 	(*GetMigrationSourceResponse)(nil), // 37: crimux.vm.v1.GetMigrationSourceResponse
 	(*MigrationSource)(nil),            // 38: crimux.vm.v1.MigrationSource
-	(*PrepareMigrationRequest)(nil),    // 39: crimux.vm.v1.PrepareMigrationRequest
-	(*PrepareMigrationResponse)(nil),   // 40: crimux.vm.v1.PrepareMigrationResponse
-	(*MigrationTarget)(nil),            // 41: crimux.vm.v1.MigrationTarget
-	(*MigrateRequest)(nil),             // 42: crimux.vm.v1.MigrateRequest
-	(*MigrateProgress)(nil),            // 43: crimux.vm.v1.MigrateProgress
-	(*FinishMigrationRequest)(nil),     // 44: crimux.vm.v1.FinishMigrationRequest
-	(*FinishMigrationResponse)(nil),    // 45: crimux.vm.v1.FinishMigrationResponse
+	(*Seal)(nil),                       // 39: crimux.vm.v1.Seal
+	(*PrepareMigrationRequest)(nil),    // 40: crimux.vm.v1.PrepareMigrationRequest
+	(*PrepareMigrationResponse)(nil),   // 41: crimux.vm.v1.PrepareMigrationResponse
+	(*MigrationTarget)(nil),            // 42: crimux.vm.v1.MigrationTarget
+	(*MigrateRequest)(nil),             // 43: crimux.vm.v1.MigrateRequest
+	(*MigrateProgress)(nil),            // 44: crimux.vm.v1.MigrateProgress
+	(*FinishMigrationRequest)(nil),     // 45: crimux.vm.v1.FinishMigrationRequest
+	(*FinishMigrationResponse)(nil),    // 46: crimux.vm.v1.FinishMigrationResponse
 }
 var file_vm_v1_vm_proto_depIdxs = []int32{
 	4,  // 0: crimux.vm.v1.VMRef.pod:type_name -> crimux.vm.v1.PodName
@@ -3019,51 +3114,53 @@ var file_vm_v1_vm_proto_depIdxs = []int32{
 	29, // 23: crimux.vm.v1.WarmTemplateResponse.template:type_name -> crimux.vm.v1.Template
 	3,  // 24: crimux.vm.v1.GetMigrationSourceRequest.vm:type_name -> crimux.vm.v1.VMRef
 	38, // 25: crimux.vm.v1.GetMigrationSourceResponse.source:type_name -> crimux.vm.v1.MigrationSource
-	3,  // 26: crimux.vm.v1.PrepareMigrationRequest.vm:type_name -> crimux.vm.v1.VMRef
-	38, // 27: crimux.vm.v1.PrepareMigrationRequest.source:type_name -> crimux.vm.v1.MigrationSource
-	41, // 28: crimux.vm.v1.PrepareMigrationResponse.target:type_name -> crimux.vm.v1.MigrationTarget
-	3,  // 29: crimux.vm.v1.MigrateRequest.vm:type_name -> crimux.vm.v1.VMRef
-	41, // 30: crimux.vm.v1.MigrateRequest.target:type_name -> crimux.vm.v1.MigrationTarget
-	3,  // 31: crimux.vm.v1.FinishMigrationRequest.vm:type_name -> crimux.vm.v1.VMRef
-	8,  // 32: crimux.vm.v1.VMService.ListVMs:input_type -> crimux.vm.v1.ListVMsRequest
-	10, // 33: crimux.vm.v1.VMService.GetVM:input_type -> crimux.vm.v1.GetVMRequest
-	12, // 34: crimux.vm.v1.VMService.RebootVM:input_type -> crimux.vm.v1.RebootVMRequest
-	14, // 35: crimux.vm.v1.VMService.SetPowerState:input_type -> crimux.vm.v1.SetPowerStateRequest
-	16, // 36: crimux.vm.v1.VMService.CreateSnapshot:input_type -> crimux.vm.v1.CreateSnapshotRequest
-	18, // 37: crimux.vm.v1.VMService.ListSnapshots:input_type -> crimux.vm.v1.ListSnapshotsRequest
-	20, // 38: crimux.vm.v1.VMService.RestoreSnapshot:input_type -> crimux.vm.v1.RestoreSnapshotRequest
-	22, // 39: crimux.vm.v1.VMService.DeleteSnapshot:input_type -> crimux.vm.v1.DeleteSnapshotRequest
-	25, // 40: crimux.vm.v1.VMService.ListForeign:input_type -> crimux.vm.v1.ListForeignRequest
-	27, // 41: crimux.vm.v1.VMService.CollectForeign:input_type -> crimux.vm.v1.CollectForeignRequest
-	30, // 42: crimux.vm.v1.VMService.ListTemplates:input_type -> crimux.vm.v1.ListTemplatesRequest
-	32, // 43: crimux.vm.v1.VMService.WarmTemplate:input_type -> crimux.vm.v1.WarmTemplateRequest
-	34, // 44: crimux.vm.v1.VMService.RemoveTemplate:input_type -> crimux.vm.v1.RemoveTemplateRequest
-	36, // 45: crimux.vm.v1.VMService.GetMigrationSource:input_type -> crimux.vm.v1.GetMigrationSourceRequest
-	39, // 46: crimux.vm.v1.VMService.PrepareMigration:input_type -> crimux.vm.v1.PrepareMigrationRequest
-	42, // 47: crimux.vm.v1.VMService.Migrate:input_type -> crimux.vm.v1.MigrateRequest
-	44, // 48: crimux.vm.v1.VMService.FinishMigration:input_type -> crimux.vm.v1.FinishMigrationRequest
-	9,  // 49: crimux.vm.v1.VMService.ListVMs:output_type -> crimux.vm.v1.ListVMsResponse
-	11, // 50: crimux.vm.v1.VMService.GetVM:output_type -> crimux.vm.v1.GetVMResponse
-	13, // 51: crimux.vm.v1.VMService.RebootVM:output_type -> crimux.vm.v1.RebootVMResponse
-	15, // 52: crimux.vm.v1.VMService.SetPowerState:output_type -> crimux.vm.v1.SetPowerStateResponse
-	17, // 53: crimux.vm.v1.VMService.CreateSnapshot:output_type -> crimux.vm.v1.CreateSnapshotResponse
-	19, // 54: crimux.vm.v1.VMService.ListSnapshots:output_type -> crimux.vm.v1.ListSnapshotsResponse
-	21, // 55: crimux.vm.v1.VMService.RestoreSnapshot:output_type -> crimux.vm.v1.RestoreSnapshotResponse
-	23, // 56: crimux.vm.v1.VMService.DeleteSnapshot:output_type -> crimux.vm.v1.DeleteSnapshotResponse
-	26, // 57: crimux.vm.v1.VMService.ListForeign:output_type -> crimux.vm.v1.ListForeignResponse
-	28, // 58: crimux.vm.v1.VMService.CollectForeign:output_type -> crimux.vm.v1.CollectForeignResponse
-	31, // 59: crimux.vm.v1.VMService.ListTemplates:output_type -> crimux.vm.v1.ListTemplatesResponse
-	33, // 60: crimux.vm.v1.VMService.WarmTemplate:output_type -> crimux.vm.v1.WarmTemplateResponse
-	35, // 61: crimux.vm.v1.VMService.RemoveTemplate:output_type -> crimux.vm.v1.RemoveTemplateResponse
-	37, // 62: crimux.vm.v1.VMService.GetMigrationSource:output_type -> crimux.vm.v1.GetMigrationSourceResponse
-	40, // 63: crimux.vm.v1.VMService.PrepareMigration:output_type -> crimux.vm.v1.PrepareMigrationResponse
-	43, // 64: crimux.vm.v1.VMService.Migrate:output_type -> crimux.vm.v1.MigrateProgress
-	45, // 65: crimux.vm.v1.VMService.FinishMigration:output_type -> crimux.vm.v1.FinishMigrationResponse
-	49, // [49:66] is the sub-list for method output_type
-	32, // [32:49] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	39, // 26: crimux.vm.v1.MigrationSource.seal:type_name -> crimux.vm.v1.Seal
+	3,  // 27: crimux.vm.v1.PrepareMigrationRequest.vm:type_name -> crimux.vm.v1.VMRef
+	38, // 28: crimux.vm.v1.PrepareMigrationRequest.source:type_name -> crimux.vm.v1.MigrationSource
+	42, // 29: crimux.vm.v1.PrepareMigrationResponse.target:type_name -> crimux.vm.v1.MigrationTarget
+	39, // 30: crimux.vm.v1.MigrationTarget.seal:type_name -> crimux.vm.v1.Seal
+	3,  // 31: crimux.vm.v1.MigrateRequest.vm:type_name -> crimux.vm.v1.VMRef
+	42, // 32: crimux.vm.v1.MigrateRequest.target:type_name -> crimux.vm.v1.MigrationTarget
+	3,  // 33: crimux.vm.v1.FinishMigrationRequest.vm:type_name -> crimux.vm.v1.VMRef
+	8,  // 34: crimux.vm.v1.VMService.ListVMs:input_type -> crimux.vm.v1.ListVMsRequest
+	10, // 35: crimux.vm.v1.VMService.GetVM:input_type -> crimux.vm.v1.GetVMRequest
+	12, // 36: crimux.vm.v1.VMService.RebootVM:input_type -> crimux.vm.v1.RebootVMRequest
+	14, // 37: crimux.vm.v1.VMService.SetPowerState:input_type -> crimux.vm.v1.SetPowerStateRequest
+	16, // 38: crimux.vm.v1.VMService.CreateSnapshot:input_type -> crimux.vm.v1.CreateSnapshotRequest
+	18, // 39: crimux.vm.v1.VMService.ListSnapshots:input_type -> crimux.vm.v1.ListSnapshotsRequest
+	20, // 40: crimux.vm.v1.VMService.RestoreSnapshot:input_type -> crimux.vm.v1.RestoreSnapshotRequest
+	22, // 41: crimux.vm.v1.VMService.DeleteSnapshot:input_type -> crimux.vm.v1.DeleteSnapshotRequest
+	25, // 42: crimux.vm.v1.VMService.ListForeign:input_type -> crimux.vm.v1.ListForeignRequest
+	27, // 43: crimux.vm.v1.VMService.CollectForeign:input_type -> crimux.vm.v1.CollectForeignRequest
+	30, // 44: crimux.vm.v1.VMService.ListTemplates:input_type -> crimux.vm.v1.ListTemplatesRequest
+	32, // 45: crimux.vm.v1.VMService.WarmTemplate:input_type -> crimux.vm.v1.WarmTemplateRequest
+	34, // 46: crimux.vm.v1.VMService.RemoveTemplate:input_type -> crimux.vm.v1.RemoveTemplateRequest
+	36, // 47: crimux.vm.v1.VMService.GetMigrationSource:input_type -> crimux.vm.v1.GetMigrationSourceRequest
+	40, // 48: crimux.vm.v1.VMService.PrepareMigration:input_type -> crimux.vm.v1.PrepareMigrationRequest
+	43, // 49: crimux.vm.v1.VMService.Migrate:input_type -> crimux.vm.v1.MigrateRequest
+	45, // 50: crimux.vm.v1.VMService.FinishMigration:input_type -> crimux.vm.v1.FinishMigrationRequest
+	9,  // 51: crimux.vm.v1.VMService.ListVMs:output_type -> crimux.vm.v1.ListVMsResponse
+	11, // 52: crimux.vm.v1.VMService.GetVM:output_type -> crimux.vm.v1.GetVMResponse
+	13, // 53: crimux.vm.v1.VMService.RebootVM:output_type -> crimux.vm.v1.RebootVMResponse
+	15, // 54: crimux.vm.v1.VMService.SetPowerState:output_type -> crimux.vm.v1.SetPowerStateResponse
+	17, // 55: crimux.vm.v1.VMService.CreateSnapshot:output_type -> crimux.vm.v1.CreateSnapshotResponse
+	19, // 56: crimux.vm.v1.VMService.ListSnapshots:output_type -> crimux.vm.v1.ListSnapshotsResponse
+	21, // 57: crimux.vm.v1.VMService.RestoreSnapshot:output_type -> crimux.vm.v1.RestoreSnapshotResponse
+	23, // 58: crimux.vm.v1.VMService.DeleteSnapshot:output_type -> crimux.vm.v1.DeleteSnapshotResponse
+	26, // 59: crimux.vm.v1.VMService.ListForeign:output_type -> crimux.vm.v1.ListForeignResponse
+	28, // 60: crimux.vm.v1.VMService.CollectForeign:output_type -> crimux.vm.v1.CollectForeignResponse
+	31, // 61: crimux.vm.v1.VMService.ListTemplates:output_type -> crimux.vm.v1.ListTemplatesResponse
+	33, // 62: crimux.vm.v1.VMService.WarmTemplate:output_type -> crimux.vm.v1.WarmTemplateResponse
+	35, // 63: crimux.vm.v1.VMService.RemoveTemplate:output_type -> crimux.vm.v1.RemoveTemplateResponse
+	37, // 64: crimux.vm.v1.VMService.GetMigrationSource:output_type -> crimux.vm.v1.GetMigrationSourceResponse
+	41, // 65: crimux.vm.v1.VMService.PrepareMigration:output_type -> crimux.vm.v1.PrepareMigrationResponse
+	44, // 66: crimux.vm.v1.VMService.Migrate:output_type -> crimux.vm.v1.MigrateProgress
+	46, // 67: crimux.vm.v1.VMService.FinishMigration:output_type -> crimux.vm.v1.FinishMigrationResponse
+	51, // [51:68] is the sub-list for method output_type
+	34, // [34:51] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_vm_v1_vm_proto_init() }
@@ -3081,7 +3178,7 @@ func file_vm_v1_vm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vm_v1_vm_proto_rawDesc), len(file_vm_v1_vm_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   43,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

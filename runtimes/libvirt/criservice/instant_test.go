@@ -27,6 +27,8 @@ import (
 type guestAgent struct {
 	mu      sync.Mutex
 	scripts []string
+	// fail, when set, is every answer: an agent that is not there.
+	fail error
 }
 
 func (a *guestAgent) answer(cmd string) (string, error) {
@@ -38,6 +40,12 @@ func (a *guestAgent) answer(cmd string) (string, error) {
 	}
 	if err := json.Unmarshal([]byte(cmd), &req); err != nil {
 		return "", err
+	}
+	a.mu.Lock()
+	fail := a.fail
+	a.mu.Unlock()
+	if fail != nil {
+		return "", fail
 	}
 	switch req.Execute {
 	case "guest-exec":

@@ -48,6 +48,7 @@ func (r *Service) arrived(ctx context.Context, c *store.Container) (vmtypes.Migr
 	}
 	if sb, err := r.Store.Sandbox(c.SandboxID); err == nil {
 		sb.Arrived = true // its later containers boot the disk the VM brought
+		sb.ArrivalNote = res.Note
 		if err := r.Store.PutSandbox(sb); err != nil {
 			return res, err
 		}

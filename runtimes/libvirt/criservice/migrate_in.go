@@ -104,13 +104,49 @@ func (r *Service) lockTarget(id string) (*store.Container, func(), error) {
 // PrepareMigration readies target container id for the VM src: the
 // domain src becomes here (the target's own, defined at CreateContainer,
 // makes way for it: libvirt defines the arriving one), the grant for its
-// qemu's placement, and the streams' sockets and token.
+// qemu's placement, and the streams' sockets and token. src must be
+// sealed by a node of the cluster (GetMigrationSource), and the answer
+// is sealed by this one.
 func (r *Service) PrepareMigration(ctx context.Context, id string, src vmtypes.MigrationSource) (vmtypes.MigrationTarget, error) {
 	c, unlock, err := r.lockTarget(id)
 	if err != nil {
 		return vmtypes.MigrationTarget{}, err
 	}
 	defer unlock()
+	tg, err := r.arrivingDomain(c, src)
+	if err != nil {
+		return vmtypes.MigrationTarget{}, err
+	}
+	ident, err := r.qemuIdentity(c)
+	if err != nil {
+		return vmtypes.MigrationTarget{}, err
+	}
+	if err := r.makeWay(c); err != nil {
+		return vmtypes.MigrationTarget{}, err
+	}
+	disarm, err := r.ArmIncoming(c)
+	if err != nil {
+		return vmtypes.MigrationTarget{}, err
+	}
+	if tg.Token, err = r.Migration.Expect(c.ID, int(ident.UID), int(ident.GID), disarm); err != nil {
+		disarm()
+		return vmtypes.MigrationTarget{}, err
+	}
+	if err := r.recordPrepared(c, src, &tg); err != nil {
+		r.Migration.Forget(c.ID)
+		return vmtypes.MigrationTarget{}, err
+	}
+	go r.watchArrival(c.ID, tg.Token)
+	r.Log.Info("VM migration target prepared", "container", c.ID, "from", c.Migration.From)
+	return tg, nil
+}
+
+// arrivingDomain checks src (its seal, its image) and makes the domain
+// it becomes here, from the target's own definition's host settings.
+func (r *Service) arrivingDomain(c *store.Container, src vmtypes.MigrationSource) (vmtypes.MigrationTarget, error) {
+	if err := r.openSource(c, src); err != nil {
+		return vmtypes.MigrationTarget{}, err
+	}
 	if src.ImageDigest != "" && c.ImageDigest != "" && src.ImageDigest != c.ImageDigest {
 		return vmtypes.MigrationTarget{}, errdefs.Invalid("source.image_digest", "the source VM's image is %s, the target pod's %s (%s): they must be the same",
 			src.ImageDigest, c.ImageDigest, c.ImageRef)
@@ -127,33 +163,19 @@ func (r *Service) PrepareMigration(ctx context.Context, id string, src vmtypes.M
 	if err != nil {
 		return vmtypes.MigrationTarget{}, errdefs.Invalid("source.domain_xml", "%v", err)
 	}
-	ident, err := r.qemuIdentity(c)
-	if err != nil {
-		return vmtypes.MigrationTarget{}, err
-	}
-	if err := r.makeWay(c); err != nil {
-		return vmtypes.MigrationTarget{}, err
-	}
-	disarm, err := r.ArmIncoming(c)
-	if err != nil {
-		return vmtypes.MigrationTarget{}, err
-	}
-	token, err := r.Migration.Expect(c.ID, int(ident.UID), int(ident.GID), disarm)
-	if err != nil {
-		disarm()
-		return vmtypes.MigrationTarget{}, err
-	}
 	cfg := r.Migration.Config()
-	c.Migration.Token, c.Migration.SourceMAC = token, src.GuestMAC
-	c.Migration.Deadline = time.Now().Add(cfg.TargetTimeout).UnixNano() // for the migration to begin
-	if err := r.Store.PutContainer(c); err != nil {
-		r.Migration.Forget(c.ID)
-		return vmtypes.MigrationTarget{}, err
+	return vmtypes.MigrationTarget{LibvirtURI: cfg.LibvirtURI, Address: cfg.Address, DomainXML: xml, DomainName: c.Domain, Disks: disks}, nil
+}
+
+// recordPrepared seals tg and records the target prepared: its token,
+// the guest's MAC it brings, and the deadline for the migration to begin.
+func (r *Service) recordPrepared(c *store.Container, src vmtypes.MigrationSource, tg *vmtypes.MigrationTarget) error {
+	if err := r.sealTargetOf(c, tg); err != nil {
+		return err
 	}
-	go r.watchArrival(c.ID, token)
-	r.Log.Info("VM migration target prepared", "container", c.ID, "from", c.Migration.From)
-	return vmtypes.MigrationTarget{LibvirtURI: cfg.LibvirtURI, Address: cfg.Address, Token: token,
-		DomainXML: xml, DomainName: c.Domain, Disks: disks}, nil
+	c.Migration.Token, c.Migration.SourceMAC = tg.Token, src.GuestMAC
+	c.Migration.Deadline = time.Now().Add(r.Migration.Config().TargetTimeout).UnixNano()
+	return r.Store.PutContainer(c)
 }
 
 // incomingDefinition is the target's own domain definition, kept in its

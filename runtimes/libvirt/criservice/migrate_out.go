@@ -66,6 +66,9 @@ func (r *Service) MigrationSource(ctx context.Context, id string) (vmtypes.Migra
 	if sb, err := r.Store.Sandbox(c.SandboxID); err == nil && sb.Net != nil {
 		src.GuestMAC = sb.Net.GuestMAC
 	}
+	if err := r.sealSourceOf(c, &src); err != nil {
+		return vmtypes.MigrationSource{}, err
+	}
 	return src, nil
 }
 
@@ -78,6 +81,10 @@ func (r *Service) Migrate(ctx context.Context, id string, t vmtypes.MigrationTar
 	}
 	c, unlock, err := r.lockSource(id)
 	if err != nil {
+		return err
+	}
+	if err := r.openTarget(c, t); err != nil {
+		unlock()
 		return err
 	}
 	ident, err := r.qemuIdentity(c)

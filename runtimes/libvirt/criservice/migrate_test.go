@@ -545,6 +545,7 @@ func TestPrepareRefusesAnotherImage(t *testing.T) {
 		t.Fatal("MigrationSource names no image digest")
 	}
 	src.ImageDigest = "sha256:" + strings.Repeat("0", 64)
+	p.reseal(t, srcID, &src) // a genuine source of another image
 	_, err = p.target.PrepareMigration(ctx, tgtID, src)
 	if errdefs.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "source.image_digest") {
 		t.Fatalf("PrepareMigration of another image: %v; want InvalidArgument naming source.image_digest", err)
@@ -604,6 +605,7 @@ func TestPrepareRefusesAnotherShape(t *testing.T) {
 	if src.DomainXML, err = d.Marshal(); err != nil {
 		t.Fatal(err)
 	}
+	p.reseal(t, srcID, &src) // a genuine source of another size
 	_, err = p.target.PrepareMigration(ctx, tgtID, src)
 	if errdefs.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "source.domain_xml") || !strings.Contains(err.Error(), "must match") {
 		t.Fatalf("PrepareMigration of a VM of another size: %v; want InvalidArgument naming source.domain_xml", err)
@@ -639,5 +641,32 @@ func TestResumeMigrations(t *testing.T) {
 	st := status(t, p.target, tgtID)
 	if st.State != exited || st.Reason != core.ReasonMigrationFailed || !strings.Contains(st.Message, "crimux restarted") {
 		t.Errorf("the prepared target after a restart: %s %q %q; want exited MigrationFailed, crimux restarted", st.State, st.Reason, st.Message)
+	}
+}
+
+// TestArrivalNoteForALateDriver: when the target records its VM arrived
+// before the driver's FinishMigration (the driver was slow, or died and
+// came back), what could not be done on arrival (the guest agent did not
+// answer, so the guest keeps its old address) is still in the late
+// FinishMigration's answer, which the plugin prints.
+func TestArrivalNoteForALateDriver(t *testing.T) {
+	p := newMigrationPair(t, nil)
+	ctx := context.Background()
+	srcID := p.sourceVM(t, "web")
+	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
+	target := p.prepared(t, srcID, tgtID)
+	p.agent.mu.Lock()
+	p.agent.fail = errBoom
+	p.agent.mu.Unlock()
+	if err := p.source.Migrate(ctx, srcID, target, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the target to record its VM arrived", func() bool { return record(t, p.tgtEnv, tgtID).Migration == nil })
+	res, err := p.target.FinishMigration(ctx, tgtID, "")
+	if err != nil {
+		t.Fatalf("a late FinishMigration: %v", err)
+	}
+	if !strings.Contains(res.Note, "could not give it its new pod's address") {
+		t.Errorf("a late FinishMigration's note: %q; want the arrival's (the agent did not answer)", res.Note)
 	}
 }

@@ -100,7 +100,7 @@ func (r *Service) arrivedBefore(id string, notWaiting error) (vmtypes.MigrationR
 	if err != nil || !sb.Arrived || c.Migration != nil || c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return vmtypes.MigrationResult{}, notWaiting
 	}
-	var res vmtypes.MigrationResult
+	res := vmtypes.MigrationResult{Note: sb.ArrivalNote}
 	if l, err := r.Conn.Get(); err == nil {
 		if dom, err := l.Lookup(c.Domain); err == nil {
 			if p, ok, err := l.CompletedMigration(dom); err == nil && ok {

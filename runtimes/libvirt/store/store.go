@@ -69,6 +69,9 @@ type Sandbox struct {
 	// Arrived: the pod's VM arrived by live migration; its later
 	// containers boot its disk, whatever crimux.io/migrate-from says.
 	Arrived bool `json:"arrived,omitempty"`
+	// ArrivalNote is what could not be done for the arrived VM (its
+	// guest keeps its old address): a late FinishMigration says it too.
+	ArrivalNote string `json:"arrival_note,omitempty"`
 }
 
 // VMIdentity is a VM pod's own uid and gid on the node.

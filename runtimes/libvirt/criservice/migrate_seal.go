@@ -1,0 +1,85 @@
+package criservice
+
+import (
+	"fmt"
+
+	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/migration"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/vmtypes"
+)
+
+// A migration's descriptions are sealed by the node that makes them and
+// opened by the node that acts on them (migration.Node.Seal): a source
+// description names the domain the target's libvirtd defines, a target's
+// answer the domain the source's libvirtd sends there and where. Each
+// is bound to its pod's namespace: a description made for one tenant's
+// pod is nothing to another's.
+
+const (
+	sealSource = "crimux migration source v1"
+	sealTarget = "crimux migration target v1"
+)
+
+func sourcePayload(namespace string, s vmtypes.MigrationSource) []byte {
+	return migration.Payload(namespace, s.DomainXML, s.GuestMAC, s.ImageDigest)
+}
+
+func targetPayload(namespace string, t vmtypes.MigrationTarget) []byte {
+	return migration.Payload(append([]string{namespace, t.LibvirtURI, t.Address, t.Token, t.DomainXML, t.DomainName}, t.Disks...)...)
+}
+
+// namespaceOf is the namespace of container c's pod.
+func (r *Service) namespaceOf(c *store.Container) (string, error) {
+	sb, err := r.Store.Sandbox(c.SandboxID)
+	if err != nil {
+		return "", fmt.Errorf("the pod of %s: %w", c.ID, err)
+	}
+	return sb.Config.GetMetadata().GetNamespace(), nil
+}
+
+// sealSourceOf seals src, made for container c's pod.
+func (r *Service) sealSourceOf(c *store.Container, src *vmtypes.MigrationSource) error {
+	ns, err := r.namespaceOf(c)
+	if err != nil {
+		return err
+	}
+	src.Seal, err = r.Migration.Seal(sealSource, sourcePayload(ns, *src))
+	return err
+}
+
+// openSource checks src was sealed by a node of the cluster for a pod
+// of container c's namespace, unchanged.
+func (r *Service) openSource(c *store.Container, src vmtypes.MigrationSource) error {
+	ns, err := r.namespaceOf(c)
+	if err != nil {
+		return err
+	}
+	if err := r.Migration.Open(sealSource, sourcePayload(ns, src), src.Seal); err != nil {
+		return errdefs.Invalid("source.seal", "the source's description is refused: %v: only what a node's crimux made (GetMigrationSource), unchanged, for a pod of namespace %q is acted on", err, ns)
+	}
+	return nil
+}
+
+// sealTargetOf seals t, prepared for container c's pod.
+func (r *Service) sealTargetOf(c *store.Container, t *vmtypes.MigrationTarget) error {
+	ns, err := r.namespaceOf(c)
+	if err != nil {
+		return err
+	}
+	t.Seal, err = r.Migration.Seal(sealTarget, targetPayload(ns, *t))
+	return err
+}
+
+// openTarget checks t was sealed by a node of the cluster for a pod of
+// container c's namespace, unchanged.
+func (r *Service) openTarget(c *store.Container, t vmtypes.MigrationTarget) error {
+	ns, err := r.namespaceOf(c)
+	if err != nil {
+		return err
+	}
+	if err := r.Migration.Open(sealTarget, targetPayload(ns, t), t.Seal); err != nil {
+		return errdefs.Invalid("target.seal", "the target's answer is refused: %v: only what a node's crimux prepared (PrepareMigration), unchanged, for a pod of namespace %q is acted on", err, ns)
+	}
+	return nil
+}
