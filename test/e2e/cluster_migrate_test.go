@@ -15,23 +15,7 @@ import (
 )
 
 // migratePod is the Debian guest as a VM pod on node one, to be moved.
-const migratePod = `apiVersion: v1
-kind: Pod
-metadata:
-  name: vm-mig
-  namespace: ` + clusterNamespace + `
-  annotations:
-    crimux.io/ssh-authorized-keys: %q
-spec:
-  nodeName: ` + kubeletNode + `
-  runtimeClassName: vm
-  containers:
-  - name: vm
-    image: ` + debianImage + `
-    imagePullPolicy: IfNotPresent
-    resources:
-      limits: {cpu: "1", memory: 1Gi}
-`
+var migratePod = debianVMPod("vm-mig", "")
 
 // migrateCounter counts in the guest's memory (tmpfs), five times a
 // second, as long as the SSH session that started it lives.

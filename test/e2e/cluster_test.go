@@ -18,17 +18,17 @@ import (
 	"github.com/crimux/crimux/internal/testutil"
 )
 
-// clusterVMPod is the Debian guest as a VM pod the way a cluster user
-// writes it: runtimeClassName vm (the RuntimeClass of
-// systemd/runtimeclass-vm.yaml, with its 256Mi overhead), a CPU and memory
-// limit (the VM's size), an SSH key for cloud-init, stdin so that kubectl
-// attach -i reaches the serial console, and an exec liveness probe (run by
-// the guest agent; while the user keeps the VM off it errors, and kubelet
-// discards an errored probe: no restart).
-const clusterVMPod = `apiVersion: v1
+// debianVMPod is the Debian guest as a VM pod named name on kubelet
+// node one, the way a cluster user writes it: runtimeClassName vm (the
+// RuntimeClass of systemd/runtimeclass-vm.yaml, with its 256Mi
+// overhead), a CPU and memory limit (the VM's size) and an SSH key for
+// cloud-init (the %q left for it); extra is more of the container's
+// fields, indented as they are.
+func debianVMPod(name, extra string) string {
+	return `apiVersion: v1
 kind: Pod
 metadata:
-  name: vm
+  name: ` + name + `
   namespace: ` + clusterNamespace + `
   annotations:
     crimux.io/ssh-authorized-keys: %q
@@ -39,15 +39,22 @@ spec:
   - name: vm
     image: ` + debianImage + `
     imagePullPolicy: IfNotPresent
-    stdin: true
     resources:
       limits: {cpu: "1", memory: 1Gi}
+` + extra
+}
+
+// clusterVMPod is the Debian guest with stdin, so that kubectl attach -i
+// reaches the serial console, and an exec liveness probe (run by the
+// guest agent; while the user keeps the VM off it errors, and kubelet
+// discards an errored probe: no restart).
+var clusterVMPod = debianVMPod("vm", `    stdin: true
     livenessProbe:
       exec: {command: ["true"]}
       periodSeconds: 5
       timeoutSeconds: 30
       failureThreshold: 3
-`
+`)
 
 // clusterCtrPod is an ordinary container pod beside it.
 const clusterCtrPod = `apiVersion: v1
