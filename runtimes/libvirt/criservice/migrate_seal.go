@@ -1,6 +1,7 @@
 package criservice
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/crimux/crimux/internal/errdefs"
@@ -55,10 +56,11 @@ func (r *Service) openSource(c *store.Container, src vmtypes.MigrationSource) er
 	if err != nil {
 		return err
 	}
-	if err := r.Migration.Open(sealSource, sourcePayload(ns, src), src.Seal); err != nil {
+	err = r.Migration.Open(sealSource, sourcePayload(ns, src), src.Seal)
+	if errors.Is(err, migration.ErrSeal) {
 		return errdefs.Invalid("source.seal", "the source's description is refused: %v: only what a node's crimux made (GetMigrationSource), unchanged, for a pod of namespace %q is acted on", err, ns)
 	}
-	return nil
+	return err // nil, or migration off on this node
 }
 
 // sealTargetOf seals t, prepared for container c's pod.
@@ -78,8 +80,9 @@ func (r *Service) openTarget(c *store.Container, t vmtypes.MigrationTarget) erro
 	if err != nil {
 		return err
 	}
-	if err := r.Migration.Open(sealTarget, targetPayload(ns, t), t.Seal); err != nil {
+	err = r.Migration.Open(sealTarget, targetPayload(ns, t), t.Seal)
+	if errors.Is(err, migration.ErrSeal) {
 		return errdefs.Invalid("target.seal", "the target's answer is refused: %v: only what a node's crimux prepared (PrepareMigration), unchanged, for a pod of namespace %q is acted on", err, ns)
 	}
-	return nil
+	return err // nil, or migration off on this node
 }
