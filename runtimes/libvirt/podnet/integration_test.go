@@ -19,14 +19,14 @@ import (
 )
 
 // An integration test against the real CNI plugins (bridge, host-local,
-// portmap from the bed's containernetworking-plugins) on a bridge and
-// subnet of its own: a pod network is set up, a "guest" speaks DHCP
+// portmap, which test/bed/install.sh builds into /opt/cni/bin) on a
+// bridge and subnet of its own: a pod network is set up, a "guest" speaks DHCP
 // through the tap crimux hands qemu, and teardown leaves nothing.
 
 const (
 	itBridge = "crimuxpn0"
 	itSubnet = "10.99.88.0/24"
-	itBinDir = "/usr/lib/cni"
+	itBinDir = "/opt/cni/bin" // test/bed/lib.sh CNI_BIN_DIR
 )
 
 func integrationManager(t *testing.T) (*Manager, string) {
