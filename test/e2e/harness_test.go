@@ -255,12 +255,19 @@ func (c *crimux) alive() bool {
 // client returns CRI clients connected to crimux.
 func (c *crimux) client() (runtimeapi.RuntimeServiceClient, runtimeapi.ImageServiceClient) {
 	c.t.Helper()
+	conn := c.dial()
+	return runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn)
+}
+
+// dial is a connection to crimux's socket, closed at the test's end.
+func (c *crimux) dial() *grpc.ClientConn {
+	c.t.Helper()
 	conn, err := grpc.NewClient(c.endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	c.t.Cleanup(func() { conn.Close() })
-	return runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn)
+	return conn
 }
 
 // crictl runs crictl against crimux and returns its trimmed stdout; it fails

@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -16,15 +14,7 @@ import (
 )
 
 // vmClient is a VM API client of crimux c.
-func (c *crimux) vmClient(t *testing.T) vmv1.VMServiceClient {
-	t.Helper()
-	conn, err := grpc.NewClient(c.endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return vmv1.NewVMServiceClient(conn)
-}
+func (c *crimux) vmClient() vmv1.VMServiceClient { return vmv1.NewVMServiceClient(c.dial()) }
 
 // requireForgedSourceRefused: node two's crimux refuses a description of
 // node one's VM that node one did not seal as it is (the host's root
@@ -36,7 +26,7 @@ func (g *migrationRig) requireForgedSourceRefused(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	resp, err := g.n1.vmClient(t).GetMigrationSource(ctx, &vmv1.GetMigrationSourceRequest{Vm: &vmv1.VMRef{Ref: &vmv1.VMRef_Id{Id: g.ctr1}}})
+	resp, err := g.n1.vmClient().GetMigrationSource(ctx, &vmv1.GetMigrationSourceRequest{Vm: &vmv1.VMRef{Ref: &vmv1.VMRef_Id{Id: g.ctr1}}})
 	if err != nil {
 		t.Fatalf("GetMigrationSource on node one: %v", err)
 	}
@@ -48,7 +38,7 @@ func (g *migrationRig) requireForgedSourceRefused(t *testing.T) {
 			"<filesystem type='mount' accessmode='passthrough'><source dir='/'/><target dir='host'/></filesystem></devices>", 1)
 	})
 	unsealed := forgedWith(resp.GetSource(), func(s *vmv1.MigrationSource) { s.Seal = nil })
-	target := g.n2.vmClient(t)
+	target := g.n2.vmClient()
 	for name, src := range map[string]*vmv1.MigrationSource{"the host's / added": share, "unsealed": unsealed} {
 		_, err := target.PrepareMigration(ctx, &vmv1.PrepareMigrationRequest{Vm: &vmv1.VMRef{Ref: &vmv1.VMRef_Id{Id: g.ctr2}}, Source: src})
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "source.seal") {
