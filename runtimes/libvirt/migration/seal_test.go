@@ -1,8 +1,15 @@
 package migration
 
 import (
+	"crypto"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,4 +100,57 @@ func TestSealOff(t *testing.T) {
 	if err := n.Open("source", nil, vmtypes.Seal{SignedAt: time.Now()}); err == nil {
 		t.Error("Open on a nil node: no error")
 	}
+}
+
+// TestSealKeyTypes: a node whose client key is RSA or Ed25519 seals too,
+// and a node of the same CA opens it; altered, it is refused.
+func TestSealKeyTypes(t *testing.T) {
+	ca := pkitest.NewCA(t, "cluster CA")
+	opener := startNode(t, ca.WriteNode(t), nil)
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, edKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, key := range map[string]crypto.Signer{"RSA": rsaKey, "Ed25519": edKey} {
+		sealer := startNode(t, nodeWithClientKey(t, ca, key), nil)
+		payload := Payload("ns", "<domain/>")
+		s, err := sealer.Seal("source", payload)
+		if err != nil {
+			t.Fatalf("%s: Seal: %v", name, err)
+		}
+		if err := opener.Open("source", payload, s); err != nil {
+			t.Errorf("%s: Open of a genuine seal: %v", name, err)
+		}
+		if err := opener.Open("source", Payload("ns", "<domain><devices/></domain>"), s); !errors.Is(err, ErrSeal) {
+			t.Errorf("%s: Open of an altered description: %v; want ErrSeal", name, err)
+		}
+	}
+}
+
+// nodeWithClientKey is a node's pkipath of ca whose client certificate
+// is for key.
+func nodeWithClientKey(t *testing.T, ca *pkitest.CA, key crypto.Signer) string {
+	t.Helper()
+	dir := ca.WriteNode(t)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "node"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string]*pem.Block{"clientcert.pem": {Type: "CERTIFICATE", Bytes: der}, "clientkey.pem": {Type: "PRIVATE KEY", Bytes: keyDER}} {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
