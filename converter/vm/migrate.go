@@ -2,6 +2,7 @@ package vm
 
 import (
 	"fmt"
+	"path"
 
 	"libvirt.org/go/libvirtxml"
 
@@ -57,42 +58,93 @@ func MigrationXML(source, target string) (string, error) {
 	return d.Marshal()
 }
 
-// migrationDisks points the root disk (vda) at the target's overlay,
-// whose top layer the migration fills, and the cloud-init CD-ROM at the
-// target pod's volume. A VM booted from a kernel image may have neither.
+// migrationDisks points the root disk (vda) at the target's, and the
+// cloud-init CD-ROM at the target pod's volume. A root disk on a volume
+// (a durable VM) must arrive on a volume, shared, and an overlay, whose
+// top layer the migration fills, on an overlay. A VM booted from a
+// kernel image may have neither.
 func migrationDisks(d, t *libvirtxml.Domain) error {
-	targets := map[string]string{}
-	for _, disk := range devices(t).Disks {
-		if disk.Target != nil && disk.Source != nil && disk.Source.File != nil {
-			targets[disk.Target.Dev] = disk.Source.File.File
+	targets := map[string]*libvirtxml.DomainDisk{}
+	for i, disk := range devices(t).Disks {
+		if disk.Target != nil && diskPath(&disk) != "" {
+			targets[disk.Target.Dev] = &devices(t).Disks[i]
 		}
 	}
 	for i := range devices(d).Disks {
 		disk := &d.Devices.Disks[i]
-		if disk.Target == nil || disk.Source == nil || disk.Source.File == nil || (disk.Target.Dev != "vda" && disk.Device != "cdrom") {
+		if disk.Target == nil || diskPath(disk) == "" || (disk.Target.Dev != "vda" && disk.Device != "cdrom") {
 			return fmt.Errorf("the source has a disk that cannot move (%s)", diskName(disk))
 		}
-		path, ok := targets[disk.Target.Dev]
+		own, ok := targets[disk.Target.Dev]
 		if !ok {
 			return fmt.Errorf("the source has %s, the target pod none", diskName(disk))
 		}
-		disk.Source.File.File = path
-		if disk.Target.Dev == "vda" {
-			disk.BackingStore = nil
+		if disk.Device == "cdrom" {
+			if disk.Source.File == nil || own.Source.File == nil {
+				return fmt.Errorf("the source's or the target pod's %s is not a file", diskName(disk))
+			}
+			disk.Source.File.File = own.Source.File.File
+			continue
+		}
+		if err := sameRootKind(disk, own); err != nil {
+			return err
+		}
+		disk.Source = own.Source
+		disk.BackingStore = nil // the overlay's base has another path there
+		if onVolume(own) {
+			disk.BackingStore = own.BackingStore // crimux's: none
 		}
 	}
 	return nil
 }
 
+// sameRootKind refuses a root disk that would change kind on the way: a
+// volume's is shared and not copied, an overlay's copied.
+func sameRootKind(src, own *libvirtxml.DomainDisk) error {
+	switch {
+	case onVolume(src) && !onVolume(own):
+		return fmt.Errorf("the source VM's root disk is a volume (%s), the target pod's is not: name the same volume in the target pod", RootVolumeFile)
+	case !onVolume(src) && onVolume(own):
+		return fmt.Errorf("the target pod's root disk is a volume, the source VM's is not (it is copied, not shared)")
+	case src.Source.File == nil && !onVolume(src):
+		return fmt.Errorf("the source has a disk that cannot move (%s)", diskName(src))
+	}
+	return nil
+}
+
+// RootVolumeFile is the file in a VM's directory through which its qemu
+// reaches a root volume's disk (runtimes/libvirt/rootvol).
+const RootVolumeFile = "root-volume"
+
+// onVolume says whether disk is a root volume's: shared storage, which a
+// migration leaves where it is.
+func onVolume(disk *libvirtxml.DomainDisk) bool {
+	return path.Base(diskPath(disk)) == RootVolumeFile
+}
+
+// diskPath is a disk's file or block device, "" for another source.
+func diskPath(disk *libvirtxml.DomainDisk) string {
+	switch {
+	case disk.Source == nil:
+		return ""
+	case disk.Source.File != nil:
+		return disk.Source.File.File
+	case disk.Source.Block != nil:
+		return disk.Source.Block.Dev
+	}
+	return ""
+}
+
 // MigrationDisks are the disks a migration copies: the root disk's top
-// layer when the domain has one.
+// layer when the domain has one on the node's own storage; none for a
+// root disk on a volume, which both nodes reach.
 func MigrationDisks(source string) ([]string, error) {
 	var d libvirtxml.Domain
 	if err := d.Unmarshal(source); err != nil {
 		return nil, err
 	}
 	for _, disk := range devices(&d).Disks {
-		if disk.Target != nil && disk.Target.Dev == "vda" && disk.Source != nil && disk.Source.File != nil {
+		if disk.Target != nil && disk.Target.Dev == "vda" && diskPath(&disk) != "" && !onVolume(&disk) {
 			return []string{"vda"}, nil
 		}
 	}

@@ -346,3 +346,55 @@ func TestParseAnnotationsMigrateFrom(t *testing.T) {
 		})
 	}
 }
+
+// onRootVolume makes x's root disk a root volume's (a durable VM): the
+// attachment in the VM's directory dir, a block device or a file, with
+// crimux's empty backing chain.
+func onRootVolume(t *testing.T, x, dir string, block bool) string {
+	return editDomain(t, x, func(d *libvirtxml.Domain) {
+		p := dir + "/" + RootVolumeFile
+		src := &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: p}}
+		if block {
+			src = &libvirtxml.DomainDiskSource{Block: &libvirtxml.DomainDiskSourceBlock{Dev: p}}
+		}
+		d.Devices.Disks[0].Source, d.Devices.Disks[0].BackingStore = src, &libvirtxml.DomainDiskBackingStore{}
+	})
+}
+
+// TestMigrationXMLRootVolume: a durable VM's root disk, on a volume both
+// nodes reach, arrives on the target pod's attachment of that volume
+// (a block device or a file), with no backing chain for libvirt to read
+// from its header, and is not copied.
+func TestMigrationXMLRootVolume(t *testing.T) {
+	for _, block := range []bool{true, false} {
+		source := onRootVolume(t, migrationSourceXML, "/var/lib/crimux/vms/src1", block)
+		target := onRootVolume(t, migrationTargetXML, "/var/lib/crimux/vms/tgt1", block)
+		d, _ := migrationDomain(t, source, target)
+		root := d.Devices.Disks[0]
+		if got := diskPath(&root); got != "/var/lib/crimux/vms/tgt1/root-volume" || (root.Source.Block != nil) != block {
+			t.Errorf("block %v: the root disk is %s (%+v), want the target's attachment", block, got, root.Source)
+		}
+		if bs := root.BackingStore; bs == nil || bs.Format != nil || (bs.Source != nil && (bs.Source.File != nil || bs.Source.Block != nil)) {
+			t.Errorf("block %v: backing chain %+v, want crimux's empty one", block, root.BackingStore)
+		}
+		if disks, err := MigrationDisks(source); err != nil || len(disks) != 0 {
+			t.Errorf("block %v: a root volume is copied: %q, %v", block, disks, err)
+		}
+	}
+}
+
+// TestMigrationXMLRootDiskKeepsItsKind: a root disk on a volume cannot
+// arrive on an overlay (it would be copied into a disk that dies with
+// the pod), nor an overlay on a volume (it would write over the volume).
+func TestMigrationXMLRootDiskKeepsItsKind(t *testing.T) {
+	volSource := onRootVolume(t, migrationSourceXML, "/var/lib/crimux/vms/src1", true)
+	volTarget := onRootVolume(t, migrationTargetXML, "/var/lib/crimux/vms/tgt1", true)
+	for name, pair := range map[string][2]string{
+		"volume to overlay": {volSource, migrationTargetXML},
+		"overlay to volume": {migrationSourceXML, volTarget},
+	} {
+		if x, err := MigrationXML(pair[0], pair[1]); err == nil || !strings.Contains(err.Error(), "volume") {
+			t.Errorf("%s: err %v, want one saying the root disk is a volume on one side only (XML %q)", name, err, x)
+		}
+	}
+}

@@ -122,6 +122,13 @@ type migrationRig struct {
 // section with extra, toml lines) and makes both pods.
 func newMigrationRig(t *testing.T, extra string) *migrationRig {
 	t.Helper()
+	return newMigrationRigOf(t, extra, func() string { return vmContainerJSON(t, vmAgentImage, vmMemory, "") })
+}
+
+// newMigrationRigOf is newMigrationRig with both pods' container config
+// from ctrJSON.
+func newMigrationRigOf(t *testing.T, extra string, ctrJSON func() string) *migrationRig {
+	t.Helper()
 	requireVM(t)
 	requireNode2(t)
 	g := &migrationRig{}
@@ -134,7 +141,7 @@ func newMigrationRig(t *testing.T, extra string) *migrationRig {
 	g.pod1 = vmPodJSON(t, "vm-migrate", testCgroupParent(t), "")
 	g.podID1 = g.n1.crictl("runp", "--runtime", "vm", g.pod1)
 	t.Cleanup(func() { g.n1.crictlErr("rmp", "-f", g.podID1) })
-	g.ctr1 = g.n1.crictl("create", g.podID1, vmContainerJSON(t, vmAgentImage, vmMemory, ""), g.pod1)
+	g.ctr1 = g.n1.crictl("create", g.podID1, ctrJSON(), g.pod1)
 	g.n1.crictl("start", g.ctr1)
 	testutil.Eventually(t, 2*time.Minute, "crictl exec through the source's guest agent", func() error {
 		_, err := g.n1.crictlErr("exec", "-s", g.ctr1, "true")
@@ -150,7 +157,7 @@ func newMigrationRig(t *testing.T, extra string) *migrationRig {
 	pod2 := vmPodJSON(t, "vm-migrate-target", g.parent2, `"crimux.io/migrate-from": "crimux-e2e/vm-migrate"`)
 	g.podID2 = g.n2.crictl("runp", "--runtime", "vm", pod2)
 	t.Cleanup(func() { g.n2.crictlErr("rmp", "-f", g.podID2) })
-	g.ctr2 = g.n2.crictl("create", g.podID2, vmContainerJSON(t, vmAgentImage, vmMemory, ""), pod2)
+	g.ctr2 = g.n2.crictl("create", g.podID2, ctrJSON(), pod2)
 	g.n2.crictl("start", g.ctr2)
 	if st := containerStateReason(t, g.n2, g.ctr2); st != "CONTAINER_RUNNING" {
 		t.Fatalf("the waiting target is %q, want CONTAINER_RUNNING", st)

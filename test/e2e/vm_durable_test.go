@@ -52,6 +52,11 @@ func durableContainerJSON(t *testing.T, vol durableVolume) string {
 }
 
 func durableContainerJSONAttempt(t *testing.T, vol durableVolume, attempt int) string {
+	return durableContainerJSONOf(t, vmImage, vol, attempt)
+}
+
+// durableContainerJSONOf is a container config of image on the volume.
+func durableContainerJSONOf(t *testing.T, image string, vol durableVolume, attempt int) string {
 	return writeJSON(t, "vmctr.json", fmt.Sprintf(`{
   "metadata": {"name": "vm", "attempt": %d},
   "image": {"image": %q},
@@ -59,7 +64,7 @@ func durableContainerJSONAttempt(t *testing.T, vol durableVolume, attempt int) s
   "annotations": {"crimux.io/root-disk": %q%s},
   %s,
   "linux": {"resources": {"cpu_period": 100000, "cpu_quota": %d, "memory_limit_in_bytes": %d}}
-}`, attempt, vmImage, vol.containerPath, vol.annotations, vol.ctrJSON, vmCPUQuota, vmMemory))
+}`, attempt, image, vol.containerPath, vol.annotations, vol.ctrJSON, vmCPUQuota, vmMemory))
 }
 
 // startDurableVM runs the test VM on vol and waits until its guest has

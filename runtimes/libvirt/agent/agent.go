@@ -215,3 +215,22 @@ func truncate(s string) string {
 	}
 	return s
 }
+
+// Wait asks the guest agent until it answers a ping or ctx ends: a
+// booting template's, a restored clone's, a VM's just arrived by live
+// migration (its agent's channel reconnects on the new node).
+func Wait(ctx context.Context, send Send, every time.Duration) error {
+	var last error
+	for {
+		_, err := send(`{"execute":"guest-ping"}`, 2*time.Second)
+		if err == nil {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("its guest agent did not answer before %w: %v", ctx.Err(), last)
+		case <-time.After(every):
+		}
+	}
+}

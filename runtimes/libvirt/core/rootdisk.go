@@ -8,6 +8,7 @@ import (
 
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/qcow2"
+	"github.com/crimux/crimux/runtimes/libvirt/rootvol"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 )
 
@@ -17,14 +18,21 @@ import (
 // runtimes/libvirt/qcow2). The disk is left as it is, for inspection; the
 // error is FailedPrecondition and names the disk. A pod record of an older
 // crimux, which did not record the backing file, must name one in the
-// image cache. A VM without a root disk has nothing to check.
+// image cache. A VM without a root disk has nothing to check. A root
+// volume is examined (CheckRootVolume) and given to the VM's identity.
 func (r *Runtime) CheckRootDisk(c *store.Container) error {
-	if c.RootVolume != nil {
-		return CheckRootVolume(c)
-	}
 	sb, err := r.Store.Sandbox(c.SandboxID)
 	if err != nil {
 		return err
+	}
+	if c.RootVolume != nil {
+		if err := CheckRootVolume(c); err != nil {
+			return err
+		}
+		// A migration target on another node may have given a file
+		// volume's disk (one inode, both nodes') to its own VM: it is
+		// this VM's again before its qemu opens it.
+		return GiveTo(sb.Identity, filepath.Join(c.Dir, rootvol.AttachName))
 	}
 	if sb.Disk == nil {
 		return nil

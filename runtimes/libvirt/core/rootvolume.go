@@ -124,6 +124,29 @@ func (r *Runtime) PrepareRootVolume(ctx context.Context, v *vm.RootVolume, src r
 	return true, nil
 }
 
+// ArrivingRootVolume checks the root volume of a migration target (a
+// durable VM arriving live): it must hold the source VM's disk already,
+// shared storage both nodes reach. Nothing is imported or written: the
+// source's qemu is writing the disk.
+func ArrivingRootVolume(v *vm.RootVolume, note func(string)) error {
+	capacity, err := rootvol.Capacity(v)
+	if err != nil {
+		return err
+	}
+	content, err := rootvol.Examine(v, capacity)
+	if err != nil {
+		return err
+	}
+	if content.Holds != rootvol.Disk {
+		return fmt.Errorf("root disk %s (%s) holds no disk: a VM arriving by live migration runs on its source's root volume, "+
+			"which must be shared storage both nodes reach (the same volume in the target pod); nothing is imported into it: %w",
+			v.ContainerPath, v.HostPath, errdefs.ErrFailedPrecondition)
+	}
+	note(fmt.Sprintf("crimux: root disk %s (%s) holds a %s disk of %s: the VM arriving by live migration runs on it, shared with its source, not copied",
+		v.ContainerPath, v.HostPath, v.Format, shortBytes(content.VirtualSize)))
+	return nil
+}
+
 // CheckRootVolume examines the root volume of VM c before it starts: it
 // must hold a disk crimux would boot (qemu may have rewritten its header).
 func CheckRootVolume(c *store.Container) error {

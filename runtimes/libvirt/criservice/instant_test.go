@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,7 +30,12 @@ type guestAgent struct {
 	scripts []string
 	// fail, when set, is every answer: an agent that is not there.
 	fail error
+	// silent is how many calls more fail before it answers (an agent
+	// whose channel reconnects).
+	silent int
 }
+
+var errAgentSilent = errors.New("QEMU guest agent is not connected")
 
 func (a *guestAgent) answer(cmd string) (string, error) {
 	var req struct {
@@ -43,6 +49,10 @@ func (a *guestAgent) answer(cmd string) (string, error) {
 	}
 	a.mu.Lock()
 	fail := a.fail
+	if a.silent > 0 {
+		a.silent--
+		fail = errAgentSilent
+	}
 	a.mu.Unlock()
 	if fail != nil {
 		return "", fail

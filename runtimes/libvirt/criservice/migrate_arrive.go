@@ -1,6 +1,7 @@
 package criservice
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -17,8 +18,8 @@ import (
 	"github.com/crimux/crimux/vmtypes"
 )
 
-// readdressTimeout bounds the arrived guest's network change.
-const readdressTimeout = 30 * time.Second
+// defaultReaddressWait bounds the arrived guest's network change.
+const defaultReaddressWait = 30 * time.Second
 
 // arrived records that target c's VM runs here and gives its guest the
 // target pod's network through its agent.
@@ -87,9 +88,17 @@ func (r *Service) readdress(ctx context.Context, l virt.Libvirt, dom virt.Domain
 	if err != nil {
 		return addrs, "its network was not changed: " + err.Error()
 	}
-	ctx, cancel := context.WithTimeout(ctx, readdressTimeout)
+	wait := cmp.Or(r.readdressWait, defaultReaddressWait)
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	res, err := agent.ExecPolling(ctx, agent.SendTo(l, dom), []string{"/bin/sh", "-s"}, []byte(script), 25*time.Millisecond)
+	// The agent's channel reconnects on this node: asked too soon, the
+	// script would not start (and it may run once only: it finds the NIC
+	// by the MAC it changes).
+	send := agent.SendTo(l, dom)
+	if err := agent.Wait(ctx, send, 250*time.Millisecond); err != nil {
+		return addrs, fmt.Sprintf("its guest agent could not give it its new pod's address (%v): it keeps %s's until it asks DHCP again", err, c.Migration.From)
+	}
+	res, err := agent.ExecPolling(ctx, send, []string{"/bin/sh", "-s"}, []byte(script), 25*time.Millisecond)
 	switch {
 	case err != nil:
 		return addrs, fmt.Sprintf("its guest agent could not give it its new pod's address (%v): it keeps %s's until it asks DHCP again", err, c.Migration.From)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/vmtypes"
 )
@@ -29,7 +30,9 @@ import (
 const incomingFile = "incoming.xml"
 
 // planIncoming makes p a migration target, or says why its VM cannot
-// arrive by migration.
+// arrive by migration. A root disk on a volume (a durable VM) arrives on
+// it, shared with the source, not copied: makeRootVolume imports nothing
+// into it.
 func (r *Service) planIncoming(p *vmPlan, opts vm.Options, storage vm.Storage) error {
 	field := "annotations[" + vm.AnnotationMigrateFrom + "]"
 	switch {
@@ -39,8 +42,6 @@ func (r *Service) planIncoming(p *vmPlan, opts vm.Options, storage vm.Storage) e
 		return errdefs.Invalid(field, "a VM with virtio-fs shares cannot migrate (qemu cannot move their state)")
 	case len(storage.Devices) > 0:
 		return errdefs.Invalid(field, "a VM with block volumes cannot migrate yet")
-	case p.root != nil:
-		return errdefs.Invalid(field, "a VM whose root disk is a volume (crimux.io/root-disk) cannot migrate yet")
 	}
 	p.rec.Migration = &store.Migration{Incoming: true, From: opts.MigrateFrom}
 	return nil
@@ -115,6 +116,9 @@ func (r *Service) PrepareMigration(ctx context.Context, id string, src vmtypes.M
 	defer unlock()
 	tg, err := r.arrivingDomain(c, src)
 	if err != nil {
+		return vmtypes.MigrationTarget{}, err
+	}
+	if err := core.CheckRootVolume(c); err != nil {
 		return vmtypes.MigrationTarget{}, err
 	}
 	ident, err := r.qemuIdentity(c)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -11,6 +12,7 @@ import (
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
+	"github.com/crimux/crimux/runtimes/libvirt/rootvol"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/vmtypes"
@@ -27,8 +29,6 @@ func (r *Service) lockSource(id string) (*store.Container, func(), error) {
 		err = fmt.Errorf("container %s is %s: only a running VM can migrate: %w", id, c.State, errdefs.ErrFailedPrecondition)
 	case c.Migration != nil:
 		err = fmt.Errorf("container %s is migrating already: %w", id, errdefs.ErrFailedPrecondition)
-	case c.RootVolume != nil:
-		err = fmt.Errorf("container %s: a VM whose root disk is a volume cannot migrate yet: %w", id, errdefs.ErrFailedPrecondition)
 	}
 	if err != nil {
 		unlock()
@@ -141,12 +141,27 @@ func (r *Service) migrated(id string, t vmtypes.MigrationTarget, migrateErr erro
 	if err := r.Store.PutContainer(c); err != nil {
 		r.Log.Error("record a failed migration's end", "container", id, "err", err)
 	}
+	r.retakeRootVolume(c)
 	r.Opts.Counters.MigrationEnded(id, core.MigrationOutgoing, core.MigrationFailed)
 	r.Log.Info("VM migration failed; the VM runs here", "container", id, "err", migrateErr)
 	if errdefs.Code(migrateErr) == codes.Unknown { // libvirt's or qemu's failure on the way
 		return fmt.Errorf("migrate to %s: %w (the VM runs here, unchanged): %w", t.Address, migrateErr, errdefs.ErrAborted)
 	}
 	return fmt.Errorf("migrate to %s: %w", t.Address, migrateErr)
+}
+
+// retakeRootVolume gives a file root volume's disk back to VM c's
+// identity after a failed migration: the target pod, on another node,
+// gave that one inode to its own VM's. The running qemu has it open and
+// never noticed; a qemu started later must be able to open it.
+func (r *Service) retakeRootVolume(c *store.Container) {
+	if c.RootVolume == nil || c.RootVolume.Block {
+		return
+	}
+	ident, _ := r.IdentityForDomain(c.Domain)
+	if err := core.GiveTo(ident, filepath.Join(c.Dir, rootvol.AttachName)); err != nil {
+		r.Log.Warn("take back the root volume after a failed migration", "container", c.ID, "err", err)
+	}
 }
 
 // checkTarget refuses a target that names no libvirtd, endpoint or token.

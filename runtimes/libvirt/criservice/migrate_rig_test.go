@@ -92,6 +92,13 @@ const sourceUUID = "0b6e3a4c-1d2e-4f50-8a9b-0c1d2e3f4a5b"
 func (p *migrationPair) sourceVM(t *testing.T, name string) string {
 	t.Helper()
 	_, id := runningVM(t, p.source, name)
+	p.setSourceUUID(t, id)
+	return id
+}
+
+// setSourceUUID writes sourceUUID into the XML of source VM id's domain.
+func (p *migrationPair) setSourceUUID(t *testing.T, id string) {
+	t.Helper()
 	p.srcEnv.Libvirt.Edit(record(t, p.srcEnv, id).Domain, func(d *virtfake.Domain) {
 		var x libvirtxml.Domain
 		if err := x.Unmarshal(d.XML); err != nil {
@@ -104,7 +111,6 @@ func (p *migrationPair) sourceVM(t *testing.T, name string) string {
 		}
 		d.XML = out
 	})
-	return id
 }
 
 // targetVM makes a VM pod on the target that waits for the VM of from,

@@ -651,6 +651,7 @@ func TestResumeMigrations(t *testing.T) {
 // FinishMigration's answer, which the plugin prints.
 func TestArrivalNoteForALateDriver(t *testing.T) {
 	p := newMigrationPair(t, nil)
+	p.target.readdressWait = time.Second
 	ctx := context.Background()
 	srcID := p.sourceVM(t, "web")
 	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
@@ -668,5 +669,29 @@ func TestArrivalNoteForALateDriver(t *testing.T) {
 	}
 	if !strings.Contains(res.Note, "could not give it its new pod's address") {
 		t.Errorf("a late FinishMigration's note: %q; want the arrival's (the agent did not answer)", res.Note)
+	}
+}
+
+// TestArrivedGuestAgentReconnects: an arrived guest's agent that does not
+// answer at once (its channel reconnects on the new node) is waited for:
+// the guest gets its new pod's address, and no note says otherwise.
+func TestArrivedGuestAgentReconnects(t *testing.T) {
+	p := newMigrationPair(t, nil)
+	ctx := context.Background()
+	srcID := p.sourceVM(t, "web")
+	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
+	target := p.prepared(t, srcID, tgtID)
+	if err := p.source.Migrate(ctx, srcID, target, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.agent.mu.Lock()
+	p.agent.silent = 3
+	p.agent.mu.Unlock()
+	res, err := p.target.FinishMigration(ctx, tgtID, "")
+	if err != nil {
+		t.Fatalf("FinishMigration: %v", err)
+	}
+	if res.Note != "" || !strings.Contains(p.agent.last(), "ip addr add 10.1.0.5/24") {
+		t.Errorf("note %q, last script:\n%s\nwant the new address given once the agent answered", res.Note, p.agent.last())
 	}
 }

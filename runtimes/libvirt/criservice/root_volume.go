@@ -33,7 +33,8 @@ func rootVolumeDisk(rv *vm.RootVolume, vmDir string) *vm.Disk {
 }
 
 // makeRootVolume claims the volume for the VM, makes it hold a disk
-// (imported, or kept) and gives it to the VM's identity in its directory.
+// (imported, or kept; a migration target's must hold its source's) and
+// gives it to the VM's identity in its directory.
 // The claim ends when CreateContainer does: from then on the record
 // holds the volume.
 func (r *Service) makeRootVolume(ctx context.Context, sb *store.Sandbox, p *vmPlan, undo *core.Rollback) (release func(), err error) {
@@ -57,7 +58,12 @@ func (r *Service) makeRootVolume(ctx context.Context, sb *store.Sandbox, p *vmPl
 			r.Log.Warn("write to the VM's log", "container", p.rec.ID, "err", err)
 		}
 	}
-	if p.rootImported, err = r.PrepareRootVolume(ctx, rv, src, note); err != nil {
+	if p.rec.Migration != nil { // a VM arriving on its source's volume
+		err = core.ArrivingRootVolume(rv, note)
+	} else {
+		p.rootImported, err = r.PrepareRootVolume(ctx, rv, src, note)
+	}
+	if err != nil {
 		return release, err
 	}
 	var owner *rootvol.Owner
@@ -71,9 +77,12 @@ func (r *Service) makeRootVolume(ctx context.Context, sb *store.Sandbox, p *vmPl
 
 // redefineVolumeSnapshots gives the new domain of a qcow2 root volume
 // that held a disk the snapshots in it. A failure loses only libvirt's
-// metadata (the snapshots stay in the disk) and is logged.
+// metadata (the snapshots stay in the disk) and is logged. A migration
+// target's is not given them: its domain makes way for the arriving one
+// (libvirt neither undefines nor migrates a domain with snapshots), and
+// its source's qemu has the disk open.
 func (r *Service) redefineVolumeSnapshots(ctx context.Context, p *vmPlan) {
-	if p.root == nil || p.rootImported || p.root.Format != vm.FormatQcow2 {
+	if p.root == nil || p.rootImported || p.root.Format != vm.FormatQcow2 || p.rec.Migration != nil {
 		return
 	}
 	l, err := r.Conn.Get()

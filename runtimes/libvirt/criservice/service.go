@@ -30,6 +30,9 @@ type Service struct {
 	// plugWait bounds a resize's wait for the guest's memory plug; 0 is
 	// defaultPlugWait (tests shorten it).
 	plugWait time.Duration
+	// readdressWait bounds an arrived guest's network change, its agent's
+	// wait included; 0 is defaultReaddressWait (tests shorten it).
+	readdressWait time.Duration
 	// containerItems and sandboxItems keep the VMs' list items encoded
 	// (list_encoded.go).
 	containerItems itemCache[containerKey]

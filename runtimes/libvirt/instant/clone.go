@@ -113,7 +113,7 @@ func BecomeItself(ctx context.Context, l virt.Libvirt, dom virt.Domain, id templ
 	// The restored agent answers at once on an idle host; on a busy one
 	// (many clones restored at once) its first answer can take seconds.
 	send := agent.SendTo(l, dom)
-	if err := waitAgent(ctx, send, identityPoll); err != nil {
+	if err := agent.Wait(ctx, send, identityPoll); err != nil {
 		return fmt.Errorf("the clone's guest agent: %w", err)
 	}
 	if err := setTime(ctx, l, dom); err != nil {

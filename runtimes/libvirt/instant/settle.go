@@ -33,7 +33,7 @@ const pingEvery = time.Second
 // vmgenid says whether the guest has a VM generation ID driver.
 func settle(ctx context.Context, l virt.Libvirt, dom virt.Domain) (vmgenid bool, err error) {
 	send := agent.SendTo(l, dom)
-	if err := waitAgent(ctx, send, pingEvery); err != nil {
+	if err := agent.Wait(ctx, send, pingEvery); err != nil {
 		return false, err
 	}
 	res, err := agent.ExecInput(ctx, send, []string{"/bin/sh", "-s"}, []byte(settleScript))
@@ -44,22 +44,4 @@ func settle(ctx context.Context, l virt.Libvirt, dom virt.Domain) (vmgenid bool,
 		return false, fmt.Errorf("settle its guest: exit %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
 	return strings.Contains(string(res.Stdout), "vmgenid"), nil
-}
-
-// waitAgent asks the guest agent until it answers or ctx ends (a booting
-// template's, a restored clone's).
-func waitAgent(ctx context.Context, send agent.Send, every time.Duration) error {
-	var last error
-	for {
-		if _, err := send(`{"execute":"guest-ping"}`, 2*time.Second); err == nil {
-			return nil
-		} else {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("its guest agent did not answer before %w: %v", ctx.Err(), last)
-		case <-time.After(every):
-		}
-	}
 }

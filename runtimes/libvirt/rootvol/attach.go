@@ -13,7 +13,7 @@ import (
 
 // AttachName is the file in a VM's directory through which its qemu
 // reaches a root volume's disk.
-const AttachName = "root-volume"
+const AttachName = vm.RootVolumeFile
 
 // Owner is the uid and gid the disk is given to (the VM's identity); nil
 // leaves it root's (libvirt then gives it to its qemu user).

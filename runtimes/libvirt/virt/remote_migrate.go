@@ -6,11 +6,13 @@ import (
 	golibvirt "github.com/digitalocean/go-libvirt"
 )
 
-// migrateFlags: live, peer to peer, the target keeps the domain defined,
-// local disks' top layers copied. The source's definition stays (shut
-// off), for crimux to remove with its container.
-const migrateFlags = golibvirt.MigrateLive | golibvirt.MigratePeer2peer | golibvirt.MigratePersistDest |
-	golibvirt.MigrateNonSharedInc
+// migrateFlags: live, peer to peer, the target keeps the domain defined.
+// The source's definition stays (shut off), for crimux to remove with its
+// container. Local disks' top layers are copied (MigrateNonSharedInc)
+// when the migration names any: a root disk on a volume both nodes reach
+// is shared, and without the flag libvirt copies nothing (with it and no
+// disk named it would copy every writable disk).
+const migrateFlags = golibvirt.MigrateLive | golibvirt.MigratePeer2peer | golibvirt.MigratePersistDest
 
 // Migrate goes on a connection of its own (remote.long): the call lasts
 // the whole migration.
@@ -19,7 +21,11 @@ func (r remote) Migrate(d Domain, m Migration) error {
 		strParam("destination_xml", m.DestXML),
 		strParam("destination_name", m.DestName),
 		strParam("migrate_uri", m.MemoryURI),
-		strParam("disks_uri", m.DisksURI),
+	}
+	flags := migrateFlags
+	if len(m.Disks) > 0 {
+		flags |= golibvirt.MigrateNonSharedInc
+		params = append(params, strParam("disks_uri", m.DisksURI))
 	}
 	for _, disk := range m.Disks {
 		params = append(params, strParam("migrate_disks", disk))
@@ -27,7 +33,6 @@ func (r remote) Migrate(d Domain, m Migration) error {
 	if m.BandwidthMiB > 0 {
 		params = append(params, golibvirt.TypedParam{Field: "bandwidth", Value: *golibvirt.NewTypedParamValueUllong(m.BandwidthMiB)})
 	}
-	flags := migrateFlags
 	if m.AutoConverge {
 		flags |= golibvirt.MigrateAutoConverge
 	}
