@@ -256,8 +256,9 @@ e2e-cluster: build bed
 	  rc=$$?; TESTBED=$(TESTBED) ./test/cluster/down.sh; exit $$rc; }
 
 # critest: the CRI validation suite twice in one run, against containerd
-# directly and through crimux in front of the same containerd; the last two
-# lines printed are the two summaries.
+# directly and through crimux in front of the same containerd, each with 4
+# specs at once (critest --parallel; CRITEST_PARALLEL=1 runs them serially);
+# the last two lines printed are the two summaries.
 critest: build bed
 	TESTBED=$(TESTBED) ./test/bed/critest-both.sh $(BIN)/crimux
 

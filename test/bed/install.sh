@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the test bed needs, idempotently, on a bare Debian 12
-# with Go: Debian packages, containerd/shim/ctr, crictl, critest (cached in
-# $TESTBED/bin) and the test images (OCI layouts in $TESTBED/images).
+# with Go: Debian packages, containerd/shim/ctr, crictl, critest and the
+# ginkgo CLI that runs it in parallel (cached in $TESTBED/bin) and the test
+# images (OCI layouts in $TESTBED/images).
 # Quiet unless something fails; prints one summary line.
 set -euo pipefail
 # shellcheck source=lib.sh source-path=SCRIPTDIR
@@ -133,6 +134,24 @@ if [ ! -x "$BIN/critest" ] || [ "$(cat "$BIN/critest.version" 2>/dev/null)" != "
 	(cd "$src" && quiet critest-build env CGO_ENABLED=0 GOFLAGS='' GOWORK=off go test -c -ldflags "-X sigs.k8s.io/cri-tools/pkg/version.Version=${CRITOOLS_VERSION#v}" -o "$BIN/critest" ./cmd/critest)
 	echo "$CRITOOLS_VERSION" >"$BIN/critest.version"
 	did+=("critest $CRITOOLS_VERSION")
+fi
+
+# The ginkgo CLI, which `critest --parallel=N` runs (from PATH: the critest
+# scripts put $BIN first in it; test/node/critest.sh copies it next to
+# critest in the node), at the ginkgo/v2 version cri-tools' go.mod requires
+# (the CLI and the library in critest must agree). ginkgo.version records
+# "GINKGO_VERSION for cri-tools CRITOOLS_VERSION".
+if [ ! -x "$BIN/ginkgo" ] || [[ "$(cat "$BIN/ginkgo.version" 2>/dev/null)" != *" for cri-tools $CRITOOLS_VERSION" ]]; then
+	modjson=$(GOFLAGS='' GOWORK=off go mod download -json "sigs.k8s.io/cri-tools@$CRITOOLS_VERSION" 2>&1) ||
+		die "go mod download sigs.k8s.io/cri-tools@$CRITOOLS_VERSION failed: $modjson"
+	gomod=$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p' <<<"$modjson")
+	[ -s "$gomod" ] || die "cannot find the cri-tools $CRITOOLS_VERSION go.mod"
+	ginkgo_version=$(awk '$1 == "github.com/onsi/ginkgo/v2" && $2 ~ /^v/ { print $2; exit }' "$gomod")
+	[ -n "$ginkgo_version" ] || die "cri-tools $CRITOOLS_VERSION's go.mod requires no github.com/onsi/ginkgo/v2"
+	quiet go-install-ginkgo env GOBIN="$BIN" CGO_ENABLED=0 GOFLAGS='' GOWORK=off go install \
+		"github.com/onsi/ginkgo/v2/ginkgo@$ginkgo_version"
+	echo "$ginkgo_version for cri-tools $CRITOOLS_VERSION" >"$BIN/ginkgo.version"
+	did+=("ginkgo $ginkgo_version")
 fi
 
 # --- Images ------------------------------------------------------------------
