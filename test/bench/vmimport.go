@@ -135,11 +135,7 @@ func rootVolumeOn(dev string) *vm.RootVolume {
 // (core.PrepareRootVolume): Capacity, Examine, DiskSize, Import.
 func crimuxImport(ctx context.Context, dev string, src rootvol.Source) error {
 	v := rootVolumeOn(dev)
-	capacity, err := rootvol.Capacity(v)
-	if err != nil {
-		return err
-	}
-	content, err := rootvol.Examine(v, capacity)
+	content, capacity, err := rootvol.Inspect(v)
 	if err != nil {
 		return err
 	}

@@ -80,11 +80,7 @@ const progressEvery = 3 * time.Second
 // import, kept as it is when it holds a disk. What it does goes to the
 // VM's log (kubectl logs) through note. imported says which.
 func (r *Runtime) PrepareRootVolume(ctx context.Context, v *vm.RootVolume, src rootvol.Source, note func(string)) (imported bool, err error) {
-	capacity, err := rootvol.Capacity(v)
-	if err != nil {
-		return false, err
-	}
-	content, err := rootvol.Examine(v, capacity)
+	content, capacity, err := rootvol.Inspect(v)
 	if err != nil {
 		return false, err
 	}
@@ -129,11 +125,7 @@ func (r *Runtime) PrepareRootVolume(ctx context.Context, v *vm.RootVolume, src r
 // shared storage both nodes reach. Nothing is imported or written: the
 // source's qemu is writing the disk.
 func ArrivingRootVolume(v *vm.RootVolume, note func(string)) error {
-	capacity, err := rootvol.Capacity(v)
-	if err != nil {
-		return err
-	}
-	content, err := rootvol.Examine(v, capacity)
+	content, _, err := rootvol.Inspect(v)
 	if err != nil {
 		return err
 	}
@@ -155,11 +147,7 @@ func CheckRootVolume(c *store.Container) error {
 		return nil
 	}
 	v := VolumeOf(rv)
-	capacity, err := rootvol.Capacity(v)
-	if err != nil {
-		return err
-	}
-	content, err := rootvol.Examine(v, capacity)
+	content, _, err := rootvol.Inspect(v)
 	if err == nil && content.Holds != rootvol.Disk {
 		err = fmt.Errorf("root disk %s (%s) holds no disk any more: %w", v.ContainerPath, v.HostPath, errdefs.ErrFailedPrecondition)
 	}

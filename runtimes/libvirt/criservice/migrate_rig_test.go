@@ -141,15 +141,23 @@ func (p *migrationPair) prepared(t *testing.T, sourceID, targetID string) vmtype
 	return tgt
 }
 
+// preparedVM runs a VM pod web on the source, a target pod web-moved
+// waiting for it, and prepares the migration; it returns both containers'
+// IDs and the prepared target.
+func (p *migrationPair) preparedVM(t *testing.T) (string, string, vmtypes.MigrationTarget) {
+	t.Helper()
+	srcID := p.sourceVM(t, "web")
+	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
+	return srcID, tgtID, p.prepared(t, srcID, tgtID)
+}
+
 // migrate moves a VM pod named web from source to target: MigrationSource,
 // PrepareMigration, Migrate, FinishMigration, as crimuxctl vm migrate
 // does. It returns the source and target container IDs and the result.
 func (p *migrationPair) migrate(t *testing.T) (string, string, vmtypes.MigrationResult) {
 	t.Helper()
 	ctx := context.Background()
-	srcID := p.sourceVM(t, "web")
-	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
-	target := p.prepared(t, srcID, tgtID)
+	srcID, tgtID, target := p.preparedVM(t)
 	if err := p.source.Migrate(ctx, srcID, target, nil); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}

@@ -96,9 +96,7 @@ func TestPrepareRefusesAForgedSource(t *testing.T) {
 func TestMigrateRefusesAForgedTarget(t *testing.T) {
 	p := newMigrationPair(t, nil)
 	ctx := context.Background()
-	srcID := p.sourceVM(t, "web")
-	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
-	target := p.prepared(t, srcID, tgtID)
+	srcID, _, target := p.preparedVM(t)
 	if len(target.Seal.Signature) == 0 {
 		t.Fatal("PrepareMigration's answer is not sealed")
 	}

@@ -324,9 +324,7 @@ func TestMigrationRefusesWhatIsNotWaiting(t *testing.T) {
 func TestFinishMigrationBeforeTheVMArrived(t *testing.T) {
 	p := newMigrationPair(t, nil)
 	ctx := context.Background()
-	srcID := p.sourceVM(t, "web")
-	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
-	target := p.prepared(t, srcID, tgtID)
+	srcID, tgtID, target := p.preparedVM(t)
 	_, err := p.target.FinishMigration(ctx, tgtID, "")
 	wantCode(t, "FinishMigration before the VM arrived", err, codes.FailedPrecondition, "has not arrived")
 	if c := record(t, p.tgtEnv, tgtID); c.State != running || !c.AwaitsMigration() || !p.target.Migration.Expecting(tgtID) {
@@ -345,9 +343,7 @@ func TestFinishMigrationBeforeTheVMArrived(t *testing.T) {
 func TestMigrateWhileMigrating(t *testing.T) {
 	p := newMigrationPair(t, nil)
 	ctx := context.Background()
-	srcID := p.sourceVM(t, "web")
-	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
-	target := p.prepared(t, srcID, tgtID)
+	srcID, _, target := p.preparedVM(t)
 	release := make(chan struct{})
 	releaseOnce := sync.OnceFunc(func() { close(release) })
 	defer releaseOnce()
@@ -476,9 +472,7 @@ func TestPreparedTargetNotMigratedTimesOut(t *testing.T) {
 func TestArrivalRecordedWithoutDriver(t *testing.T) {
 	p := newMigrationPair(t, nil)
 	ctx := context.Background()
-	srcID := p.sourceVM(t, "web")
-	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
-	target := p.prepared(t, srcID, tgtID)
+	srcID, tgtID, target := p.preparedVM(t)
 	if err := p.source.Migrate(ctx, srcID, target, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -653,9 +647,7 @@ func TestArrivalNoteForALateDriver(t *testing.T) {
 	p := newMigrationPair(t, nil)
 	p.target.readdressWait = time.Second
 	ctx := context.Background()
-	srcID := p.sourceVM(t, "web")
-	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
-	target := p.prepared(t, srcID, tgtID)
+	srcID, tgtID, target := p.preparedVM(t)
 	p.agent.mu.Lock()
 	p.agent.fail = errBoom
 	p.agent.mu.Unlock()
@@ -678,9 +670,7 @@ func TestArrivalNoteForALateDriver(t *testing.T) {
 func TestArrivedGuestAgentReconnects(t *testing.T) {
 	p := newMigrationPair(t, nil)
 	ctx := context.Background()
-	srcID := p.sourceVM(t, "web")
-	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
-	target := p.prepared(t, srcID, tgtID)
+	srcID, tgtID, target := p.preparedVM(t)
 	if err := p.source.Migrate(ctx, srcID, target, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -74,6 +74,16 @@ func Examine(v *vm.RootVolume, capacity int64) (Content, error) {
 		vm.AnnotationRootDiskFormat)
 }
 
+// Inspect is Examine of the volume at its Capacity, and that capacity.
+func Inspect(v *vm.RootVolume) (Content, int64, error) {
+	capacity, err := Capacity(v)
+	if err != nil {
+		return Content{}, 0, err
+	}
+	content, err := Examine(v, capacity)
+	return content, capacity, err
+}
+
 // openForRead opens the disk for reading and returns its size; nil, 0
 // for a filesystem volume without a disk file.
 func openForRead(v *vm.RootVolume, capacity int64) (*os.File, int64, error) {
