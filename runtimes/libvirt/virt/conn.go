@@ -39,6 +39,8 @@ type Conn struct {
 
 	// agents counts the guest-agent calls of every connection.
 	agents *AgentSlots
+	// pool keeps the connections of calls that go on their own (pool.go).
+	pool connPool
 
 	mu      sync.RWMutex
 	l       Libvirt
@@ -100,8 +102,9 @@ func (c *Conn) Run(ctx context.Context) {
 	defer close(c.done)
 	delay := reconnectMin
 	connected := false
+	defer c.pool.drain()
 	for ctx.Err() == nil {
-		l, err := c.dial()
+		l, err := c.connect()
 		if err != nil {
 			c.setDown(err)
 			select {
@@ -134,6 +137,7 @@ func (c *Conn) Run(ctx context.Context) {
 			return
 		case <-l.Disconnected():
 			cancel()
+			c.pool.drain() // libvirtd went: its idle connections with it
 			c.log.Warn("lost libvirtd connection; reconnecting")
 			c.setDown(errors.New("libvirtd connection lost"))
 		}
@@ -141,7 +145,19 @@ func (c *Conn) Run(ctx context.Context) {
 }
 
 // dial opens a connection to libvirtd.
+// dial is a connection for one call: an idle one (pool.go) or a new one.
 func (c *Conn) dial() (*golibvirt.Libvirt, error) {
+	if l := c.pool.take(); l != nil {
+		return l, nil
+	}
+	return c.connect()
+}
+
+// release keeps l idle for the next call, or closes it (pool.go).
+func (c *Conn) release(l *golibvirt.Libvirt, callErr error) { c.pool.put(l, callErr) }
+
+// connect opens a new connection to libvirtd.
+func (c *Conn) connect() (*golibvirt.Libvirt, error) {
 	l := golibvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(c.socket), dialers.WithLocalTimeout(2*time.Second)))
 	if err := l.ConnectToURI(golibvirt.QEMUSystem); err != nil {
 		return nil, err

@@ -290,6 +290,9 @@ type mockDialer struct {
 	dialed []*golibvirt.Libvirt
 }
 
+// release closes l (a Conn keeps it idle: pool_test.go).
+func (m *mockDialer) release(l *golibvirt.Libvirt, _ error) { _ = l.Disconnect() }
+
 func (m *mockDialer) dial() (*golibvirt.Libvirt, error) {
 	if m.fail {
 		return nil, io.ErrClosedPipe

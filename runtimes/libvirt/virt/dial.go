@@ -15,9 +15,9 @@ func Dial(uri string) (l Libvirt, close func() error, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	gl, err := c.dial()
+	gl, err := c.connect()
 	if err != nil {
 		return nil, nil, fmt.Errorf("libvirtd at %s: %v: %w", c.socket, err, errdefs.ErrUnavailable)
 	}
-	return remote{l: gl, more: c}, gl.Disconnect, nil
+	return remote{l: gl, more: c}, func() error { c.pool.drain(); return gl.Disconnect() }, nil
 }

@@ -32,9 +32,12 @@ type remote struct {
 	more dialer
 }
 
-// dialer opens a new connection to libvirtd (*Conn).
+// dialer gives a connection to libvirtd for one call (*Conn: an idle one
+// kept from an earlier call, or a new one, pool.go), and takes it back
+// after the call, with the call's error.
 type dialer interface {
 	dial() (*golibvirt.Libvirt, error)
+	release(l *golibvirt.Libvirt, callErr error)
 }
 
 // long runs call on a connection of its own, or on the shared one when
@@ -42,8 +45,9 @@ type dialer interface {
 func (r remote) long(call func(l *golibvirt.Libvirt) error) error {
 	if r.more != nil {
 		if l, err := r.more.dial(); err == nil {
-			defer func() { _ = l.Disconnect() }()
-			return classify(call(l))
+			err = call(l)
+			r.more.release(l, err)
+			return classify(err)
 		}
 	}
 	return classify(call(r.l))
@@ -60,8 +64,9 @@ func (r remote) own(call func(l *golibvirt.Libvirt) error) error {
 	if err != nil {
 		return fmt.Errorf("no connection of its own to libvirtd for a guest-agent call: %v: %w", err, errdefs.ErrUnavailable)
 	}
-	defer func() { _ = l.Disconnect() }()
-	return classify(call(l))
+	err = call(l)
+	r.more.release(l, err)
+	return classify(err)
 }
 
 // undefineFlags drop everything libvirt keeps for a domain.
