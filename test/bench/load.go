@@ -11,8 +11,8 @@ import (
 
 // The load figures (issue 41, item 6): crimux's ContainerStatus while
 // exec sessions run in VM guests and many CRI clients poll it, against
-// the same status asked of an idle crimux. A probe (one client of its
-// own, a call every probeEvery) asks the status of a VM and of a
+// the same status asked of an idle crimux. A probe (one client in a
+// process of its own, load_probe.go, a call every probeEvery) asks the status of a VM and of a
 // container through crimux in turn, and of the container on
 // containerd's socket for context: first alone, then while
 // -load-exec-sessions sessions run `sh -c 'echo x; sleep 1'` again and
@@ -52,16 +52,13 @@ func (b *bench) phaseLoad(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	probe, err := b.dialProbe()
+	idle, err := b.probeWindow(ctx, t, b.opts.loadIdle)
 	if err != nil {
 		return err
 	}
-	defer probe.close()
-	probe.window(ctx, t, time.Second) // warm-up, unrecorded
-	idle := probe.window(ctx, t, b.opts.loadIdle)
 	b.logf("load: idle ContainerStatus: crimux %s (VM %s; container %s); direct %s", idle.throughCrimux().Summary(0.5, 0.99),
 		idle.vm.Samples().Summary(0.5, 0.99), idle.ctr.Samples().Summary(0.5, 0.99), idle.direct.Samples().Summary(0.5, 0.99))
-	loaded, run, err := b.underLoad(ctx, probe, t)
+	loaded, run, err := b.underLoad(ctx, t)
 	if err != nil {
 		return err
 	}
@@ -71,7 +68,7 @@ func (b *bench) phaseLoad(ctx context.Context) error {
 
 // underLoad runs the exec sessions and the polling clients, and the
 // probe's window while they all run.
-func (b *bench) underLoad(ctx context.Context, probe probeConns, t loadTargets) (*probeSamples, *loadRun, error) {
+func (b *bench) underLoad(ctx context.Context, t loadTargets) (*probeSamples, *loadRun, error) {
 	conns, err := b.dialClients(b.opts.loadClients)
 	if err != nil {
 		return nil, nil, err
@@ -93,10 +90,13 @@ func (b *bench) underLoad(ctx context.Context, probe probeConns, t loadTargets) 
 	case <-time.After(loadRamp + loadSettle):
 	case <-ctx.Done():
 	}
-	loaded := probe.window(ctx, t, b.opts.loadDuration)
+	loaded, err := b.probeWindow(ctx, t, b.opts.loadDuration)
 	close(stop)
 	waitClients()
 	waitExec()
+	if err != nil {
+		return nil, nil, err
+	}
 	run.cpu = b.readCPUUse().since(cpu0).describe(time.Since(t0), b.host.Cores)
 	return loaded, run, ctx.Err()
 }

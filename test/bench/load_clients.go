@@ -83,12 +83,12 @@ func runningStatus(ctx context.Context, e *criclient.Endpoint, id string) error 
 // containerd's socket.
 type probeConns struct{ cri, ctd *criclient.Endpoint }
 
-func (b *bench) dialProbe() (probeConns, error) {
-	cri, err := criclient.Dial("crimux (probe)", "unix://"+b.socket)
+func dialProbe(containerd, crimux string) (probeConns, error) {
+	cri, err := criclient.Dial("crimux (probe)", crimux)
 	if err != nil {
 		return probeConns{}, err
 	}
-	ctd, err := criclient.Dial("containerd (probe)", b.opts.containerd)
+	ctd, err := criclient.Dial("containerd (probe)", containerd)
 	if err != nil {
 		cri.Close()
 		return probeConns{}, err
@@ -102,28 +102,29 @@ func (c probeConns) close() { c.cri.Close(); c.ctd.Close() }
 // of a VM and of the container through crimux, and of the container on
 // containerd's socket.
 type probeSamples struct {
-	vm, ctr, direct loadgen.Latencies
-	outcomes        loadgen.Outcomes
+	vm, ctr, direct *loadgen.Latencies
+	outcomes        *loadgen.Outcomes
 	from, to        time.Time // the window
 }
 
 // window times ContainerStatus every probeEvery for d, taking turns: a
-// VM (the next one each turn), the container through crimux, the
-// container directly.
-func (c probeConns) window(ctx context.Context, t loadTargets, d time.Duration) *probeSamples {
-	p := &probeSamples{from: time.Now()}
+// VM of vms (the next one each turn), the container ctr through crimux,
+// ctr directly.
+func (c probeConns) window(ctx context.Context, ctr string, vms []string, d time.Duration) *probeSamples {
+	p := &probeSamples{vm: &loadgen.Latencies{}, ctr: &loadgen.Latencies{}, direct: &loadgen.Latencies{},
+		outcomes: &loadgen.Outcomes{}, from: time.Now()}
 	stop := make(chan struct{})
 	turn := 0
 	wait := loadgen.Start(stop, 1, probeEvery, 0, func(int) {
 		defer func() { turn++ }()
 		cctx, cancel := criclient.CallCtx(ctx)
 		defer cancel()
-		e, id, rec := c.cri, t.ctr.container, &p.ctr
+		e, id, rec := c.cri, ctr, p.ctr
 		switch turn % 3 {
 		case 0:
-			id, rec = t.vms[turn/3%len(t.vms)].container, &p.vm
+			id, rec = vms[turn/3%len(vms)], p.vm
 		case 2:
-			e, rec = c.ctd, &p.direct
+			e, rec = c.ctd, p.direct
 		}
 		took, err := stats.Timed(func() error { return runningStatus(cctx, e, id) })
 		p.outcomes.Add(loadgen.Kind(err), err)

@@ -36,7 +36,12 @@ type loadTargets struct {
 // the container pod's first (containerd's, through crimux), then the VMs
 // (crimux's own).
 func (t loadTargets) statusTargets() []string {
-	ids := []string{t.ctr.container}
+	return append([]string{t.ctr.container}, t.vmContainers()...)
+}
+
+// vmContainers are the VMs' containers.
+func (t loadTargets) vmContainers() []string {
+	var ids []string
 	for _, v := range t.vms {
 		ids = append(ids, v.container)
 	}

@@ -79,6 +79,10 @@ type options struct {
 	// serves it with serveRawProxy set.
 	serveRawProxy     string
 	rawProxyInProcess bool
+	// The load phase's probe: the bench runs itself so with
+	// serveLoadProbe set (load_probe.go), unless loadProbeInProcess.
+	serveLoadProbe     string
+	loadProbeInProcess bool
 }
 
 // counts are the counts the report states.
@@ -136,6 +140,8 @@ func parseFlags() options {
 	flag.DurationVar(&o.loadIdle, "load-idle", 20*time.Second, "how long the load phase times ContainerStatus with crimux idle")
 	flag.DurationVar(&o.loadDuration, "load-duration", 60*time.Second, "how long the load phase times ContainerStatus under the load")
 	flag.BoolVar(&o.loadExecSync, "load-exec-sync", false, "the load's exec sessions use ExecSync (an exec probe's path) instead of Exec and the streaming server (kubectl exec's)")
+	flag.BoolVar(&o.loadProbeInProcess, "load-probe-in-process", false, "the load phase's probe runs in the bench's process, sharing its scheduler with the load it measures (as before 2026-12-06), not in a process of its own as kubelet does")
+	flag.StringVar(&o.serveLoadProbe, probeFlag, "", "internal: only run the load phase's probe for the window asked (JSON), its samples to stdout (the bench runs itself so)")
 	flag.IntVar(&o.agentCallsPerVM, "agent-calls-per-vm", 0, "crimux's libvirt.agent_calls_per_vm (0: its default); what the cap costs the load phase's exec sessions")
 	flag.IntVar(&o.agentCallsPerNode, "agent-calls-per-node", 0, "crimux's libvirt.agent_calls_per_node (0: its default)")
 	flag.IntVar(&o.workers, "workers", 6, "parallel CRI calls when making or removing many pods")
@@ -204,6 +210,13 @@ func run(o options) int {
 	}
 	if o.sweepOnly {
 		return sweepOnly(ctx, o)
+	}
+	if o.serveLoadProbe != "" {
+		if err := serveProbe(ctx, o.serveLoadProbe); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		return 0
 	}
 	if o.serveRawProxy != "" {
 		if err := rawproxy.Serve(ctx, o.serveRawProxy, o.containerd); err != nil {

@@ -2,6 +2,7 @@ package virt
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,7 +52,12 @@ var DefaultAgentCaps = AgentCaps{PerVM: 4, PerNode: 8, Wait: 3 * time.Second}
 
 // AgentSlots count the agent calls in flight against their caps. Shared
 // by every connection of a Conn, so calls still in flight on a lost
-// connection keep counting until they return.
+// connection keep counting until they return. A call past a cap waits
+// in line: a slot given back goes to the first waiting call it lets
+// through, and wakes that call alone. Waking every waiting call for each
+// slot (100 kubectl execs in line for 8 slots) cost crimux thousands of
+// goroutine wake-ups a second, which delayed every other call it served
+// (kubelet's status polls) behind them in Go's run queues.
 type AgentSlots struct {
 	caps AgentCaps
 	mu   sync.Mutex
@@ -60,8 +66,16 @@ type AgentSlots struct {
 	// answered is when each VM with calls in flight last answered one:
 	// a full per-VM cap whose agent answers is busy, not stuck.
 	answered map[string]time.Time
-	// freed is closed (and made anew) whenever a slot comes back.
-	freed chan struct{}
+	// line are the calls waiting for a slot, first come first.
+	line []*slotWaiter
+}
+
+// slotWaiter is a call waiting in line for a slot to domain's agent;
+// granted is closed once a slot was taken for it (ok set, under mu).
+type slotWaiter struct {
+	domain  string
+	granted chan struct{}
+	ok      bool
 }
 
 // NewAgentSlots counts against caps (a 0 field is its default's).
@@ -75,7 +89,7 @@ func NewAgentSlots(caps AgentCaps) *AgentSlots {
 	if caps.Wait <= 0 {
 		caps.Wait = DefaultAgentCaps.Wait
 	}
-	return &AgentSlots{caps: caps, vms: map[string]int{}, answered: map[string]time.Time{}, freed: make(chan struct{})}
+	return &AgentSlots{caps: caps, vms: map[string]int{}, answered: map[string]time.Time{}}
 }
 
 // Caps are the caps counted against.
@@ -89,47 +103,73 @@ func (s *AgentSlots) InFlight(domain string) (vm, node int) {
 	return s.vms[domain], s.node
 }
 
+// Waiting is how many calls wait in line for a slot.
+func (s *AgentSlots) Waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.line)
+}
+
 // Take reserves a slot for a call to domain's agent, released by the
-// function it returns (once); past a cap it waits for a slot up to the
-// caps' Wait, then refuses the call, naming the cap.
+// function it returns (once); past a cap it waits in line for a slot up
+// to the caps' Wait, then refuses the call, naming the cap.
 func (s *AgentSlots) Take(domain string) (release func(), err error) {
-	deadline := time.Now().Add(s.caps.Wait)
 	// The VM is busy, not stuck, if it answered a call from one Wait
 	// before this one until the refusal.
 	busySince := time.Now().Add(-s.caps.Wait)
-	for {
-		s.mu.Lock()
-		err := s.full(domain, busySince)
-		if err == nil {
-			s.vms[domain]++
-			s.node++
-			s.mu.Unlock()
-			var once sync.Once
-			return func() { once.Do(func() { s.give(domain) }) }, nil
-		}
-		freed := s.freed
+	s.mu.Lock()
+	if s.fits(domain) {
+		s.take(domain)
 		s.mu.Unlock()
-		left := time.Until(deadline)
-		if left <= 0 {
-			return nil, err
-		}
-		timer := time.NewTimer(left)
-		select {
-		case <-freed:
-		case <-timer.C:
-		}
-		timer.Stop()
+		return s.releaser(domain), nil
 	}
+	w := &slotWaiter{domain: domain, granted: make(chan struct{})}
+	s.line = append(s.line, w)
+	s.mu.Unlock()
+	timer := time.NewTimer(s.caps.Wait)
+	defer timer.Stop()
+	select {
+	case <-w.granted:
+		return s.releaser(domain), nil
+	case <-timer.C:
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w.ok { // granted as the timer fired
+		return s.releaser(domain), nil
+	}
+	s.line = slices.DeleteFunc(s.line, func(o *slotWaiter) bool { return o == w })
+	if s.fits(domain) { // every give grants in line first: not expected
+		s.take(domain)
+		return s.releaser(domain), nil
+	}
+	return nil, s.full(domain, busySince)
 }
 
-// full says which cap a call to domain would pass now (nil: none); s.mu
-// is held. A full per-VM cap is busy (errdefs.ErrBusy: worth waiting
-// for) if the VM's agent answered a call after busySince, and stuck
-// otherwise; the node's is busy with whatever fills it (a stuck VM holds
-// at most its own cap of it).
+// fits says whether a call to domain would pass no cap now; s.mu is held.
+func (s *AgentSlots) fits(domain string) bool {
+	return s.vms[domain] < s.caps.PerVM && s.node < s.caps.PerNode
+}
+
+// take counts a call to domain in; s.mu is held.
+func (s *AgentSlots) take(domain string) {
+	s.vms[domain]++
+	s.node++
+}
+
+// releaser gives domain's slot back, once however often it is called.
+func (s *AgentSlots) releaser(domain string) func() {
+	var once sync.Once
+	return func() { once.Do(func() { s.give(domain) }) }
+}
+
+// full says which cap a call to domain passes now; s.mu is held. A full
+// per-VM cap is busy (errdefs.ErrBusy: worth waiting for) if the VM's
+// agent answered a call after busySince, and stuck otherwise; the node's
+// is busy with whatever fills it (a stuck VM holds at most its own cap
+// of it).
 func (s *AgentSlots) full(domain string, busySince time.Time) error {
-	switch {
-	case s.vms[domain] >= s.caps.PerVM:
+	if s.vms[domain] >= s.caps.PerVM {
 		class := errdefs.ErrResourceExhausted
 		if s.answered[domain].After(busySince) {
 			class = errdefs.ErrBusy
@@ -137,12 +177,10 @@ func (s *AgentSlots) full(domain string, busySince time.Time) error {
 		return fmt.Errorf("guest-agent call to %s refused: %d calls to its agent are in flight, the per-VM cap "+
 			"(libvirt.agent_calls_per_vm = %d), after %v waiting for one to end; retry once they end: %w",
 			domain, s.vms[domain], s.caps.PerVM, s.caps.Wait, class)
-	case s.node >= s.caps.PerNode:
-		return fmt.Errorf("guest-agent call to %s refused: %d guest-agent calls are in flight on this node, the per-node cap "+
-			"(libvirt.agent_calls_per_node = %d), after %v waiting for one to end; retry once they end: %w",
-			domain, s.node, s.caps.PerNode, s.caps.Wait, errdefs.ErrBusy)
 	}
-	return nil
+	return fmt.Errorf("guest-agent call to %s refused: %d guest-agent calls are in flight on this node, the per-node cap "+
+		"(libvirt.agent_calls_per_node = %d), after %v waiting for one to end; retry once they end: %w",
+		domain, s.node, s.caps.PerNode, s.caps.Wait, errdefs.ErrBusy)
 }
 
 // answer records that domain's agent answered a call.
@@ -160,8 +198,25 @@ func (s *AgentSlots) give(domain string) {
 		delete(s.vms, domain)
 		delete(s.answered, domain) // consulted only while its cap is full
 	}
-	close(s.freed)
-	s.freed = make(chan struct{})
+	s.grant()
+}
+
+// grant takes slots for the waiting calls the caps now let through, in
+// the order they came (one whose VM's cap is full does not hold up a
+// call to another VM behind it), and wakes each; s.mu is held.
+func (s *AgentSlots) grant() {
+	kept := s.line[:0]
+	for _, w := range s.line {
+		if !s.fits(w.domain) {
+			kept = append(kept, w)
+			continue
+		}
+		s.take(w.domain)
+		w.ok = true
+		close(w.granted)
+	}
+	clear(s.line[len(kept):])
+	s.line = kept
 }
 
 // CapAgentCalls is l with its guest-agent calls counted against slots.

@@ -1,6 +1,7 @@
 package virt_test
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -187,4 +188,111 @@ func TestAgentCallWaitsForASlot(t *testing.T) {
 		t.Fatalf("the slot came after %v, want about 100 ms", took)
 	}
 	second()
+}
+
+// waitWaiting waits until n calls wait in line for a slot of s.
+func waitWaiting(t *testing.T, s *virt.AgentSlots, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); s.Waiting() != n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls wait for a slot, want %d", s.Waiting(), n)
+		}
+	}
+}
+
+// TestAgentSlotsGoInLine: calls waiting for a slot get one in the order
+// they came, one call for each slot given back (which wakes that call
+// alone: waking them all for every slot cost crimux thousands of
+// wake-ups a second under 100 kubectl execs, and the status calls it
+// served waited behind them).
+func TestAgentSlotsGoInLine(t *testing.T) {
+	t.Parallel()
+	s := virt.NewAgentSlots(virt.AgentCaps{PerVM: 100, PerNode: 1, Wait: 10 * time.Second})
+	release, err := s.Take("vm-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	type slot struct {
+		call    int
+		release func()
+	}
+	got := make(chan slot, n)
+	for i := range n {
+		go func() {
+			r, err := s.Take(fmt.Sprintf("vm-%d", i%3))
+			if err != nil {
+				t.Errorf("call %d: %v", i, err)
+			}
+			got <- slot{i, r}
+		}()
+		waitWaiting(t, s, i+1)
+	}
+	release()
+	for want := range n {
+		g := <-got
+		if g.call != want {
+			t.Fatalf("call %d got the slot given back, want %d (the first in line)", g.call, want)
+		}
+		select {
+		case other := <-got:
+			t.Fatalf("calls %d and %d both got the one slot", g.call, other.call)
+		case <-time.After(10 * time.Millisecond):
+		}
+		g.release()
+	}
+}
+
+// TestAgentSlotsLineSkipsAFullVM: a call to a VM whose own cap is full
+// does not hold up a call to another VM behind it in line.
+func TestAgentSlotsLineSkipsAFullVM(t *testing.T) {
+	t.Parallel()
+	s := virt.NewAgentSlots(virt.AgentCaps{PerVM: 1, PerNode: 2, Wait: 10 * time.Second})
+	releaseA, err := s.Take("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	releaseB, err := s.Take("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 2)
+	for i, vm := range []string{"a", "c"} {
+		go func() {
+			r, err := s.Take(vm)
+			if err != nil {
+				t.Errorf("the call to %s: %v", vm, err)
+				return
+			}
+			got <- vm
+			defer r()
+		}()
+		waitWaiting(t, s, i+1)
+	}
+	releaseB()
+	if vm := <-got; vm != "c" {
+		t.Fatalf("the node's slot went to the call to %s, want c's (a's own cap is full)", vm)
+	}
+	releaseA()
+	if vm := <-got; vm != "a" {
+		t.Fatalf("a's slot went to %s", vm)
+	}
+}
+
+// TestAgentSlotsRefusedAfterWaiting: a call still in line after Wait is
+// refused, naming the cap, and leaves the line.
+func TestAgentSlotsRefusedAfterWaiting(t *testing.T) {
+	t.Parallel()
+	s := virt.NewAgentSlots(virt.AgentCaps{PerVM: 1, PerNode: 1, Wait: 50 * time.Millisecond})
+	release, err := s.Take("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if _, err := s.Take("b"); err == nil || !strings.Contains(err.Error(), "libvirt.agent_calls_per_node = 1") {
+		t.Fatalf("a call past the node's cap after waiting: %v, want the cap named", err)
+	}
+	if n := s.Waiting(); n != 0 {
+		t.Fatalf("%d calls left in line after the refusal", n)
+	}
 }

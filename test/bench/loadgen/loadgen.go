@@ -7,6 +7,7 @@ package loadgen
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -277,4 +278,47 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// MarshalJSON writes the durations recorded so far, in nanoseconds: the
+// load phase's probe sends them from its process to the bench's.
+func (l *Latencies) MarshalJSON() ([]byte, error) {
+	return json.Marshal([]time.Duration(l.Samples()))
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (l *Latencies) UnmarshalJSON(data []byte) error {
+	var d []time.Duration
+	if err := json.Unmarshal(data, &d); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.s = stats.Samples(d)
+	return nil
+}
+
+// outcomesJSON is the tally as JSON: counts and first errors by kind.
+type outcomesJSON struct {
+	Count map[string]int    `json:"count"`
+	First map[string]string `json:"first"`
+}
+
+// MarshalJSON writes the tally.
+func (o *Outcomes) MarshalJSON() ([]byte, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return json.Marshal(outcomesJSON{Count: o.count, First: o.first})
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (o *Outcomes) UnmarshalJSON(data []byte) error {
+	var j outcomesJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.count, o.first = j.Count, j.First
+	return nil
 }

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -162,5 +163,36 @@ func TestSpans(t *testing.T) {
 	var empty Spans
 	if empty.Peak() != 0 || empty.Mean(t0, at(1)) != 0 {
 		t.Error("empty spans")
+	}
+}
+
+// The probe's process sends its latencies and tally as JSON: what arrives
+// is what was recorded.
+func TestJSONRoundTrip(t *testing.T) {
+	var l Latencies
+	l.Add(3 * time.Millisecond)
+	l.Add(1500 * time.Microsecond)
+	var o Outcomes
+	o.Add(OK, nil)
+	o.Add("Unavailable", errors.New("crimux went away"))
+	data, err := json.Marshal(struct {
+		L *Latencies
+		O *Outcomes
+	}{&l, &o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		L *Latencies
+		O *Outcomes
+	}
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if got := back.L.Samples(); len(got) != 2 || got[0] != 3*time.Millisecond || got[1] != 1500*time.Microsecond {
+		t.Errorf("latencies back: %v", got)
+	}
+	if back.O.String() != o.String() || back.O.Errors() != 1 {
+		t.Errorf("outcomes back: %q, want %q", back.O.String(), o.String())
 	}
 }
