@@ -23,7 +23,7 @@ import (
 // Every failed call of any of them counts in load_errors.
 
 var loadFigures = []string{"load_status_idle_p99_ms", "load_status_p99_ms", "load_status_p99_over_idle_ratio",
-	"load_status_direct_p99_over_idle_ratio", "load_exec_sessions", "load_exec_p50_ms", "load_exec_p99_ms", "load_errors"}
+	"load_status_vm_p99_over_idle_ratio", "load_status_container_p99_over_idle_ratio", "load_status_direct_p99_over_idle_ratio", "load_exec_sessions", "load_exec_p50_ms", "load_exec_p99_ms", "load_errors"}
 
 // loadRamp spreads the sessions' first execs; the probe's window opens
 // loadSettle after it, once every session has an exec under way.
@@ -136,9 +136,16 @@ func (b *bench) recordLoadStatus(idle, loaded *probeSamples, run *loadRun) {
 	b.res.Note("load_status_p99_ms", "%s; the polling clients' own: ContainerStatus %s, lists %s", split(loaded),
 		run.clients.status.Samples().Summary(0.5, 0.99), run.clients.lists.Samples().Summary(0.5, 0.99))
 	b.res.Set("load_status_p99_over_idle_ratio", stats.Ratio(loadP99, idleP99), stats.Human(loadP99), stats.Human(idleP99))
-	b.res.Set("load_status_direct_p99_over_idle_ratio", stats.Ratio(ld.Quantile(0.99), id.Quantile(0.99)),
-		"under load "+stats.Human(ld.Quantile(0.99)), "idle "+stats.Human(id.Quantile(0.99)))
+	b.setP99Ratio("load_status_vm_p99_over_idle_ratio", idle.vm.Samples(), loaded.vm.Samples())
+	b.setP99Ratio("load_status_container_p99_over_idle_ratio", idle.ctr.Samples(), loaded.ctr.Samples())
+	b.setP99Ratio("load_status_direct_p99_over_idle_ratio", id, ld)
 	b.logf("load: ContainerStatus under load: crimux %s (%s); direct %s", lc.Summary(0.5, 0.99), split(loaded), ld.Summary(0.5, 0.99))
+}
+
+// setP99Ratio sets name to loaded's p99 over idle's.
+func (b *bench) setP99Ratio(name string, idle, loaded stats.Samples) {
+	b.res.Set(name, stats.Ratio(loaded.Quantile(0.99), idle.Quantile(0.99)),
+		"under load "+stats.Human(loaded.Quantile(0.99)), "idle "+stats.Human(idle.Quantile(0.99)))
 }
 
 // recordLoadExec sets the exec figures: how many sessions had a command

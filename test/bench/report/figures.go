@@ -62,6 +62,8 @@ var Catalogue = []Figure{
 	{"load_status_idle_p99_ms", "ms", 0, "ContainerStatus through crimux asked by one client alone (a call every 5 ms, a VM's and a container's in turn), crimux idle, p99"},
 	{"load_status_p99_ms", "ms", 0, "the same while 100 exec sessions run in VM guests and 200 CRI clients poll crimux, p99"},
 	{"load_status_p99_over_idle_ratio", "ratio", 2, "load_status_p99_ms / load_status_idle_p99_ms"},
+	{"load_status_vm_p99_over_idle_ratio", "ratio", 0, "for context, the two halves of load_status_p99_over_idle_ratio: the VMs' ContainerStatus alone (crimux's own answer, from its store), p99 under the load over p99 idle"},
+	{"load_status_container_p99_over_idle_ratio", "ratio", 0, "the container's alone (crimux's proxy to containerd, containerd's answer), p99 under the load over p99 idle"},
 	{"load_status_direct_p99_over_idle_ratio", "ratio", 0, "for context: the container's ContainerStatus on containerd's socket, p99 under the load over p99 idle"},
 	{"load_exec_sessions", "count", 0, "exec sessions with a command running in a guest at once while ContainerStatus is timed under the load: the time the execs that worked spent in that window over its length (about 100 when none fail)"},
 	{"load_exec_p50_ms", "ms", 0, "one exec of sh -c 'echo x; sleep 1' into a VM through crimux under the load, p50 (1 s of it is the sleep)"},
