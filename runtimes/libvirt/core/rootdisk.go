@@ -19,7 +19,8 @@ import (
 // error is FailedPrecondition and names the disk. A pod record of an older
 // crimux, which did not record the backing file, must name one in the
 // image cache. A VM without a root disk has nothing to check. A root
-// volume is examined (CheckRootVolume) and given to the VM's identity.
+// volume is examined (CheckRootVolume) and given to the VM's identity
+// (TakeBackRootVolume).
 func (r *Runtime) CheckRootDisk(c *store.Container) error {
 	sb, err := r.Store.Sandbox(c.SandboxID)
 	if err != nil {
@@ -29,10 +30,7 @@ func (r *Runtime) CheckRootDisk(c *store.Container) error {
 		if err := CheckRootVolume(c); err != nil {
 			return err
 		}
-		// A migration target on another node may have given a file
-		// volume's disk (one inode, both nodes') to its own VM: it is
-		// this VM's again before its qemu opens it.
-		return GiveTo(sb.Identity, filepath.Join(c.Dir, rootvol.AttachName))
+		return giveRootVolume(sb, c)
 	}
 	if sb.Disk == nil {
 		return nil
@@ -64,4 +62,21 @@ func (r *Runtime) checkLegacyRootDisk(path string) error {
 		return fmt.Errorf("%s: backing file %q (format %q) is not an image's disk in %s: %w", path, b.Path, b.Format, cache, qcow2.ErrHeaderChanged)
 	}
 	return nil
+}
+
+// TakeBackRootVolume gives the attachment of VM c's root volume to the
+// VM's identity again. A migration target on another node may have given
+// a file volume's disk (one inode, both nodes') to its own VM's; the
+// running qemu has it open and never notices, a qemu started later must
+// be able to open it. Before every start, and after a failed migration.
+func (r *Runtime) TakeBackRootVolume(c *store.Container) error {
+	sb, err := r.Store.Sandbox(c.SandboxID)
+	if err != nil {
+		return err
+	}
+	return giveRootVolume(sb, c)
+}
+
+func giveRootVolume(sb *store.Sandbox, c *store.Container) error {
+	return GiveTo(sb.Identity, filepath.Join(c.Dir, rootvol.AttachName))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -12,7 +11,6 @@ import (
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
-	"github.com/crimux/crimux/runtimes/libvirt/rootvol"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/vmtypes"
@@ -151,15 +149,12 @@ func (r *Service) migrated(id string, t vmtypes.MigrationTarget, migrateErr erro
 }
 
 // retakeRootVolume gives a file root volume's disk back to VM c's
-// identity after a failed migration: the target pod, on another node,
-// gave that one inode to its own VM's. The running qemu has it open and
-// never noticed; a qemu started later must be able to open it.
+// identity after a failed migration (core.Runtime.TakeBackRootVolume).
 func (r *Service) retakeRootVolume(c *store.Container) {
 	if c.RootVolume == nil || c.RootVolume.Block {
 		return
 	}
-	ident, _ := r.IdentityForDomain(c.Domain)
-	if err := core.GiveTo(ident, filepath.Join(c.Dir, rootvol.AttachName)); err != nil {
+	if err := r.TakeBackRootVolume(c); err != nil {
 		r.Log.Warn("take back the root volume after a failed migration", "container", c.ID, "err", err)
 	}
 }
