@@ -138,11 +138,9 @@ func (s *AgentSlots) Take(domain string) (release func(), err error) {
 	if w.ok { // granted as the timer fired
 		return s.releaser(domain), nil
 	}
+	// Not granted: no slot given back since let this call through, so a
+	// cap is still full for it.
 	s.line = slices.DeleteFunc(s.line, func(o *slotWaiter) bool { return o == w })
-	if s.fits(domain) { // every give grants in line first: not expected
-		s.take(domain)
-		return s.releaser(domain), nil
-	}
 	return nil, s.full(domain, busySince)
 }
 
