@@ -42,24 +42,24 @@ type probeReport struct {
 // probeWindow times ContainerStatus for d: in a process of its own, or in
 // the bench's with -load-probe-in-process.
 func (b *bench) probeWindow(ctx context.Context, t loadTargets, d time.Duration) (*probeSamples, error) {
+	req := probeRequest{Crimux: "unix://" + b.socket, Containerd: b.opts.containerd, Container: t.ctr.container,
+		VMs: t.vmContainers(), Window: d}
 	if b.opts.loadProbeInProcess {
-		return b.probeInProcess(ctx, t, d)
-	}
-	req := probeRequest{Crimux: "unix://" + b.socket, Containerd: b.opts.containerd, Container: t.ctr.container, Window: d}
-	for _, v := range t.vms {
-		req.VMs = append(req.VMs, v.container)
+		return probeOnce(ctx, req)
 	}
 	return runProbeProcess(ctx, req)
 }
 
-func (b *bench) probeInProcess(ctx context.Context, t loadTargets, d time.Duration) (*probeSamples, error) {
-	probe, err := dialProbe(b.opts.containerd, "unix://"+b.socket)
+// probeOnce is one window as req asks, on connections of its own, after
+// a second of warm-up.
+func probeOnce(ctx context.Context, req probeRequest) (*probeSamples, error) {
+	probe, err := dialProbe(req.Containerd, req.Crimux)
 	if err != nil {
 		return nil, err
 	}
 	defer probe.close()
-	probe.window(ctx, t.ctr.container, t.vmContainers(), time.Second) // warm-up, unrecorded
-	return probe.window(ctx, t.ctr.container, t.vmContainers(), d), nil
+	probe.window(ctx, req.Container, req.VMs, time.Second) // warm-up, unrecorded
+	return probe.window(ctx, req.Container, req.VMs, req.Window), nil
 }
 
 // runProbeProcess runs the bench itself as the probe for req's window.
@@ -95,12 +95,9 @@ func serveProbe(ctx context.Context, arg string) error {
 	if len(req.VMs) == 0 || req.Container == "" {
 		return fmt.Errorf("-%s: a container and at least one VM to ask", probeFlag)
 	}
-	probe, err := dialProbe(req.Containerd, req.Crimux)
+	p, err := probeOnce(ctx, req)
 	if err != nil {
 		return err
 	}
-	defer probe.close()
-	probe.window(ctx, req.Container, req.VMs, time.Second) // warm-up, unrecorded
-	p := probe.window(ctx, req.Container, req.VMs, req.Window)
 	return json.NewEncoder(os.Stdout).Encode(probeReport{VM: p.vm, Ctr: p.ctr, Direct: p.direct, Outcomes: p.outcomes, From: p.from, To: p.to})
 }
