@@ -2,7 +2,8 @@
 #
 #   make run     run crimux on this machine (starts the test bed containerd if none runs)
 #   make test    everything CI runs: vet, gofmt, unit tests (-race), e2e, a real kubelet, chaos, critest,
-#                and the cgroup v2 / systemd node (a VM: test/node)
+#                and the cgroup v2 / systemd node (a VM: test/node) beside them; ends with a time table
+#   make check   before a commit: vet, gofmt, unit tests, the VM runtime's e2e smoke
 #   make install install crimux on a node (DESTDIR, PREFIX, SYSCONFDIR, UNITDIR)
 #   make dist    the release tarball, dist/crimux-VERSION-linux-amd64.tar.gz (docs/node.md)
 #
@@ -72,7 +73,16 @@ RUN_FLAGS ?=
 run: build
 	./hack/run.sh $(RUN_FLAGS)
 
-test: vet fmt-check unit e2e e2e-guest e2e-guest-instant e2e-migrate e2e-kubelet e2e-cluster chaos critest e2e-node
+# test: every suite below, side by side where they share nothing, the
+# bed's builds in the background from the start, and a time table at the
+# end (test/all.sh; each suite's log in CRIMUX_TEST_LOGS).
+test:
+	GO=$(GO) TESTBED=$(TESTBED) ./test/all.sh
+
+# check: the loop before a commit: vet, gofmt, the unit tests and the VM
+# runtime's e2e smoke (e2e-vm).
+.PHONY: check
+check: vet fmt-check unit e2e-vm
 
 vet:
 	$(GO) vet ./...
@@ -101,6 +111,7 @@ bed-node2: bed
 bed-down:
 	-TESTBED=$(TESTBED) ./test/bed/node2-down.sh
 	-TESTBED=$(TESTBED) ./test/cluster/down.sh
+	-TESTBED=$(TESTBED) CLUSTER_INSTANCE=node ./test/cluster/down.sh
 	-TESTBED=$(TESTBED) ./test/bed/libvirt-down.sh
 	TESTBED=$(TESTBED) ./test/bed/down.sh
 

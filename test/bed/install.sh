@@ -3,7 +3,8 @@
 # with Go: Debian packages, containerd/shim/ctr, crictl, critest and the
 # ginkgo CLI that runs it in parallel (cached in $TESTBED/bin) and the test
 # images (OCI layouts in $TESTBED/images).
-# Quiet unless something fails; prints one summary line.
+# Quiet unless something fails; prints one summary line. With --packages,
+# only the Debian packages.
 set -euo pipefail
 # shellcheck source=lib.sh source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -20,9 +21,11 @@ mkdir -p "$BIN" "$CACHE"
 # images: Debian's cloud kernel and its modules, e2fsprogs (mkfs.ext4,
 # debugfs), qemu-utils (qemu-img), xz-utils (xz-compressed modules);
 # openssh-client (ssh, ssh-keygen) for the guest e2e's ssh through
-# port-forward.
+# port-forward; openssl and socat for node two (node2-up.sh), installed
+# here so that no suite runs apt beside another (test/all.sh).
 packages=(runc iptables iproute2 util-linux dpkg
-	linux-image-cloud-amd64 e2fsprogs qemu-utils xz-utils openssh-client)
+	linux-image-cloud-amd64 e2fsprogs qemu-utils xz-utils openssh-client
+	openssl socat)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed || missing+=("$p")
@@ -43,6 +46,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 		quiet apt-install apt-get install -y -q --no-install-recommends "${missing[@]}"
 	fi
 	did+=("apt: ${missing[*]}")
+fi
+# --packages: the Debian packages alone (a minute), so that the unit tests
+# (qemu-img) can start while the rest is built (test/all.sh).
+if [ "${1:-}" = --packages ]; then
+	echo "install: packages ${did[*]:-present} ($((SECONDS - start))s)"
+	exit 0
 fi
 # cached_deb VAR PACKAGE: sets VAR to the path of PACKAGE's .deb in
 # $CACHE, downloading it (not installing it) first if needed.

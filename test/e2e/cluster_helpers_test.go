@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,8 +18,11 @@ import (
 // sets CRIMUX_K8S to the directory of its binaries): etcd and
 // kube-apiserver on loopback, shared by every cluster test. Each test starts
 // its own crimux and a kubelet against it that registers as kubeletNode.
+// CRIMUX_CLUSTER_PKI names another control plane's certificates (the
+// cgroup-v2 node's own, test/cluster/lib.sh's CLUSTER_INSTANCE).
+var clusterPKI = cmp.Or(os.Getenv("CRIMUX_CLUSTER_PKI"), "/var/lib/crimux-testbed/cluster/pki")
+
 const (
-	clusterPKI       = "/var/lib/crimux-testbed/cluster/pki"
 	clusterNamespace = "crimux-cluster-e2e"
 	clusterNodeIP    = "10.88.77.1" // test/bed: crimuxbr0's address
 )

@@ -70,6 +70,11 @@ func (n *nodeCluster) powerCut(t *testing.T) {
 	bootID := nodeFile(t, "/proc/sys/kernel/random/boot_id")
 
 	start := time.Now()
+	t.Cleanup(func() {
+		if t.Failed() {
+			n.afterPowerCutDiagnosis(t)
+		}
+	})
 	qmpReset(t)
 	nodeWait(t, 5*time.Minute, "the node booted again", fmt.Sprintf(`test "$(cat /proc/sys/kernel/random/boot_id)" != %q`, bootID))
 	t.Logf("TIME node reset to SSH: %.1fs", time.Since(start).Seconds())
@@ -232,5 +237,20 @@ func qmpReturn(r *bufio.Reader) error {
 		if msg.Return != nil {
 			return nil
 		}
+	}
+}
+
+// afterPowerCutDiagnosis logs what a failed power cut leaves to read: the
+// pods' status as kubelet reports it, the runtime's view, and the node's
+// crimux and kubelet logs since the boot.
+func (n *nodeCluster) afterPowerCutDiagnosis(t *testing.T) {
+	for _, name := range nodePodNames {
+		out, _ := kubectlErr(n.k8s, "-n", clusterNamespace, "get", "pod", name, "-o", "jsonpath={.status}")
+		t.Logf("pod %s status: %s", name, out)
+	}
+	for _, script := range []string{"crictl pods", "crictl ps -a",
+		"journalctl -b -u crimux --no-pager | tail -n 80", "journalctl -b -u kubelet --no-pager | grep -v ' I[0-9]' | tail -n 60"} {
+		out, err := nodeTry(script)
+		t.Logf("in the node: %s (%v)\n%s", script, err, out)
 	}
 }

@@ -21,6 +21,11 @@ version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2 } $1 == "requir
 out=$TESTBED/k8s/$version
 stamp=$(cd "$here" && { cat go.mod go.sum build.sh etcd/*.go; go version; } | sha256sum | cut -d' ' -f1)
 want=${1:-}
+# One build at a time: a suite asking while test/all.sh builds in the
+# background waits for that build and takes its binaries.
+mkdir -p "$TESTBED/k8s"
+exec 9>"$TESTBED/k8s/.build.lock"
+flock 9
 
 print() {
 	if [ -n "$want" ]; then echo "$out/$want"; else echo "$out"; fi

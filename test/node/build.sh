@@ -25,6 +25,11 @@ SUITE=bookworm
 SIZE_GIB=10
 LABEL=crimuxnode
 cache=$TESTBED/cache/node
+# One build at a time (test/all.sh builds in the background what a suite
+# may ask for): a second caller waits, then finds the cache.
+mkdir -p "$cache"
+exec 9>"$cache/.build.lock"
+flock 9
 export PATH=$PATH:/usr/local/go/bin:/usr/sbin:/sbin DEBIAN_FRONTEND=noninteractive GOTOOLCHAIN=${GOTOOLCHAIN:-local}
 nice_() { nice -n 19 ionice -c3 "$@"; }
 

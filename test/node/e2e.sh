@@ -17,6 +17,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+# The node joins a control plane of its own (test/cluster/lib.sh), so this
+# suite shares no daemon with the host's suites and runs beside them
+# (test/all.sh).
+export CLUSTER_INSTANCE=${CLUSTER_INSTANCE:-node}
+export CRIMUX_CLUSTER_PKI=/var/lib/crimux-testbed/cluster-$CLUSTER_INSTANCE/pki
 export PATH=$PATH:/usr/local/go/bin
 GO=${GO:-go}
 log=$(mktemp /tmp/crimux-e2e-node.XXXXXX)
