@@ -18,6 +18,9 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	if req.GetConfig() == nil {
 		return nil, errdefs.Invalid("config", "must be set")
 	}
+	if err := s.checkContainerIDs(req.GetConfig()); err != nil {
+		return nil, err
+	}
 	resp, err := rt.Backend.Runtime().CreateContainer(ctx, req)
 	if err != nil {
 		return nil, runtimeErr(rt, err)

@@ -102,7 +102,9 @@ func newHarnessWith(t *testing.T, callTimeout time.Duration, wrapVM func(registr
 		grpc.ChainUnaryInterceptor(cri.UnaryInterceptor(log, observe)),
 		grpc.ChainStreamInterceptor(cri.StreamInterceptor(log, observe)),
 	)
-	cri.New(reg, log).Register(g)
+	srv := cri.New(reg, log)
+	srv.ReserveIDs(cri.IDRange{First: cfg.Libvirt.VMIDBase, End: cfg.Libvirt.VMIDBase + cfg.Libvirt.VMIDCount})
+	srv.Register(g)
 	path := crifake.SocketPath(t, "crimux.sock")
 	lis, err := net.Listen("unix", path)
 	if err != nil {

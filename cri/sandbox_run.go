@@ -23,6 +23,9 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	if routeErr != nil {
 		return nil, routeErr
 	}
+	if err := s.checkSandboxIDs(cfg); err != nil {
+		return nil, err
+	}
 	s.logger(ctx).Debug("run pod sandbox", "runtime", rt.Name, "pod", cfg.Metadata.Namespace+"/"+cfg.Metadata.Name)
 	resp, err := rt.Backend.Runtime().RunPodSandbox(ctx, req)
 	if err != nil {

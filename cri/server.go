@@ -29,6 +29,9 @@ type Server struct {
 	sandboxes  *listCache[*runtimeapi.PodSandbox]
 	containers *listCache[*runtimeapi.Container]
 	log        *slog.Logger
+	// reserved: the uids and gids no pod or container may ask for
+	// (reserved_ids.go).
+	reserved IDRange
 }
 
 // New returns a server routing over reg.

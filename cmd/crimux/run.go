@@ -212,6 +212,7 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 		return err
 	}
 	d.cri = cri.New(reg, d.log)
+	d.cri.ReserveIDs(vmIdentities(d.cfg))
 	d.vm = vmapi.New(d.cri.Registry, d.log)
 	defer func() { d.cri.Registry().Close() }()
 	lis, err := listen(d.cfg.Listen)
@@ -348,4 +349,14 @@ func runtimeNames(reg *registry.Registry) []string {
 		names = append(names, rt.Name)
 	}
 	return names
+}
+
+// vmIdentities is the range of uids and gids the VM runtime gives VMs'
+// qemu (none when every qemu runs as qemu.conf's user): the CRI server
+// refuses them to pods and containers.
+func vmIdentities(cfg config.Config) cri.IDRange {
+	if cfg.Libvirt.VMIDCount == 0 {
+		return cri.IDRange{}
+	}
+	return cri.IDRange{First: cfg.Libvirt.VMIDBase, End: uint32(min(uint64(cfg.Libvirt.VMIDBase)+uint64(cfg.Libvirt.VMIDCount), 1<<32-1))}
 }
