@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/tenantfs"
 )
 
 // Source is the image's disk an empty volume gets.
@@ -65,59 +68,139 @@ func Import(ctx context.Context, v *vm.RootVolume, src Source, size int64, progr
 	return importQcow2(ctx, v, src, size, progress)
 }
 
+// Every write to the volume goes through one descriptor: the block
+// device opened once, or the disk file opened (or created) beneath the
+// volume's directory without following a link (tenantfs). The volume is
+// the tenant's to write, from this pod and any other sharing it: a path
+// into it looked up a second time may have become a link to a host file
+// that crimux, as root, would write. qemu-img is handed the descriptor
+// (/dev/fd/3, the same open inode), never the path.
+
+// afterRemove, when set (tests), runs after a re-import has unlinked the
+// old disk file and before it creates the new one: where a tenant would
+// plant a link.
+var afterRemove func()
+
 func importQcow2(ctx context.Context, v *vm.RootVolume, src Source, size int64, progress func(float64)) error {
-	dst := DiskPath(v)
-	if !v.Block {
-		if err := os.Remove(dst); err != nil && !os.IsNotExist(err) {
-			return err
-		}
+	var f *os.File
+	var err error
+	if v.Block {
+		f, err = openDevice(v, os.O_RDWR)
+	} else {
+		f, err = recreateDiskFile(v)
 	}
-	if err := run(ctx, nil, qemuImg, "create", "-q", "-f", "qcow2", "-o", "compat=1.1,cluster_size=65536", dst, strconv.FormatInt(size, 10)); err != nil {
-		return fmt.Errorf("root disk %s: create the qcow2 on %s: %w", v.ContainerPath, dst, err)
+	if err != nil {
+		return err
 	}
-	if err := markImporting(dst, true); err != nil {
-		return fmt.Errorf("root disk %s: %w", v.ContainerPath, err)
+	defer f.Close()
+	extra, paths := tenantfs.ChildFiles(f)
+	dst := paths[0]
+	if err := run(ctx, nil, extra, qemuImg, "create", "-q", "-f", "qcow2", "-o", "compat=1.1,cluster_size=65536", dst, strconv.FormatInt(size, 10)); err != nil {
+		return fmt.Errorf("root disk %s: create the qcow2 on %s: %w", v.ContainerPath, DiskPath(v), err)
 	}
-	if err := run(ctx, progress, qemuImg, "convert", "-p", "-n", "-f", src.Format, "-O", "qcow2", src.Path, dst); err != nil {
-		return fmt.Errorf("root disk %s: import the image's disk into %s: %w", v.ContainerPath, dst, err)
+	if err := setImportMark(f, true); err != nil {
+		return fmt.Errorf("root disk %s: %s: %w", v.ContainerPath, DiskPath(v), err)
 	}
-	return markImporting(dst, false)
+	if err := run(ctx, progress, extra, qemuImg, "convert", "-p", "-n", "-f", src.Format, "-O", "qcow2", src.Path, dst); err != nil {
+		return fmt.Errorf("root disk %s: import the image's disk into %s: %w", v.ContainerPath, DiskPath(v), err)
+	}
+	if err := setImportMark(f, false); err != nil {
+		return fmt.Errorf("root disk %s: %s: %w", v.ContainerPath, DiskPath(v), err)
+	}
+	return nil
+}
+
+// recreateDiskFile removes a filesystem volume's disk file (an import
+// cut short) and creates it anew, empty: unlinked by name relative to
+// the volume's directory (a link there is removed, not followed), then
+// created O_EXCL (a name the tenant took in between is refused).
+func recreateDiskFile(v *vm.RootVolume) (*os.File, error) {
+	root, err := tenantfs.OpenRoot(v.HostPath)
+	if err != nil {
+		return nil, volumeErr(v, "%v", err)
+	}
+	defer root.Close()
+	if err := root.Remove(v.DiskFile()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, volumeErr(v, "remove the unfinished import: %v", err)
+	}
+	if afterRemove != nil {
+		afterRemove()
+	}
+	f, err := root.Create(v.DiskFile())
+	if errors.Is(err, fs.ErrExist) {
+		return nil, volumeErr(v, "%v: something else made %s while crimux was importing into it (another pod on the volume?); nothing was written through it", err, v.DiskFile())
+	} else if err != nil {
+		return nil, volumeErr(v, "%v", err)
+	}
+	return f, nil
+}
+
+// openRawDiskFile opens a filesystem volume's raw disk file for writing,
+// or creates it, beneath the volume's directory without following a
+// link.
+func openRawDiskFile(v *vm.RootVolume) (*os.File, error) {
+	root, err := tenantfs.OpenRoot(v.HostPath)
+	if err != nil {
+		return nil, volumeErr(v, "%v", err)
+	}
+	defer root.Close()
+	f, err := root.Open(v.DiskFile(), os.O_RDWR)
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err = root.Create(v.DiskFile())
+	}
+	if err != nil {
+		return nil, volumeErr(v, "%v", err)
+	}
+	return f, nil
 }
 
 // importRaw copies all but the first MiB, then the first MiB (Source
 // and target both read through qemu's raw driver at an offset).
 func importRaw(ctx context.Context, v *vm.RootVolume, src Source, size int64, progress func(float64)) error {
-	dst := DiskPath(v)
+	var f *os.File
+	var err error
 	proto := "host_device"
-	if !v.Block {
+	if v.Block {
+		f, err = openDevice(v, os.O_RDWR)
+	} else {
 		proto = "file"
-		f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-		if err != nil {
-			return err
-		}
-		err = f.Truncate(size)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("root disk %s: %w", v.ContainerPath, err)
+		f, err = openRawDiskFile(v)
+		if err == nil {
+			// Emptied, then sized: what the import does not write reads
+			// as zeros.
+			if err = f.Truncate(0); err == nil {
+				err = f.Truncate(size)
+			}
+			if err != nil {
+				f.Close()
+				err = fmt.Errorf("root disk %s: %s: %w", v.ContainerPath, DiskPath(v), err)
+			}
 		}
 	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	extra, paths := tenantfs.ChildFiles(f)
+	dst := paths[0]
 	const head = 1 << 20
 	if src.VirtualSize <= head {
-		return run(ctx, progress, qemuImg, "convert", "-p", "-n", "-f", src.Format, "-O", "raw", src.Path, dst)
+		if err := run(ctx, progress, extra, qemuImg, "convert", "-p", "-n", "-f", src.Format, "-O", "raw", src.Path, dst); err != nil {
+			return fmt.Errorf("root disk %s: import the image's disk into %s: %w", v.ContainerPath, DiskPath(v), err)
+		}
+		return nil
 	}
 	part := func(off, n int64) []string {
 		return []string{"--image-opts", fmt.Sprintf("driver=raw,offset=%d,size=%d,file.driver=%s,file.file.driver=file,file.file.filename=%s", off, n, src.Format, optEscape(src.Path)),
 			"--target-image-opts", fmt.Sprintf("driver=raw,offset=%d,size=%d,file.driver=%s,file.filename=%s", off, n, proto, optEscape(dst))}
 	}
 	rest := append([]string{"convert", "-p", "-n"}, part(head, src.VirtualSize-head)...)
-	if err := run(ctx, progress, qemuImg, rest...); err != nil {
-		return fmt.Errorf("root disk %s: import the image's disk into %s: %w", v.ContainerPath, dst, err)
+	if err := run(ctx, progress, extra, qemuImg, rest...); err != nil {
+		return fmt.Errorf("root disk %s: import the image's disk into %s: %w", v.ContainerPath, DiskPath(v), err)
 	}
 	first := append([]string{"convert", "-n"}, part(0, head)...)
-	if err := run(ctx, nil, qemuImg, first...); err != nil {
-		return fmt.Errorf("root disk %s: import the image's disk's first MiB into %s: %w", v.ContainerPath, dst, err)
+	if err := run(ctx, nil, extra, qemuImg, first...); err != nil {
+		return fmt.Errorf("root disk %s: import the image's disk's first MiB into %s: %w", v.ContainerPath, DiskPath(v), err)
 	}
 	return nil
 }
@@ -126,20 +209,15 @@ func importRaw(ctx context.Context, v *vm.RootVolume, src Source, size int64, pr
 // written twice).
 func optEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
 
-// markImporting sets or clears crimux's import mark in a qcow2 v3
-// header, and syncs it.
-func markImporting(path string, on bool) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
+// setImportMark sets or clears crimux's import mark in the qcow2 v3
+// header of the disk f holds, and syncs it.
+func setImportMark(f *os.File, on bool) error {
 	var b [8]byte
 	if _, err := f.ReadAt(b[:4], 4); err != nil {
 		return err
 	}
 	if binary.BigEndian.Uint32(b[:4]) < 3 {
-		return fmt.Errorf("%s: %w", path, errNotV3)
+		return errNotV3
 	}
 	if _, err := f.ReadAt(b[:], qcow2CompatOffset); err != nil {
 		return err
@@ -157,9 +235,11 @@ func markImporting(path string, on bool) error {
 	return f.Sync()
 }
 
-// run runs a command, handing progress the per cents qemu-img -p prints.
-func run(ctx context.Context, progress func(float64), name string, args ...string) error {
+// run runs a command, handing progress the per cents qemu-img -p prints;
+// extra are its ExtraFiles (tenantfs.ChildFiles).
+func run(ctx context.Context, progress func(float64), extra []*os.File, name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.ExtraFiles = extra
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
