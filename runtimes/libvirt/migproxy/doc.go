@@ -13,6 +13,10 @@
 // Both ends authenticate with the node's libvirt certificates (LoadTLS):
 // only a node of the cluster can reach a migration socket at all, and only
 // with the token of a migration the target expects (Listener.Expect).
+// The target's sockets are in a directory its qemu owns: the Listener
+// carries a stream only to a socket (never through a symlink) that the
+// target qemu's uid listens on, so that qemu cannot have crimux write it
+// into another process's socket.
 //
 // Wire format: right after the TLS handshake the source writes one header
 // line, "crimux-migration/1 <token> <channel>\n" (token: 32 lowercase hex

@@ -33,9 +33,11 @@ type Listener struct {
 	closeErr  error
 }
 
-// An expectation is what one Expect let in: the unix socket of each
-// channel, and the sessions carried for it, which its cancel cuts.
+// An expectation is what one Expect let in: the uid of the target qemu,
+// the unix socket of each channel, and the sessions carried for it,
+// which its cancel cuts.
 type expectation struct {
+	uid      int // the target qemu's: only a socket it listens on is carried to
 	channels map[string]string
 	sessions map[*session]struct{}
 }
@@ -75,16 +77,22 @@ func listen(addr string, server *tls.Config, log *slog.Logger, timeout time.Dura
 func (l *Listener) Addr() string { return l.ln.Addr().String() }
 
 // Expect lets connections that name token reach the unix sockets of
-// channels (channel name -> unix socket path on this node), until cancel.
-// Any other token or channel is refused: the connection is closed and
-// logged. cancel also cuts the connections still carried for token: the
-// migration is over or abandoned, and a peer that hangs on must not hold
-// the target qemu's socket.
-func (l *Listener) Expect(token string, channels map[string]string) (cancel func()) {
+// channels (channel name -> unix socket path on this node), until
+// cancel, provided uid, the target qemu's, listens on them: the sockets
+// are in a directory qemu owns, and a socket of anyone else's there
+// (crimux's or libvirtd's, through a symlink) is refused before a byte
+// is written to it. Any other token or channel is refused: the
+// connection is closed and logged. cancel also cuts the connections
+// still carried for token: the migration is over or abandoned, and a
+// peer that hangs on must not hold the target qemu's socket.
+func (l *Listener) Expect(token string, uid int, channels map[string]string) (cancel func()) {
 	if !validToken(token) {
 		l.log.Error("migration expected with an invalid token: no connection can match it")
 	}
-	e := &expectation{channels: maps.Clone(channels), sessions: make(map[*session]struct{})}
+	if uid < 0 {
+		l.log.Error("migration expected with an invalid target uid: no socket can match it", "uid", uid)
+	}
+	e := &expectation{uid: uid, channels: maps.Clone(channels), sessions: make(map[*session]struct{})}
 	l.mu.Lock()
 	l.expected[token] = e
 	l.mu.Unlock()

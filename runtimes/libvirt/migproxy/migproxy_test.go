@@ -19,7 +19,7 @@ import (
 func TestBytesFlowBothWaysAndHalfCloseArrives(t *testing.T) {
 	r := newRig(t, headerTimeout)
 	token := NewToken()
-	cancel := r.listener.Expect(token, r.sockets)
+	cancel := r.listener.Expect(token, os.Geteuid(), r.sockets)
 	defer cancel()
 	fw, src := r.forward(t, token)
 
@@ -99,7 +99,7 @@ func checkOwner(t *testing.T, path string, mode fs.FileMode, owner [2]int) {
 
 func TestUnknownTokenNeverReachesTheSocket(t *testing.T) {
 	r := newRig(t, headerTimeout)
-	defer r.listener.Expect(NewToken(), r.sockets)()
+	defer r.listener.Expect(NewToken(), os.Geteuid(), r.sockets)()
 	_, src := r.forward(t, NewToken())
 	if reply, _ := exchange(t, src["mem"], []byte("hello")); len(reply) != 0 {
 		t.Errorf("refused connection replied %q", reply)
@@ -115,7 +115,7 @@ func TestUnknownTokenNeverReachesTheSocket(t *testing.T) {
 func TestCancelRefusesNewConnectionsAndCutsLiveOnes(t *testing.T) {
 	r := newRig(t, headerTimeout)
 	token := NewToken()
-	cancel := r.listener.Expect(token, r.sockets)
+	cancel := r.listener.Expect(token, os.Geteuid(), r.sockets)
 	_, src := r.forward(t, token)
 	if reply, err := exchange(t, src["mem"], []byte("before")); err != nil || string(reply) != "before"+bye {
 		t.Fatalf("before cancel: %q, %v", reply, err)
@@ -139,7 +139,7 @@ func TestCancelRefusesNewConnectionsAndCutsLiveOnes(t *testing.T) {
 func TestTargetOfAnotherCARefused(t *testing.T) {
 	r := newRig(t, headerTimeout)
 	token := NewToken()
-	defer r.listener.Expect(token, r.sockets)()
+	defer r.listener.Expect(token, os.Geteuid(), r.sockets)()
 	_, foreign := node(t, newCA(t, "other"))
 	_, src := r.forwardWith(t, token, foreign)
 	if reply, _ := exchange(t, src["mem"], []byte("hello")); len(reply) != 0 {
@@ -154,7 +154,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	before := runtimeGoroutines()
 	r := newRig(t, headerTimeout)
 	token := NewToken()
-	r.listener.Expect(token, r.sockets)
+	r.listener.Expect(token, os.Geteuid(), r.sockets)
 	fw, src := r.forward(t, token)
 	if reply, err := exchange(t, src["mem"], []byte("x")); err != nil || string(reply) != "x"+bye {
 		t.Fatalf("exchange: %q, %v", reply, err)

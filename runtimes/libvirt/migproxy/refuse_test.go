@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -14,7 +15,7 @@ import (
 func TestClientWithoutClusterCertificateFailsHandshake(t *testing.T) {
 	r := newRig(t, headerTimeout)
 	token := NewToken()
-	defer r.listener.Expect(token, r.sockets)()
+	defer r.listener.Expect(token, os.Geteuid(), r.sockets)()
 	roots := x509.NewCertPool()
 	roots.AddCert(r.ca.Cert)
 	_, foreign := node(t, newCA(t, "other"))
@@ -40,7 +41,7 @@ func TestClientWithoutClusterCertificateFailsHandshake(t *testing.T) {
 func TestMalformedHeaderRefused(t *testing.T) {
 	r := newRig(t, 300*time.Millisecond)
 	token := NewToken()
-	defer r.listener.Expect(token, r.sockets)()
+	defer r.listener.Expect(token, os.Geteuid(), r.sockets)()
 	_, client := node(t, r.ca)
 	for name, header := range map[string]string{
 		"uppercase token":     headerMagic + " " + strings.ToUpper(token) + " mem\n",

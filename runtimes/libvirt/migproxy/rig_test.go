@@ -31,6 +31,11 @@ func startEcho(t *testing.T, path string) *echoServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveEcho(t, ln)
+}
+
+// serveEcho runs an echo server on ln, until the test ends.
+func serveEcho(t *testing.T, ln *net.UnixListener) *echoServer {
 	e := &echoServer{ln: ln}
 	e.wg.Add(1)
 	go e.serve()

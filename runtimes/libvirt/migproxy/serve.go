@@ -5,15 +5,21 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
+	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // serve carries one connection from a source node: TLS handshake, header,
 // admission, then the unix socket the header names. The unix socket is
 // dialled only once the header names an expected token and channel, so a
-// refused peer never reaches qemu.
+// refused peer never reaches qemu; and it is carried to only if it is
+// the target qemu's (dialLocal), so the stream never reaches another
+// process.
 func (l *Listener) serve(s *session, raw net.Conn) {
 	conn := tls.Server(raw, l.server)
 	log := l.log.With("peer", raw.RemoteAddr().String())
@@ -29,7 +35,11 @@ func (l *Listener) serve(s *session, raw net.Conn) {
 		return
 	}
 	defer l.release(e, s)
-	local, err := dialLocal(path, l.headerTimeout)
+	local, err := dialLocal(path, e.uid, l.headerTimeout)
+	if errors.Is(err, errForeignSocket) {
+		log.Warn("migration connection refused: the target socket is not the target qemu's", "err", err)
+		return
+	}
 	if err != nil {
 		log.Warn("migration connection: target socket unreachable", "err", err)
 		return
@@ -82,14 +92,94 @@ func (l *Listener) release(e *expectation, s *session) {
 	l.mu.Unlock()
 }
 
-// dialLocal connects to a qemu's unix socket on this node.
-func dialLocal(path string, timeout time.Duration) (*net.UnixConn, error) {
-	d := net.Dialer{Timeout: timeout}
-	c, err := d.Dial("unix", path)
+// errForeignSocket marks a target socket refused because it may not be
+// the target qemu's: not a socket (a symlink included), or one another
+// uid listens on.
+var errForeignSocket = errors.New("is not the target qemu's")
+
+// dialLocal connects to the target qemu's unix socket at path, and only
+// to one that uid, the target qemu's, listens on.
+//
+// path is in the target qemu's socket directory, which its uid owns:
+// qemu can put anything there, such as a symlink to crimux's or
+// libvirtd's socket, to have crimux, root, write the source's stream
+// into a daemon. So path is opened without following a last component
+// that is a link (O_PATH|O_NOFOLLOW: the link itself is opened, and
+// opening a FIFO or device there has no effect), must be a socket, and
+// is connected to through /proc/self/fd, which reaches that very inode
+// with no second lookup of path that qemu could race. The directories
+// above are crimux's: the socket root, then the migration's directory
+// crimux made there, which qemu cannot rename or replace. Once
+// connected, the peer (SO_PEERCRED: the effective uid of whoever called
+// listen) must be uid: that also refuses what no look at the path can
+// tell, a hard link to another process's socket. Every refusal comes
+// before a byte is written to the socket, and so before one is read
+// for it from the source.
+func dialLocal(path string, uid int, timeout time.Duration) (*net.UnixConn, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	return c.(*net.UnixConn), nil
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return nil, fmt.Errorf("%s %w: a %s, not a socket", path, errForeignSocket, fileType(st.Mode))
+	}
+	d := net.Dialer{Timeout: timeout}
+	c, err := d.Dial("unix", "/proc/self/fd/"+strconv.Itoa(fd))
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", path, err)
+	}
+	uc := c.(*net.UnixConn)
+	peer, err := peerUID(uc)
+	if err != nil {
+		uc.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if int64(peer) != int64(uid) { // a negative uid matches none
+		uc.Close()
+		return nil, fmt.Errorf("%s %w: uid %d listens on it, the target qemu runs as %d", path, errForeignSocket, peer, uid)
+	}
+	return uc, nil
+}
+
+// peerUID is the uid of the process that listened on c's peer socket.
+func peerUID(c *net.UnixConn) (uint32, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("peer credentials: %w", err)
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, fmt.Errorf("peer credentials: %w", err)
+	}
+	if credErr != nil {
+		return 0, fmt.Errorf("peer credentials: %w", credErr)
+	}
+	return cred.Uid, nil
+}
+
+// fileType names the type in mode, for a refusal's message.
+func fileType(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		return "symlink"
+	case unix.S_IFREG:
+		return "regular file"
+	case unix.S_IFDIR:
+		return "directory"
+	case unix.S_IFIFO:
+		return "FIFO"
+	case unix.S_IFCHR, unix.S_IFBLK:
+		return "device"
+	}
+	return fmt.Sprintf("file of type %#o", mode&unix.S_IFMT)
 }
 
 // logEnd logs how a carried connection ended.

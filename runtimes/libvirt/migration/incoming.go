@@ -24,7 +24,7 @@ func (n *Node) Expect(id string, uid, gid int, onForget func()) (token string, e
 		_ = os.RemoveAll(dir)
 		return "", fmt.Errorf("migration socket dir: %w", err)
 	}
-	cancel := n.listener.Expect(token, n.sockets(token))
+	cancel := n.listener.Expect(token, uid, n.sockets(token))
 	n.mu.Lock()
 	if old := n.incoming[id]; old != nil {
 		old()

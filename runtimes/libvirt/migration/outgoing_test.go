@@ -42,12 +42,19 @@ func newRig(t *testing.T, edit func(*Config)) *rig {
 // as destName: the Move the source's crimux would make of it.
 func (r *rig) move(t *testing.T, name, destName string) Move {
 	t.Helper()
+	uid, gid := qemuIdentity()
+	return r.moveAs(t, name, destName, uid, gid)
+}
+
+// moveAs is move with the qemus running as uid and gid: the target's
+// streams reach only a socket uid listens on.
+func (r *rig) moveAs(t *testing.T, name, destName string, uid, gid int) Move {
+	t.Helper()
 	r.src.Put(name, virtfake.Domain{State: virt.StateRunning, XML: fmt.Sprintf("<domain type='qemu'><name>%s</name></domain>", name)})
 	dom, err := r.src.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	uid, gid := qemuIdentity()
 	token, err := r.target.Expect(destName, uid, gid, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +137,9 @@ func TestSendMovesTheDomain(t *testing.T) {
 // sockets of the token, through both nodes' TLS endpoint.
 func TestSendCarriesTheStreams(t *testing.T) {
 	r := newRig(t, nil)
-	m := r.move(t, "crimux-vm--a", "crimux-vm--b")
+	// The target qemu's listeners below are this test's: its uid is the
+	// one the target expects.
+	m := r.moveAs(t, "crimux-vm--a", "crimux-vm--b", os.Geteuid(), os.Getegid())
 	received := map[string]chan string{}
 	for _, ch := range Channels { // the target qemu's listeners
 		ln, err := net.Listen("unix", filepath.Join(r.target.Dir(m.Token), ch+".sock"))
