@@ -125,7 +125,7 @@ summary() {
 		printf '  %-18s %-6s %6d %6d  %s\n' "$name" "$lane" "$start" "$wall" "$rc"
 	done
 	for lane in fg host bg node; do
-		awk -v l="$lane" '$2 == l { if (!s || $3 < s) s = $3; if ($3 + $4 > e) e = $3 + $4 } END { if (e) printf "  lane %-4s %5ds .. %5ds (%ds)\n", l, s, e, e - s }' "$logs/table"
+		awk -v l="$lane" '$2 == l { if (!n++ || $3 < s) s = $3; if ($3 + $4 > e) e = $3 + $4 } END { if (n) printf "  lane %-4s %5ds .. %5ds (%ds)\n", l, s, e, e - s }' "$logs/table"
 	done
 	printf '  total %ds (%d min %02d s) against a budget of %ds: %s\n' "$total" $((total / 60)) $((total % 60)) "$budget" \
 		"$([ "$total" -le "$budget" ] && echo within || echo "OVER by $((total - budget))s")"
@@ -150,8 +150,10 @@ live fmt-check fg $MAKE -s fmt-check || rc=1
 live unit fg $MAKE -s unit || rc=1
 live build fg $MAKE -s build || rc=1
 
-if ! await bed; then
-	show bed
+await bed
+bed_rc=$?
+show bed
+if [ "$bed_rc" != 0 ]; then
 	for s in "${host_lane[@]}"; do skipped "$s" host "the bed failed"; done
 else
 	for s in "${host_lane[@]}"; do
