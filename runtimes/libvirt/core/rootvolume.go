@@ -18,11 +18,34 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
 
-// A VM's root disk on a volume (issue 38; runtimes/libvirt/rootvol): at
+// A VM's root disk on a volume (runtimes/libvirt/rootvol): at
 // CreateContainer the volume is claimed (no other live VM of the node has
 // it), examined, imported into when it holds nothing, and attached in the
 // VM's directory; before every start its disk is examined again (qemu
 // writes it: a header naming a backing file is refused, as an overlay's).
+//
+// A qcow2 disk kept as it is brings its internal snapshots, made by an
+// earlier VM or by anyone writing the volume, and each is given to the
+// new VM's libvirt domain (RedefineVolumeSnapshots), where the VM API
+// counts it against the cap of a VM's snapshots: a disk holding more than
+// the cap is refused at CreateContainer, and no more than the cap are
+// ever given to a domain.
+
+// DefaultMaxSnapshotsPerVM caps a VM's snapshots when
+// Options.MaxSnapshotsPerVM is 0 (config's default too). It is here, and
+// not only in vmops (which enforces the cap on the VM API), because the
+// cap is core's option and core, below vmops, enforces it on a root
+// volume's disk too.
+const DefaultMaxSnapshotsPerVM = 8
+
+// MaxSnapshots is the cap of a VM's snapshots: Opts.MaxSnapshotsPerVM,
+// 0 being DefaultMaxSnapshotsPerVM.
+func (r *Runtime) MaxSnapshots() int {
+	if n := r.Opts.MaxSnapshotsPerVM; n > 0 {
+		return n
+	}
+	return DefaultMaxSnapshotsPerVM
+}
 
 // volumeClaims are the root volumes CreateContainers are preparing, by
 // key: the store has no record of them yet.
@@ -77,16 +100,22 @@ const progressEvery = 3 * time.Second
 
 // PrepareRootVolume makes the volume hold a disk for the VM: imported
 // from the image's disk (src) when it holds nothing or an unfinished
-// import, kept as it is when it holds a disk. What it does goes to the
-// VM's log (kubectl logs) through note. imported says which.
+// import, kept as it is when it holds a disk; a disk holding more
+// snapshots than a VM may have (MaxSnapshots) is refused, since each
+// would be given to the new VM. What it does goes to the VM's log
+// (kubectl logs) through note. imported says which.
 func (r *Runtime) PrepareRootVolume(ctx context.Context, v *vm.RootVolume, src rootvol.Source, note func(string)) (imported bool, err error) {
-	content, capacity, err := rootvol.Inspect(v)
+	content, capacity, err := rootvol.Inspect(v, rootvol.MaxSnapshots(r.MaxSnapshots()))
 	if err != nil {
 		return false, err
 	}
 	if content.Holds == rootvol.Disk {
-		note(fmt.Sprintf("crimux: root disk %s (%s) holds a %s disk of %s: booting it as it is, the image is not imported",
-			v.ContainerPath, v.HostPath, v.Format, shortBytes(content.VirtualSize)))
+		snaps := ""
+		if content.Snapshots > 0 {
+			snaps = fmt.Sprintf(" with %d internal snapshots", content.Snapshots)
+		}
+		note(fmt.Sprintf("crimux: root disk %s (%s) holds a %s disk of %s%s: booting it as it is, the image is not imported",
+			v.ContainerPath, v.HostPath, v.Format, shortBytes(content.VirtualSize), snaps))
 		return false, nil
 	}
 	if src.Path == "" {
@@ -123,7 +152,9 @@ func (r *Runtime) PrepareRootVolume(ctx context.Context, v *vm.RootVolume, src r
 // ArrivingRootVolume checks the root volume of a migration target (a
 // durable VM arriving live): it must hold the source VM's disk already,
 // shared storage both nodes reach. Nothing is imported or written: the
-// source's qemu is writing the disk.
+// source's qemu is writing the disk. Its snapshots are not capped: none
+// is given to the arriving domain (redefineVolumeSnapshots skips a
+// migration target), and the source's VM API capped them.
 func ArrivingRootVolume(v *vm.RootVolume, note func(string)) error {
 	content, _, err := rootvol.Inspect(v)
 	if err != nil {
@@ -141,6 +172,8 @@ func ArrivingRootVolume(v *vm.RootVolume, note func(string)) error {
 
 // CheckRootVolume examines the root volume of VM c before it starts: it
 // must hold a disk crimux would boot (qemu may have rewritten its header).
+// Its snapshots are not capped: a start gives libvirt none, and a VM at
+// its cap when the cap is lowered still starts.
 func CheckRootVolume(c *store.Container) error {
 	rv := c.RootVolume
 	if rv == nil {
@@ -165,11 +198,21 @@ func VolumeOf(rv *store.RootVolume) *vm.RootVolume {
 // RedefineVolumeSnapshots gives dom, a new domain on a qcow2 root
 // volume, libvirt's metadata of the snapshots the disk holds (made by an
 // earlier VM, perhaps of an earlier pod): each with dom's own definition,
-// the newest current. It returns how many.
+// the newest current. It returns how many. No more than MaxSnapshots are
+// given, the newest: PrepareRootVolume refused a disk holding more, but
+// the volume is the tenant's to write until the VM's qemu has it; the
+// others stay in the disk, and the error says so.
 func (r *Runtime) RedefineVolumeSnapshots(ctx context.Context, l virt.Libvirt, dom virt.Domain, diskPath string) (int, error) {
 	snaps, err := rootvol.Snapshots(ctx, diskPath)
 	if err != nil || len(snaps) == 0 {
 		return 0, err
+	}
+	var over error
+	if limit := r.MaxSnapshots(); len(snaps) > limit {
+		over = fmt.Errorf("the disk holds %d internal snapshots, more than a VM may have (libvirt.max_snapshots_per_vm = %d): "+
+			"the %d oldest are not given to the VM (they stay in the disk; qemu-img snapshot -d deletes one, with no VM running on it): %w",
+			len(snaps), limit, len(snaps)-limit, errdefs.ErrFailedPrecondition)
+		snaps = snaps[len(snaps)-limit:]
 	}
 	doc, err := l.XML(dom)
 	if err != nil {
@@ -194,7 +237,7 @@ func (r *Runtime) RedefineVolumeSnapshots(ctx context.Context, l virt.Libvirt, d
 			return i, fmt.Errorf("redefine snapshot %q on %s: %w", s.Name, dom.Name, err)
 		}
 	}
-	return len(snaps), nil
+	return len(snaps), over
 }
 
 // HumanBytes writes a size in the largest binary unit it fills.

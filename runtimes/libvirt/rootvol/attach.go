@@ -57,7 +57,7 @@ func attachDevice(v *vm.RootVolume, p string) error {
 }
 
 func attachFile(v *vm.RootVolume, p string) error {
-	src, err := openDiskFile(v, os.O_RDONLY)
+	src, err := openDiskFile(v)
 	if err != nil {
 		return err
 	}

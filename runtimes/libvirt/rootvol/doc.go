@@ -1,14 +1,19 @@
-// Package rootvol keeps a VM's root disk on a volume (issue 38,
-// docs/storage.md "Durable VMs"): a block device, or a file in a
-// filesystem volume's root, that outlives the pod, unlike the overlay in
-// crimux's state dir.
+// Package rootvol keeps a VM's root disk on a volume (docs/storage.md
+// "Durable VMs"): a block device, or a file in a filesystem volume's
+// root, that outlives the pod, unlike the overlay in crimux's state dir.
 //
 // What a volume holds is read from the volume itself (Examine), as
 // strictly as an image's disk: nothing (its first MiB zero, or no disk
 // file): the image is imported into it (Import); a disk of the format the
 // pod asks for: it boots as it is, never written again; an import crimux
 // began and did not finish: imported again; anything else is refused and
-// left untouched.
+// left untouched. A new VM is refused a qcow2 disk holding more internal
+// snapshots than a VM may have (MaxSnapshots): each would be given to its
+// libvirt domain.
+//
+// crimux reads and writes a filesystem volume's disk file through a
+// descriptor, opened beneath the volume's directory (tenantfs): a link
+// there is not followed, and nothing but a regular file is opened.
 //
 // An import into a qcow2 writes the header first, so crimux marks it as
 // under way in the header itself, with a compatible-feature bit of its

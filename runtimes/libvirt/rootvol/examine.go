@@ -30,6 +30,9 @@ type Content struct {
 	Holds Holds
 	// VirtualSize is the size of the disk the guest sees (a Disk's).
 	VirtualSize int64
+	// Snapshots is how many internal snapshots a qcow2 Disk's header
+	// says it holds.
+	Snapshots int
 }
 
 // headProbe is how much of a volume decides whether it holds nothing.
@@ -39,15 +42,36 @@ const headProbe = 1 << 20
 var qcow2Magic = []byte("QFI\xfb")
 
 const (
-	qcow2CompatOffset = 80      // compatible_features, v3
-	importingBit      = 1 << 63 // crimux's: an import under way
+	qcow2SnapshotsOffset = 60      // nb_snapshots, v2 and v3
+	qcow2CompatOffset    = 80      // compatible_features, v3
+	importingBit         = 1 << 63 // crimux's: an import under way
 )
+
+// An Option is a further check Examine makes of a disk it would boot.
+type Option func(*checks)
+
+type checks struct {
+	maxSnapshots int // 0: as many as a qcow2 may hold
+}
+
+// MaxSnapshots refuses a qcow2 disk holding more than n internal
+// snapshots (n > 0): a VM's cap (libvirt.max_snapshots_per_vm), given
+// when a new VM is made on the volume, since each snapshot in the disk
+// is then given to the VM's libvirt domain, where the VM API counts it
+// (and libvirtd keeps it in memory). A VM already made starts whatever
+// its disk holds: it gives libvirt nothing new.
+func MaxSnapshots(n int) Option { return func(c *checks) { c.maxSnapshots = n } }
 
 // Examine reads what the volume holds (capacity: Capacity's). A volume
 // holding anything but nothing, a disk of the format the pod asks for,
 // or crimux's unfinished import is refused, FailedPrecondition naming the
-// volume and what to do: its content is never touched.
-func Examine(v *vm.RootVolume, capacity int64) (Content, error) {
+// volume and what to do, as is a disk failing opts: its content is never
+// touched.
+func Examine(v *vm.RootVolume, capacity int64, opts ...Option) (Content, error) {
+	var c checks
+	for _, o := range opts {
+		o(&c)
+	}
 	f, size, err := openForRead(v, capacity)
 	if err != nil || f == nil {
 		return Content{}, err
@@ -61,7 +85,7 @@ func Examine(v *vm.RootVolume, capacity int64) (Content, error) {
 	case allZero(head):
 		return Content{Holds: Nothing}, nil
 	case bytes.HasPrefix(head, qcow2Magic):
-		return examineQcow2(v, f, head, size, capacity)
+		return examineQcow2(v, f, head, size, capacity, c)
 	}
 	format, _, err := vmimage.CheckDisk(f, size)
 	if err != nil {
@@ -75,12 +99,12 @@ func Examine(v *vm.RootVolume, capacity int64) (Content, error) {
 }
 
 // Inspect is Examine of the volume at its Capacity, and that capacity.
-func Inspect(v *vm.RootVolume) (Content, int64, error) {
+func Inspect(v *vm.RootVolume, opts ...Option) (Content, int64, error) {
 	capacity, err := Capacity(v)
 	if err != nil {
 		return Content{}, 0, err
 	}
-	content, err := Examine(v, capacity)
+	content, err := Examine(v, capacity, opts...)
 	return content, capacity, err
 }
 
@@ -94,7 +118,7 @@ func openForRead(v *vm.RootVolume, capacity int64) (*os.File, int64, error) {
 	if err := checkDir(v); err != nil {
 		return nil, 0, err
 	}
-	f, err := openDiskFile(v, os.O_RDONLY)
+	f, err := openDiskFile(v)
 	if err != nil || f == nil {
 		return nil, 0, err
 	}
@@ -110,7 +134,7 @@ func openForRead(v *vm.RootVolume, capacity int64) (*os.File, int64, error) {
 	return f, fi.Size(), nil
 }
 
-func examineQcow2(v *vm.RootVolume, f *os.File, head []byte, size, capacity int64) (Content, error) {
+func examineQcow2(v *vm.RootVolume, f *os.File, head []byte, size, capacity int64, c checks) (Content, error) {
 	if len(head) >= qcow2CompatOffset+8 && binary.BigEndian.Uint32(head[4:]) >= 3 &&
 		binary.BigEndian.Uint64(head[qcow2CompatOffset:])&importingBit != 0 {
 		return Content{Holds: Unfinished}, nil
@@ -128,7 +152,20 @@ func examineQcow2(v *vm.RootVolume, f *os.File, head []byte, size, capacity int6
 	if vsize > capacity {
 		return Content{}, refused(v, "its qcow2 disk declares %d bytes, more than the volume's %d", vsize, capacity)
 	}
-	return Content{Holds: Disk, VirtualSize: vsize}, nil
+	// Read again through the descriptor, after CheckDisk: the header
+	// checked, not the head read before it.
+	var nb [4]byte
+	if _, err := f.ReadAt(nb[:], qcow2SnapshotsOffset); err != nil {
+		return Content{}, volumeErr(v, "read %s: %v", DiskPath(v), err)
+	}
+	snaps := binary.BigEndian.Uint32(nb[:])
+	if c.maxSnapshots > 0 && int64(snaps) > int64(c.maxSnapshots) {
+		return Content{}, refused(v, "its qcow2 disk holds %d internal snapshots, more than a VM may have (libvirt.max_snapshots_per_vm = %d), "+
+			"and each would be given to the new VM's libvirt domain: with no VM running on the disk, delete the ones not needed "+
+			"(qemu-img snapshot -l lists them, qemu-img snapshot -d NAME deletes one), or raise libvirt.max_snapshots_per_vm in crimux's config",
+			snaps, c.maxSnapshots)
+	}
+	return Content{Holds: Disk, VirtualSize: vsize, Snapshots: int(snaps)}, nil
 }
 
 func refused(v *vm.RootVolume, format string, args ...any) error {

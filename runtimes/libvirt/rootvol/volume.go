@@ -3,6 +3,7 @@ package rootvol
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"unsafe"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/tenantfs"
 )
 
 // Capacity is how many bytes the volume holds: the block device's size,
@@ -94,26 +96,25 @@ func checkDir(v *vm.RootVolume) error {
 	return nil
 }
 
-// openDiskFile opens a filesystem volume's disk file without following a
-// link (the volume is the tenant's to write: a link could name any host
-// file); nil, nil when there is none yet.
-func openDiskFile(v *vm.RootVolume, flag int) (*os.File, error) {
-	p := DiskPath(v)
-	fd, err := unix.Open(p, flag|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-	if errors.Is(err, unix.ENOENT) {
+// openDiskFile opens a filesystem volume's disk file for reading, by a
+// descriptor of the volume's directory (tenantfs): the volume is the
+// tenant's to write, so a link at the disk's name (which could name any
+// host file) is not followed, and anything but a regular file there (a
+// FIFO, a device node, a directory) is refused without being opened: a
+// FIFO is not waited on, a device's driver never sees an open. nil, nil
+// when there is no disk file yet.
+func openDiskFile(v *vm.RootVolume) (*os.File, error) {
+	root, err := tenantfs.OpenRoot(v.HostPath)
+	if err != nil {
+		return nil, volumeErr(v, "%v", err)
+	}
+	defer root.Close()
+	f, err := root.Open(v.DiskFile(), os.O_RDONLY)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, volumeErr(v, "open %s: %v", p, err)
-	}
-	f := os.NewFile(uintptr(fd), p)
-	fi, err := f.Stat()
-	if err == nil && !fi.Mode().IsRegular() {
-		err = fmt.Errorf("%s is not a regular file (%s)", p, fi.Mode().Type())
-	}
-	if err != nil {
-		f.Close()
-		return nil, errdefs.Invalid(v.Field+".host_path", "root disk %s: %v", v.ContainerPath, err)
+		return nil, volumeErr(v, "%v", err)
 	}
 	return f, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
 
@@ -17,16 +18,14 @@ import (
 // sees them.
 
 // DefaultMaxSnapshotsPerVM caps a VM's snapshots when
-// Options.MaxSnapshotsPerVM is 0 (config's default too).
-const DefaultMaxSnapshotsPerVM = 8
+// Options.MaxSnapshotsPerVM is 0 (config's default too): core's, which
+// also caps the snapshots a root volume brings.
+const DefaultMaxSnapshotsPerVM = core.DefaultMaxSnapshotsPerVM
 
 // snapshotRoom refuses a new snapshot of dom once it has the cap's
 // number (those libvirt knows of: the ones the VM API can delete).
 func (r *Ops) snapshotRoom(l virt.Libvirt, dom virt.Domain) error {
-	limit := r.Opts.MaxSnapshotsPerVM
-	if limit <= 0 {
-		limit = DefaultMaxSnapshotsPerVM
-	}
+	limit := r.MaxSnapshots()
 	snaps, err := l.ListSnapshots(dom)
 	if err != nil {
 		return fmt.Errorf("snapshots of domain %s: %w", dom.Name, err)
