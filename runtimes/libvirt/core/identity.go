@@ -42,10 +42,20 @@ func (r IdentityRange) Contains(id uint32) bool {
 
 // identities hands out the range under one lock: two pods' CreateContainer
 // run under different pod locks.
+//
+// The search for a free number goes on after the last number given,
+// wrapping round the range, so a number just freed is the last to be
+// given again: files a pod's identity was given outside crimux's
+// directories (a volume's) may outlive it. That cursor is kept in the
+// store (store.LastIdentity), written before the number is recorded in a
+// pod's record, so that a crimux started again goes on after it too,
+// rather than from the lowest free number, often the one freed last.
 type identities struct {
 	mu sync.Mutex
-	// next is where the search for a free number starts, so a number just
-	// freed is the last to be given again.
+	// loaded: next was read from the store.
+	loaded bool
+	// next is where the search for a free number starts (an offset into
+	// the range, see pick).
 	next uint32
 }
 
@@ -66,9 +76,9 @@ func (r *Runtime) EnsureIdentity(sb *store.Sandbox) (*store.VMIdentity, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, ok := r.ids.pick(rg, used)
-	if !ok {
-		return nil, errNoIdentity(rg)
+	id, err := r.ids.pick(r.Store, rg, used)
+	if err != nil {
+		return nil, err
 	}
 	sb.Identity = &store.VMIdentity{UID: id, GID: id}
 	if err := r.Store.PutSandbox(sb); err != nil {
@@ -101,17 +111,52 @@ func errNoIdentity(rg IdentityRange) error {
 	return fmt.Errorf("%w: all %d of libvirt.vm_id_count are in use: %w", ErrNoIdentity, rg.Count-1, errdefs.ErrResourceExhausted)
 }
 
-// pick finds the first number of rg not in used, from next on, wrapping.
-func (ids *identities) pick(rg IdentityRange, used map[uint32]bool) (uint32, bool) {
+// pick finds the first number of rg not in used, from next on, wrapping,
+// and records it in st as the last given (before the caller records it
+// anywhere else: a crimux stopping in between skips a number, never
+// gives one again early). The caller holds ids.mu.
+func (ids *identities) pick(st *store.Store, rg IdentityRange, used map[uint32]bool) (uint32, error) {
+	if !ids.loaded {
+		if err := ids.load(st, rg, used); err != nil {
+			return 0, err
+		}
+	}
 	n := rg.Count - 1 // numbers Base+1 .. Base+Count-1
 	for i := uint32(0); i < n; i++ {
 		off := (ids.next+i)%n + 1
 		if !used[rg.Base+off] {
+			if err := st.SetLastIdentity(rg.Base + off); err != nil {
+				return 0, fmt.Errorf("record the VM identity given last: %w", err)
+			}
 			ids.next = off % n
-			return rg.Base + off, true
+			return rg.Base + off, nil
 		}
 	}
-	return 0, false
+	return 0, errNoIdentity(rg)
+}
+
+// load sets next after the number given last, as the store recorded it;
+// a store that recorded none (written by an older crimux, or rebuilt) or
+// one outside rg (the range changed) goes on after the highest number
+// of rg its records hold.
+func (ids *identities) load(st *store.Store, rg IdentityRange, used map[uint32]bool) error {
+	last, ok, err := st.LastIdentity()
+	if err != nil {
+		return fmt.Errorf("read the VM identity given last: %w", err)
+	}
+	if !ok || !rg.Contains(last) {
+		last = 0
+		for uid := range used {
+			if rg.Contains(uid) && uid > last {
+				last = uid
+			}
+		}
+	}
+	if last != 0 {
+		ids.next = (last - rg.Base) % (rg.Count - 1)
+	}
+	ids.loaded = true
+	return nil
 }
 
 // GiveTo makes path the VM's own: owned by its identity, group included;

@@ -53,9 +53,9 @@ func (r *Runtime) MakingTemplate(domain string, t TemplateVM) (id *store.VMIdent
 		if err != nil {
 			return nil, nil, err
 		}
-		uid, ok := r.ids.pick(rg, used)
-		if !ok {
-			return nil, nil, errNoIdentity(rg)
+		uid, err := r.ids.pick(r.Store, rg, used)
+		if err != nil {
+			return nil, nil, err
 		}
 		t.Identity = &store.VMIdentity{UID: uid, GID: uid}
 	}

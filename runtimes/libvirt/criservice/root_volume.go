@@ -68,7 +68,7 @@ func (r *Service) makeRootVolume(ctx context.Context, sb *store.Sandbox, p *vmPl
 	}
 	var owner *rootvol.Owner
 	if id := sb.Identity; id != nil {
-		owner = &rootvol.Owner{UID: int(id.UID), GID: int(id.GID)}
+		owner = &rootvol.Owner{UID: int(id.UID), GID: int(id.GID), VMID: r.Opts.Identities.Contains}
 	}
 	undo.Add("root volume attached", func() error { return rootvol.Release(p.rec.Dir) })
 	_, err = rootvol.Attach(rv, p.rec.Dir, owner)

@@ -15,15 +15,43 @@ import (
 // reaches a root volume's disk.
 const AttachName = vm.RootVolumeFile
 
+// GivenName is the file in a VM's directory that records whom a
+// filesystem volume's disk file belonged to, and its mode, before Attach
+// gave it to the VM (see givenDisk).
+const GivenName = AttachName + ".given"
+
 // Owner is the uid and gid the disk is given to (the VM's identity); nil
 // leaves it root's (libvirt then gives it to its qemu user).
-type Owner struct{ UID, GID int }
+type Owner struct {
+	UID, GID int
+	// VMID says whether a uid or gid is a VM identity's: a disk found
+	// owned by one (given to a VM by a crimux that did not give it back,
+	// or by a migration's source node on shared storage) is root's to
+	// give back, never that number's, which another pod may get next.
+	VMID func(id uint32) bool
+}
+
+// A filesystem volume's disk file is the volume's own inode: the bind
+// mount qemu reaches it through is that inode, so giving it to the VM's
+// identity (and making it 0600) changes the tenant's file itself. VM
+// identities are numbers of a range, each given again to another pod,
+// of any namespace, once its pod is gone: a disk left its VM's would be
+// open to that later pod. So Attach records the disk's owner and mode
+// before it changes either (GivenName, written before the change, so
+// that a crimux dying in between leaves the record), and Release gives
+// them back, on the very inode recorded: through the bind mount while
+// there is one, else (a node rebooted with the disk given) resolved
+// beneath the volume's directory (tenantfs), no link followed, and only
+// if it is still the inode recorded. A block volume needs none of this:
+// what is given to the VM is crimux's own device node in the VM's
+// directory, never the host's node.
 
 // Attach makes the disk reachable at <vmDir>/root-volume for the VM's
 // qemu alone, and returns that path: for a block volume a device node of
 // the device's number (the host's node is left as it is), for a
 // filesystem volume a bind mount of its disk file, taken without
-// following a link. Whatever was at the path before goes.
+// following a link, whose owner and mode are recorded first for Release
+// to give back. Whatever was at the path before goes (released).
 func Attach(v *vm.RootVolume, vmDir string, owner *Owner) (string, error) {
 	p := filepath.Join(vmDir, AttachName)
 	if err := Release(vmDir); err != nil {
@@ -32,11 +60,11 @@ func Attach(v *vm.RootVolume, vmDir string, owner *Owner) (string, error) {
 	var err error
 	if v.Block {
 		err = attachDevice(v, p)
+		if err == nil && owner != nil {
+			err = os.Lchown(p, owner.UID, owner.GID) // crimux's own node
+		}
 	} else {
-		err = attachFile(v, p)
-	}
-	if err == nil && owner != nil {
-		err = os.Lchown(p, owner.UID, owner.GID)
+		err = attachFile(v, vmDir, p, owner)
 	}
 	if err != nil {
 		_ = Release(vmDir)
@@ -56,7 +84,7 @@ func attachDevice(v *vm.RootVolume, p string) error {
 	return unix.Mknod(p, unix.S_IFBLK|0o600, int(st.Rdev))
 }
 
-func attachFile(v *vm.RootVolume, p string) error {
+func attachFile(v *vm.RootVolume, vmDir, p string, owner *Owner) error {
 	src, err := openDiskFile(v)
 	if err != nil {
 		return err
@@ -65,8 +93,30 @@ func attachFile(v *vm.RootVolume, p string) error {
 		return fmt.Errorf("%s: no disk", DiskPath(v))
 	}
 	defer src.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
+		return err
+	}
+	rec := givenDisk{Volume: v.HostPath, File: v.DiskFile(), Dev: st.Dev, Ino: st.Ino,
+		UID: st.Uid, GID: st.Gid, Mode: st.Mode & 0o7777, GivenUID: st.Uid, GivenGID: st.Gid}
+	if owner != nil {
+		rec.GivenUID, rec.GivenGID = uint32(owner.UID), uint32(owner.GID)
+		if owner.VMID != nil && (owner.VMID(rec.UID) || owner.VMID(rec.GID)) {
+			rec.UID, rec.GID = 0, 0
+		}
+	}
+	if err := writeGiven(vmDir, &rec); err != nil {
+		return err
+	}
+	// On the descriptor, not a path: the inode changed is the one
+	// recorded.
 	if err := src.Chmod(0o600); err != nil { // the VM's alone, once given to it
 		return err
+	}
+	if owner != nil {
+		if err := src.Chown(owner.UID, owner.GID); err != nil {
+			return err
+		}
 	}
 	if err := os.WriteFile(p, nil, 0o600); err != nil {
 		return err
@@ -75,11 +125,23 @@ func attachFile(v *vm.RootVolume, p string) error {
 	return unix.Mount(fmt.Sprintf("/proc/self/fd/%d", src.Fd()), p, "", unix.MS_BIND, "")
 }
 
-// Release undoes Attach (a VM directory without one is left as it is).
-// It runs before a VM's directory is removed: a bind mount would stop
-// its removal.
+// Release undoes Attach (a VM directory without one is left as it is):
+// a filesystem volume's disk file gets its owner and mode back first
+// (see givenDisk), then the attachment goes. It runs before a VM's
+// directory is removed: a bind mount would stop its removal. If the disk
+// cannot be given back (an error on a disk still reachable), nothing is
+// undone and the record stays, for the next Release to try again.
 func Release(vmDir string) error {
 	p := filepath.Join(vmDir, AttachName)
+	rec, err := readGiven(vmDir)
+	if err != nil {
+		return err
+	}
+	if rec != nil {
+		if err := giveBack(rec, p); err != nil {
+			return fmt.Errorf("give the root volume's disk %s back to %d:%d: %w", filepath.Join(rec.Volume, rec.File), rec.UID, rec.GID, err)
+		}
+	}
 	for {
 		err := unix.Unmount(p, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
 		if err != nil {
@@ -87,6 +149,11 @@ func Release(vmDir string) error {
 		}
 	}
 	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	// Last: a crimux dying before this gives the disk back again, which
+	// changes nothing the second time.
+	if err := os.Remove(filepath.Join(vmDir, GivenName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil
