@@ -121,6 +121,23 @@ type Libvirt struct {
 	// the cgroup templates are made under.
 	Templates            bool   `toml:"templates"`
 	TemplateCgroupParent string `toml:"template_cgroup_parent"`
+	// TemplateShareAcrossNamespaces makes one template of an image and
+	// shape serve the pods of every namespace; false (the default): each
+	// namespace has its own, since a template's clones share its kernel's
+	// secrets, boot ID and address layout (docs/security.md).
+	TemplateShareAcrossNamespaces bool `toml:"template_share_across_namespaces"`
+	// TemplateMaxMaking bounds the templates being made at once on the
+	// node (a pod beyond it boots, no queue); TemplateMaxKept the
+	// templates kept on the state disk (beyond it the least recently used
+	// one no clone needs is removed before another is made).
+	TemplateMaxMaking int `toml:"template_max_making"`
+	TemplateMaxKept   int `toml:"template_max_kept"`
+	// TemplateRetryAfter is how long a failed template stays failed
+	// before a pod makes it again.
+	TemplateRetryAfter Duration `toml:"template_retry_after"`
+	// TemplateCPUMillis is the CPU quota of a template's VM, in
+	// thousandths of a CPU (its cgroup's cpu.max); 0: none.
+	TemplateCPUMillis int64 `toml:"template_cpu_millis"`
 	// Migration moves running VMs between nodes (issue 42).
 	Migration Migration `toml:"migration"`
 }
@@ -228,6 +245,10 @@ func Default() Config {
 			Migration: Migration{BandwidthMiB: 64, CompletionTimeoutPerGiB: Duration{800 * time.Second}, MaxOutgoing: 1,
 				TargetTimeout: Duration{10 * time.Minute}, ProgressTimeout: Duration{150 * time.Second}},
 			TemplateCgroupParent: "/crimux-templates",
+			TemplateMaxMaking:    1,
+			TemplateMaxKept:      8,
+			TemplateRetryAfter:   Duration{10 * time.Minute},
+			TemplateCPUMillis:    1000,
 		},
 		Runtimes: []Runtime{
 			{Name: "containerd", Type: TypeContainer, Handlers: []string{"runc"}, Primary: true},
@@ -348,6 +369,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("libvirt.memory_overhead_mib: %d must not be negative", c.Libvirt.MemoryOverheadMiB))
 	}
 	errs = append(errs, validateGuestCaps(c.Libvirt)...)
+	errs = append(errs, validateTemplates(c.Libvirt)...)
 	if c.Containerd.CallTimeout.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("containerd.call_timeout: must be positive"))
 	}

@@ -102,8 +102,29 @@ gc_interval = "1m0s"
 # seconds; the first such pod of an image and shape boots while the template
 # is made (docs/templates.md). false boots every VM.
 templates = true
-# The cgroup templates are made under (a cgroupfs path).
+# The cgroup templates are made under (a cgroupfs path): each template's VM is
+# a leaf there, crimux-vm-template-<key>, outside kubepods (no pod is charged
+# for it), limited to its memory (memory.max) and template_cpu_millis (cpu.max).
 template_cgroup_parent = "/crimux-templates"
+# true makes one template of an image and shape serve the pods of every
+# namespace. false: each namespace gets its own, because every clone of a
+# template shares its kernel's boot ID, address layout (KASLR), boot-time
+# secrets and its daemons' stack canaries (docs/security.md).
+template_share_across_namespaces = false
+# How many templates the node makes at once; a pod that would start another
+# boots, and says the node is making another template (no queue).
+template_max_making = 1
+# How many templates the state dir keeps, in any state. Before another is
+# made beyond it, the failed ones, then the least recently used ready ones
+# that no created-but-unstarted clone needs, are removed; if every one is
+# needed or being made, no template is made and the pod boots.
+template_max_kept = 8
+# How long a template whose making failed stays failed (its pods boot) before
+# a pod makes it again; crimuxctl template rm makes it again at once.
+template_retry_after = "10m"
+# The CPU quota of a template's VM in thousandths of a CPU (1000: one CPU);
+# 0: none.
+template_cpu_millis = 1000
 
 [libvirt.migration]
 # Live migration (docs/migration.md): off until address and pki_dir are

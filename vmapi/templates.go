@@ -56,7 +56,8 @@ func (s *Server) WarmTemplate(ctx context.Context, req *vmv1.WarmTemplateRequest
 	if len(rts) == 0 {
 		return nil, fmt.Errorf("no VM runtime makes templates (libvirt.templates = false?): %w", errdefs.ErrFailedPrecondition)
 	}
-	t, err := rts[0].WarmTemplate(ctx, req.GetImage(), req.GetVcpus(), req.GetMemoryMib())
+	t, err := rts[0].WarmTemplate(ctx, vmtypes.TemplateWarm{Namespace: req.GetNamespace(), Image: req.GetImage(),
+		VCPUs: req.GetVcpus(), MemoryMiB: req.GetMemoryMib()})
 	if err != nil {
 		return nil, fmt.Errorf("template of %s: %w", req.GetImage(), err)
 	}
@@ -81,7 +82,7 @@ func (s *Server) RemoveTemplate(ctx context.Context, req *vmv1.RemoveTemplateReq
 }
 
 func templateOf(t vmtypes.TemplateInfo) *vmv1.Template {
-	return &vmv1.Template{Key: t.Key, Image: t.Image, ImageDigest: t.ImageDigest, Vcpus: t.VCPUs, MaxVcpus: t.MaxVCPUs,
+	return &vmv1.Template{Key: t.Key, Namespace: t.Namespace, Image: t.Image, ImageDigest: t.ImageDigest, Vcpus: t.VCPUs, MaxVcpus: t.MaxVCPUs,
 		MemoryMib: t.MemoryMiB, MaxMemoryMib: t.MaxMemoryMiB, Accel: t.Accel, State: t.State, Error: t.Error,
 		CreatedAt: t.CreatedAt, ReadyAt: t.ReadyAt, SizeBytes: t.SizeBytes}
 }

@@ -7,15 +7,28 @@ import "context"
 // A registry ability of its own: a runtime without templates has none.
 type Templates interface {
 	ListTemplates(ctx context.Context) ([]TemplateInfo, error)
-	// WarmTemplate makes the template of image in the shape of a pod with
-	// vcpus and memoryMiB, and returns it ready.
-	WarmTemplate(ctx context.Context, image string, vcpus uint32, memoryMiB uint64) (TemplateInfo, error)
+	// WarmTemplate makes the template w asks for, and returns it ready.
+	WarmTemplate(ctx context.Context, w TemplateWarm) (TemplateInfo, error)
 	RemoveTemplate(ctx context.Context, key string) error
+}
+
+// TemplateWarm asks for the template of Image in the shape of a pod
+// with VCPUs and MemoryMiB, for the pods of Namespace. Namespace is
+// required unless the runtime shares templates across namespaces (then
+// it is ignored): each namespace has templates of its own, since a
+// template's clones share its kernel's secrets.
+type TemplateWarm struct {
+	Namespace, Image string
+	VCPUs            uint32
+	MemoryMiB        uint64
 }
 
 // TemplateInfo is one template.
 type TemplateInfo struct {
 	Key, Image, ImageDigest string
+	// Namespace is the namespace whose pods it serves; "" for every
+	// namespace (templates shared across namespaces).
+	Namespace               string
 	VCPUs, MaxVCPUs         uint32
 	MemoryMiB, MaxMemoryMiB uint64
 	Accel                   string

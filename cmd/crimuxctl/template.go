@@ -15,15 +15,24 @@ const templateUsage = `Usage: crimuxctl template COMMAND [flags] [ARGS]
 A template is a VM image booted once in a shape (vCPUs, memory) and saved:
 VM pods that ask for it (RuntimeClass vm-instant, or the annotation
 crimux.io/start: template) are restored from it in seconds, each made a
-machine of its own. The first such pod of an image and shape makes it.
+machine of its own. A template serves the pods of one namespace, unless
+the node shares templates across namespaces
+(libvirt.template_share_across_namespaces). The first such pod of an
+image, shape and namespace makes it.
 
 Commands:
-  list                                       the templates, with their state and size
-  warm IMAGE --cpus N --memory SIZE          make the template of a pulled image ahead of its pods
-  rm KEY                                     remove a template (its clones run on)
+  list                                                  the templates, with their namespace, state and size
+  warm IMAGE --cpus N --memory SIZE [--namespace NS]    make the template of a pulled image ahead of its pods
+                                                        of namespace NS (default "default")
+  rm KEY                                                remove a template (its clones run on; a failed one
+                                                        is made again by the next pod that asks for it)
 
 SIZE: MiB, or a number with Mi, Gi, M or G (as in a pod's memory limit).
 `
+
+// defaultNamespace is the namespace a warm's template serves unless
+// --namespace names another: kubectl's.
+const defaultNamespace = "default"
 
 // templateWarmCall bounds a warm: a Debian guest boots in ~40 s under TCG,
 // settles and is saved.
@@ -76,12 +85,23 @@ func (c *cli) templateList(args []string) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "KEY\tIMAGE\tSHAPE\tSTATE\tSIZE\tERROR")
+	fmt.Fprintln(w, "KEY\tNAMESPACE\tIMAGE\tSHAPE\tSTATE\tSIZE\tERROR")
 	for _, t := range resp.GetTemplates() {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", t.GetKey(), t.GetImage(), templateShape(t), t.GetState(),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.GetKey(), templateNamespace(t), t.GetImage(), templateShape(t), t.GetState(),
 			sizeMiB(t.GetSizeBytes()), dash(t.GetError()))
 	}
 	return w.Flush()
+}
+
+// sharedNamespaces is the namespace column of a template that serves
+// every namespace (made with templates shared across namespaces).
+const sharedNamespaces = "(all)"
+
+func templateNamespace(t *vmv1.Template) string {
+	if t.GetNamespace() == "" {
+		return sharedNamespaces
+	}
+	return t.GetNamespace()
 }
 
 func templateShape(t *vmv1.Template) string {
@@ -91,10 +111,12 @@ func templateShape(t *vmv1.Template) string {
 func sizeMiB(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 func (c *cli) templateWarm(args []string) error {
-	fs := newFlagSet(c, "template warm", "IMAGE --cpus N --memory SIZE",
-		"Makes the template of a pulled image in the shape of a VM pod with those CPUs and memory, and waits for it.")
+	fs := newFlagSet(c, "template warm", "IMAGE --cpus N --memory SIZE [--namespace NS]",
+		"Makes the template of a pulled image in the shape of a VM pod with those CPUs and memory, for the pods of\n"+
+			"namespace NS, and waits for it. On a node that shares templates across namespaces, the namespace is ignored.")
 	cpus := fs.Uint("cpus", 1, "the pod's vCPUs")
 	memory := fs.String("memory", "", "the pod's memory (e.g. 1Gi, 512Mi, 1024)")
+	namespace := fs.String("namespace", defaultNamespace, "the namespace of the pods the template serves")
 	pos, err := c.parse(fs, args, 1)
 	if err != nil {
 		return err
@@ -103,12 +125,16 @@ func (c *cli) templateWarm(args []string) error {
 	if err != nil {
 		return usagef("template warm: --memory %q: %v", *memory, err)
 	}
+	if *namespace == "" {
+		return usagef("template warm: --namespace: must name a namespace")
+	}
 	conn, ctx, done, err := c.dial(templateWarmCall)
 	if err != nil {
 		return err
 	}
 	defer done()
-	resp, err := vmv1.NewVMServiceClient(conn).WarmTemplate(ctx, &vmv1.WarmTemplateRequest{Image: pos[0], Vcpus: uint32(*cpus), MemoryMib: mem})
+	resp, err := vmv1.NewVMServiceClient(conn).WarmTemplate(ctx, &vmv1.WarmTemplateRequest{Image: pos[0], Vcpus: uint32(*cpus), MemoryMib: mem,
+		Namespace: *namespace})
 	if err != nil {
 		return err
 	}
@@ -116,7 +142,8 @@ func (c *cli) templateWarm(args []string) error {
 		return c.printProto(resp)
 	}
 	t := resp.GetTemplate()
-	fmt.Fprintf(c.stdout, "template %s of %s (%s): %s\n", t.GetKey(), t.GetImage(), templateShape(t), t.GetState())
+	fmt.Fprintf(c.stdout, "template %s of %s (%s, namespace %s): %s\n", t.GetKey(), t.GetImage(), templateShape(t),
+		templateNamespace(t), t.GetState())
 	return nil
 }
 

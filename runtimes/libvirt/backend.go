@@ -223,8 +223,8 @@ func (b *backend) ListTemplates(ctx context.Context) ([]vmtypes.TemplateInfo, er
 	return b.rt.cri.ListTemplates(ctx)
 }
 
-func (b *backend) WarmTemplate(ctx context.Context, image string, vcpus uint32, memoryMiB uint64) (vmtypes.TemplateInfo, error) {
-	return b.rt.cri.WarmTemplate(ctx, image, vcpus, memoryMiB)
+func (b *backend) WarmTemplate(ctx context.Context, w vmtypes.TemplateWarm) (vmtypes.TemplateInfo, error) {
+	return b.rt.cri.WarmTemplate(ctx, w)
 }
 
 func (b *backend) RemoveTemplate(ctx context.Context, key string) error {

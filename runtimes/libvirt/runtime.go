@@ -54,6 +54,9 @@ type IdentityRange = core.IdentityRange
 // AgentCaps bound the guest-agent calls in flight (see virt.AgentCaps).
 type AgentCaps = virt.AgentCaps
 
+// TemplateLimits bound the VM templates (see core.TemplateLimits).
+type TemplateLimits = core.TemplateLimits
+
 // Counters is what the VM runtime counts (see core.Counters).
 type Counters = core.Counters
 
@@ -132,8 +135,10 @@ func (rt *Runtime) wire(opts Options, p core.Parts, conn *virt.Conn) {
 	rt.core = core.New(opts, p)
 	rt.cri, rt.ops, rt.gc, rt.conn = criservice.New(rt.core), vmops.New(rt.core), gc.New(rt.core), conn
 	if !opts.TemplatesOff {
+		lim := opts.TemplateLimits
 		rt.cri.Instant = &instant.Maker{R: rt.core, Store: template.Store{Dir: filepath.Join(opts.StateDir, TemplatesDir)},
-			Parent: opts.TemplateParent}
+			Parent: opts.TemplateParent, ShareAcrossNamespaces: lim.ShareAcrossNamespaces, MaxMaking: lim.MaxMaking,
+			MaxKept: lim.MaxKept, RetryAfter: lim.RetryAfter, CPUMillis: lim.CPUMillis}
 		rt.gc.Templates = &rt.cri.Instant.Store
 	}
 	rt.core.AfterResync = func(ctx context.Context, first bool) {

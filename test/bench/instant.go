@@ -67,13 +67,14 @@ func asksTemplate(name string) func(*runtimeapi.PodSandboxConfig) {
 }
 
 // warmTemplate makes the Debian guest's template in the guest pod's
-// shape through the VM API and returns its key.
+// shape, for the bench's namespace (its pods', vmpods.go), through the
+// VM API and returns its key.
 func (b *bench) warmTemplate(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, templateWarmTimeout)
 	defer cancel()
 	t0 := time.Now()
 	resp, err := vmv1.NewVMServiceClient(b.cri.Conn).WarmTemplate(ctx, &vmv1.WarmTemplateRequest{
-		Image: debianImage, Vcpus: guestVCPUs, MemoryMib: guestMiB,
+		Image: debianImage, Vcpus: guestVCPUs, MemoryMib: guestMiB, Namespace: namespace,
 	})
 	if status.Code(err) == codes.Unimplemented {
 		return "", errVMAPIMissing

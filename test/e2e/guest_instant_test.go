@@ -29,8 +29,11 @@ func TestVMGuestInstant(t *testing.T) {
 	c := startGuestCrimux(t, "e2e-guest-instant")
 	ctl := ctlBin(t)
 	began := time.Now()
-	warm := ctlLong(t, c, ctl, 15*time.Minute, "template", "warm", debianImage, "--cpus", "2", "--memory", "1Gi")
-	if !strings.Contains(warm, ": ready") {
+	// Templates are per namespace: warmed for the namespace of the
+	// clones' pods (instantPodJSON's).
+	warm := ctlLong(t, c, ctl, 15*time.Minute, "template", "warm", debianImage, "--cpus", "2", "--memory", "1Gi",
+		"--namespace", "crimux-e2e")
+	if !strings.Contains(warm, ": ready") || !strings.Contains(warm, "namespace crimux-e2e") {
 		t.Fatalf("crimuxctl template warm: %s", warm)
 	}
 	t.Logf("template made in %v: %s", time.Since(began).Round(time.Second), warm)
@@ -48,6 +51,7 @@ func TestVMGuestInstant(t *testing.T) {
 		}
 	}
 	sharedPodBootsCold(t, c)
+	otherNamespaceBootsCold(t, c, a)
 
 	// The template goes with its image.
 	for _, v := range []*clone{a, b} {
@@ -176,6 +180,8 @@ func (v *clone) check(t *testing.T, c *crimux) {
 		t.Errorf("%s: the guest's clock is %.2f s off the host's", v.name, d)
 	}
 	v.facts["machine_id"] = run("cat", "/etc/machine-id")
+	v.facts["boot_id"] = run("cat", "/proc/sys/kernel/random/boot_id")
+	v.facts["stext"] = run("sh", "-c", "grep -m1 ' _stext$' /proc/kallsyms")
 	v.facts["urandom"] = run("sh", "-c", "head -c32 /dev/urandom | od -An -tx1 | tr -d ' \\n'")
 	t.Logf("%s: ip %s, machine-id %s, urandom %s", v.name, ip, v.facts["machine_id"], v.facts["urandom"])
 	testutil.Eventually(t, 5*time.Minute, v.name+"'s user-data written", func() error {
@@ -223,18 +229,23 @@ func sharedPodBootsCold(t *testing.T, c *crimux) {
 // instantPodJSON is a VM pod of the template's shape, named and
 // hostnamed name.
 func instantPodJSON(t *testing.T, name string, annotations map[string]string) string {
+	return instantPodJSONIn(t, "crimux-e2e", name, annotations)
+}
+
+// instantPodJSONIn is instantPodJSON in namespace ns.
+func instantPodJSONIn(t *testing.T, ns, name string, annotations map[string]string) string {
 	var ann []string
 	for k, v := range annotations {
 		ann = append(ann, fmt.Sprintf("%q: %q", k, v))
 	}
 	return writeJSON(t, name+"-pod.json", fmt.Sprintf(`{
-  "metadata": {"name": %q, "namespace": "crimux-e2e", "uid": "%s-uid-%d", "attempt": 0},
+  "metadata": {"name": %q, "namespace": %q, "uid": "%s-uid-%d", "attempt": 0},
   "hostname": %q,
-  "dns_config": {"servers": ["10.96.0.10"], "searches": ["crimux-e2e.svc.cluster.local"]},
+  "dns_config": {"servers": ["10.96.0.10"], "searches": ["%s.svc.cluster.local"]},
   "log_directory": %q,
   "annotations": {%s},
   "linux": {"cgroup_parent": %q}
-}`, name, name, time.Now().UnixNano(), name, t.TempDir(), strings.Join(ann, ", "), testCgroupParent(t)))
+}`, name, ns, name, time.Now().UnixNano(), name, ns, t.TempDir(), strings.Join(ann, ", "), testCgroupParent(t)))
 }
 
 // instantContainerJSON: the template's shape (2 vCPUs, 1 GiB), with
@@ -251,4 +262,67 @@ func instantContainerJSON(t *testing.T, shares []string) string {
   "mounts": [%s],
   "linux": {"resources": {"cpu_period": 100000, "cpu_quota": 200000, "memory_limit_in_bytes": %d}}
 }`, debianImage, strings.Join(mounts, ", "), guestMemory))
+}
+
+// otherNamespaceBootsCold: a pod of another namespace asking for the
+// template is not restored from it (a template serves its own namespace:
+// its clones share its kernel's boot-time secrets and layout), boots,
+// and is another kernel: its boot_id and its kernel's addresses differ
+// from the clones'.
+func otherNamespaceBootsCold(t *testing.T, c *crimux, of *clone) {
+	t.Helper()
+	defer removeTemplatesOf(t, c, "crimux-e2e-b")
+	pod := instantPodJSONIn(t, "crimux-e2e-b", "instant-other-ns", nil)
+	podID := c.crictl("runp", "--runtime", "vm-instant", pod)
+	defer c.crictlErr("rmp", "-f", podID)
+	ctrID, err := c.crictlTimeout(5*time.Minute, "create", podID, instantContainerJSON(t, nil), pod)
+	if err != nil {
+		t.Fatalf("crictl create: %v\n%s", err, ctrID)
+	}
+	c.crictl("start", ctrID)
+	if log := criLogs(t, c, ctrID); !strings.Contains(log, "boots instead of starting from its template") {
+		t.Fatalf("the pod of namespace crimux-e2e-b was not told it boots:\n%s", tail(log, 20))
+	}
+	var bootID, stext string
+	testutil.Eventually(t, 5*time.Minute, "the other namespace's VM answering exec", func() error {
+		var err error
+		if bootID, err = c.crictlErr("exec", ctrID, "cat", "/proc/sys/kernel/random/boot_id"); err != nil {
+			return err
+		}
+		stext, err = c.crictlErr("exec", ctrID, "sh", "-c", "grep -m1 ' _stext$' /proc/kallsyms")
+		return err
+	})
+	t.Logf("namespace crimux-e2e: boot_id %s, %s; namespace crimux-e2e-b: boot_id %s, %s", of.facts["boot_id"], of.facts["stext"], bootID, stext)
+	if bootID == of.facts["boot_id"] {
+		t.Errorf("the VMs of two namespaces share boot_id %s", bootID)
+	}
+	if stext == of.facts["stext"] {
+		t.Errorf("the VMs of two namespaces share the kernel's layout: %s", stext)
+	}
+}
+
+// removeTemplatesOf removes namespace ns's templates once none is being
+// made (a pod asking for one it lacks starts its making).
+func removeTemplatesOf(t *testing.T, c *crimux, ns string) {
+	t.Helper()
+	ctl := ctlBin(t)
+	var keys []string
+	testutil.Eventually(t, 10*time.Minute, "namespace "+ns+"'s template made", func() error {
+		keys = nil
+		out := c.ctlOK(t, ctl, "template", "list")
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line)
+			if len(f) < 5 || f[1] != ns {
+				continue
+			}
+			if strings.Contains(line, " making ") {
+				return fmt.Errorf("still being made:\n%s", out)
+			}
+			keys = append(keys, f[0])
+		}
+		return nil
+	})
+	for _, k := range keys {
+		c.ctlOK(t, ctl, "template", "rm", k)
+	}
 }

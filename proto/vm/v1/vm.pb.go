@@ -1710,8 +1710,8 @@ func (*CollectForeignResponse) Descriptor() ([]byte, []int) {
 // Template is one VM template.
 type Template struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// key names it: its image's manifest digest, its shape and crimux's
-	// template format, hashed (16 hex digits).
+	// key names it: its namespace, its image's manifest digest, its shape
+	// and crimux's template format, hashed (16 hex digits).
 	Key          string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	Image        string `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
 	ImageDigest  string `protobuf:"bytes,3,opt,name=image_digest,json=imageDigest,proto3" json:"image_digest,omitempty"`
@@ -1727,7 +1727,10 @@ type Template struct {
 	CreatedAt int64 `protobuf:"varint,11,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	ReadyAt   int64 `protobuf:"varint,12,opt,name=ready_at,json=readyAt,proto3" json:"ready_at,omitempty"`
 	// What its files take on disk (its saved memory and its disk's writes).
-	SizeBytes     uint64 `protobuf:"varint,13,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	SizeBytes uint64 `protobuf:"varint,13,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// The namespace whose pods it serves; empty if it serves every
+	// namespace (libvirt.template_share_across_namespaces).
+	Namespace     string `protobuf:"bytes,14,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1853,6 +1856,13 @@ func (x *Template) GetSizeBytes() uint64 {
 	return 0
 }
 
+func (x *Template) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
 type ListTemplatesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1941,8 +1951,12 @@ type WarmTemplateRequest struct {
 	// The pod's CPUs (whole vCPUs, at least 1) and memory (MiB, at least
 	// 64), as kubelet would give them: a template serves the pods of
 	// exactly that shape.
-	Vcpus         uint32 `protobuf:"varint,2,opt,name=vcpus,proto3" json:"vcpus,omitempty"`
-	MemoryMib     uint64 `protobuf:"varint,3,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	Vcpus     uint32 `protobuf:"varint,2,opt,name=vcpus,proto3" json:"vcpus,omitempty"`
+	MemoryMib uint64 `protobuf:"varint,3,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	// The namespace whose pods the template serves: required, unless the
+	// node shares templates across namespaces
+	// (libvirt.template_share_across_namespaces), then ignored.
+	Namespace     string `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1996,6 +2010,13 @@ func (x *WarmTemplateRequest) GetMemoryMib() uint64 {
 		return x.MemoryMib
 	}
 	return 0
+}
+
+func (x *WarmTemplateRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
 }
 
 type WarmTemplateResponse struct {
@@ -2909,7 +2930,7 @@ const file_vm_v1_vm_proto_rawDesc = "" +
 	"\x06action\x18\x01 \x01(\x0e2\x1b.crimux.vm.v1.ForeignActionR\x06action\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\"\x18\n" +
-	"\x16CollectForeignResponse\"\xe8\x02\n" +
+	"\x16CollectForeignResponse\"\x86\x03\n" +
 	"\bTemplate\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12!\n" +
@@ -2927,15 +2948,17 @@ const file_vm_v1_vm_proto_rawDesc = "" +
 	"created_at\x18\v \x01(\x03R\tcreatedAt\x12\x19\n" +
 	"\bready_at\x18\f \x01(\x03R\areadyAt\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\r \x01(\x04R\tsizeBytes\"\x16\n" +
+	"size_bytes\x18\r \x01(\x04R\tsizeBytes\x12\x1c\n" +
+	"\tnamespace\x18\x0e \x01(\tR\tnamespace\"\x16\n" +
 	"\x14ListTemplatesRequest\"M\n" +
 	"\x15ListTemplatesResponse\x124\n" +
-	"\ttemplates\x18\x01 \x03(\v2\x16.crimux.vm.v1.TemplateR\ttemplates\"`\n" +
+	"\ttemplates\x18\x01 \x03(\v2\x16.crimux.vm.v1.TemplateR\ttemplates\"~\n" +
 	"\x13WarmTemplateRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x14\n" +
 	"\x05vcpus\x18\x02 \x01(\rR\x05vcpus\x12\x1d\n" +
 	"\n" +
-	"memory_mib\x18\x03 \x01(\x04R\tmemoryMib\"J\n" +
+	"memory_mib\x18\x03 \x01(\x04R\tmemoryMib\x12\x1c\n" +
+	"\tnamespace\x18\x04 \x01(\tR\tnamespace\"J\n" +
 	"\x14WarmTemplateResponse\x122\n" +
 	"\btemplate\x18\x01 \x01(\v2\x16.crimux.vm.v1.TemplateR\btemplate\")\n" +
 	"\x15RemoveTemplateRequest\x12\x10\n" +

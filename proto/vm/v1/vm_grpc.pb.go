@@ -96,9 +96,11 @@ type VMServiceClient interface {
 	// from in seconds.
 	ListTemplates(ctx context.Context, in *ListTemplatesRequest, opts ...grpc.CallOption) (*ListTemplatesResponse, error)
 	// WarmTemplate makes the template of an image (pulled already) in the
-	// shape a VM pod with those CPUs and memory gets, ahead of the pods; it
-	// returns once the template is ready (a template made already is
-	// returned as it is, a failed one with its error: remove it first).
+	// shape a VM pod with those CPUs and memory gets, for the pods of a
+	// namespace, ahead of the pods; it returns once the template is ready
+	// (a template made already is returned as it is; a failed one with its
+	// error until libvirt.template_retry_after has passed, or at once after
+	// RemoveTemplate).
 	WarmTemplate(ctx context.Context, in *WarmTemplateRequest, opts ...grpc.CallOption) (*WarmTemplateResponse, error)
 	// RemoveTemplate removes one template, by key. Clones restored from it
 	// run on; the next pod of its image and shape makes it again.
@@ -355,9 +357,11 @@ type VMServiceServer interface {
 	// from in seconds.
 	ListTemplates(context.Context, *ListTemplatesRequest) (*ListTemplatesResponse, error)
 	// WarmTemplate makes the template of an image (pulled already) in the
-	// shape a VM pod with those CPUs and memory gets, ahead of the pods; it
-	// returns once the template is ready (a template made already is
-	// returned as it is, a failed one with its error: remove it first).
+	// shape a VM pod with those CPUs and memory gets, for the pods of a
+	// namespace, ahead of the pods; it returns once the template is ready
+	// (a template made already is returned as it is; a failed one with its
+	// error until libvirt.template_retry_after has passed, or at once after
+	// RemoveTemplate).
 	WarmTemplate(context.Context, *WarmTemplateRequest) (*WarmTemplateResponse, error)
 	// RemoveTemplate removes one template, by key. Clones restored from it
 	// run on; the next pod of its image and shape makes it again.

@@ -97,9 +97,22 @@ type Options struct {
 	// default, /crimux-templates).
 	TemplatesOff   bool
 	TemplateParent string
+	// TemplateLimits bound the templates (instant.Maker's fields of the
+	// same names).
+	TemplateLimits TemplateLimits
 	// Migration is the node's live migration endpoint (issue 42); nil:
 	// VMs neither leave nor arrive.
 	Migration *migration.Config
+}
+
+// TemplateLimits are the operator's bounds on templates: whether one
+// serves every namespace, how many are made at once and kept, how long a
+// failed one stays failed, its VM's CPU quota (thousandths of a CPU).
+type TemplateLimits struct {
+	ShareAcrossNamespaces bool
+	MaxMaking, MaxKept    int
+	RetryAfter            time.Duration
+	CPUMillis             int64
 }
 
 // ImageReader gets a VM image's files out of the image store.

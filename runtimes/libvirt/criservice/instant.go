@@ -13,6 +13,7 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/instant"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
@@ -49,22 +50,36 @@ func (r *Service) planClone(sb *store.Sandbox, p *vmPlan, opts vm.Options, stora
 	if why := r.unclonable(sb, p, opts, storage); why != "" {
 		return why
 	}
-	req := instant.Request{Image: p.rec.ImageRef, Layout: p.layout, Shape: template.Shape{
-		VCPUs: p.rec.VCPUs, MaxVCPUs: p.rec.MaxVCPUs, MemoryMiB: p.rec.MemoryMiB, MaxMemoryMiB: p.rec.MaxMemoryMiB, Accel: p.rec.Accel}}
+	req := cloneRequest(p.rec, sb)
+	req.Layout = p.layout
 	meta, err := r.Instant.Get(req)
 	switch {
-	case errdefs.IsNotFound(err):
-		r.Instant.Start(req)
+	case errors.Is(err, instant.ErrOtherTemplate):
+		// Not replaced either: the template there serves others.
+		return fmt.Sprintf("its template cannot be used: %v", err)
+	case errdefs.IsNotFound(err) || err == nil && meta.State == template.Failed && r.Instant.RetryIn(meta) == 0:
+		if err := r.Instant.Start(req); err != nil {
+			return fmt.Sprintf("its template (image %s, %s) is not being made: %v", p.rec.ImageRef, req.Shape, err)
+		}
 		return fmt.Sprintf("its template (image %s, %s) is being made now, on its first use", p.rec.ImageRef, req.Shape)
 	case err != nil:
 		return fmt.Sprintf("its template cannot be read: %v", err)
 	case meta.State == template.Making:
 		return fmt.Sprintf("its template (image %s, %s) is still being made", p.rec.ImageRef, req.Shape)
 	case meta.State != template.Ready:
-		return fmt.Sprintf("its template %s %s: %s (crimuxctl template rm %s makes it again)", meta.Key, meta.State, meta.Error, meta.Key)
+		return fmt.Sprintf("its template %s %s: %s (made again in %s, or at once after crimuxctl template rm %s)",
+			meta.Key, meta.State, meta.Error, r.Instant.RetryIn(meta).Round(time.Second), meta.Key)
 	}
+	r.Instant.Used(meta.Key)
 	p.rec.Clone = &store.Clone{Key: meta.Key, UUID: uuid.NewString(), MachineID: newMachineID()}
 	return ""
+}
+
+// cloneRequest is the template VM c of pod sb is restored from: its
+// image, its shape, its pod's namespace.
+func cloneRequest(c *store.Container, sb *store.Sandbox) instant.Request {
+	return instant.Request{Image: c.ImageRef, Layout: core.ImageLayout{Digest: c.ImageDigest}, Namespace: sb.Config.GetMetadata().GetNamespace(),
+		Shape: template.Shape{VCPUs: c.VCPUs, MaxVCPUs: c.MaxVCPUs, MemoryMiB: c.MemoryMiB, MaxMemoryMiB: c.MaxMemoryMiB, Accel: c.Accel}}
 }
 
 // unclonable says why p's VM cannot be restored from a template: what
@@ -193,6 +208,15 @@ func (r *Service) restoreClone(ctx context.Context, l virt.Libvirt, c *store.Con
 	}
 	xml, err := l.XML(dom)
 	if err != nil {
+		return err
+	}
+	sb, err := r.Store.Sandbox(c.SandboxID)
+	if err != nil {
+		return err
+	}
+	// Its template may have been replaced since its plan: restored only
+	// from its own (namespace, image, shape, crimux version).
+	if err := r.Instant.Serves(c.Clone.Key, cloneRequest(c, sb)); err != nil {
 		return err
 	}
 	return r.Instant.Restore(ctx, l, c.Clone.Key, xml, filepath.Join(c.Dir, restoreFIFO))

@@ -39,19 +39,25 @@ func (r *Service) ListTemplates(context.Context) ([]vmtypes.TemplateInfo, error)
 	return out, nil
 }
 
-// WarmTemplate makes image's template in the shape a VM pod of vcpus and
-// memoryMiB gets, and waits for it.
-func (r *Service) WarmTemplate(ctx context.Context, image string, vcpus uint32, memoryMiB uint64) (vmtypes.TemplateInfo, error) {
+// WarmTemplate makes w.Image's template in the shape a VM pod of
+// w.VCPUs and w.MemoryMiB gets, for the pods of w.Namespace (the key a
+// pod of that namespace then asks for), and waits for it. w.Namespace
+// is required unless templates are shared across namespaces.
+func (r *Service) WarmTemplate(ctx context.Context, w vmtypes.TemplateWarm) (vmtypes.TemplateInfo, error) {
 	if err := r.errTemplatesOff(); err != nil {
 		return vmtypes.TemplateInfo{}, err
 	}
-	layout, err := r.Images.Prepare(ctx, image)
+	// Refused before the image is prepared: Make refuses it too.
+	if err := r.Instant.CheckNamespace(w.Namespace); err != nil {
+		return vmtypes.TemplateInfo{}, err
+	}
+	layout, err := r.Images.Prepare(ctx, w.Image)
 	if err != nil {
 		return vmtypes.TemplateInfo{}, err
 	}
-	res := vm.Resources{VCPUs: uint(vcpus), MemoryMiB: memoryMiB}
+	res := vm.Resources{VCPUs: uint(w.VCPUs), MemoryMiB: w.MemoryMiB}
 	maxVCPUs, maxMemoryMiB := r.resizeRoom(res)
-	req := instant.Request{Image: image, Layout: layout, Shape: template.Shape{VCPUs: res.VCPUs, MaxVCPUs: maxVCPUs,
+	req := instant.Request{Image: w.Image, Layout: layout, Namespace: w.Namespace, Shape: template.Shape{VCPUs: res.VCPUs, MaxVCPUs: maxVCPUs,
 		MemoryMiB: res.MemoryMiB, MaxMemoryMiB: maxMemoryMiB, Accel: r.Accel}}
 	m, err := r.Instant.Make(ctx, req)
 	return r.templateInfo(m), err
@@ -78,7 +84,7 @@ func (r *Service) RemoveTemplate(_ context.Context, key string) error {
 
 // templateInfo is m as the VM API shows it, with what its files take.
 func (r *Service) templateInfo(m template.Meta) vmtypes.TemplateInfo {
-	info := vmtypes.TemplateInfo{Key: m.Key, Image: m.Image, ImageDigest: m.ImageDigest,
+	info := vmtypes.TemplateInfo{Key: m.Key, Namespace: m.Namespace, Image: m.Image, ImageDigest: m.ImageDigest,
 		VCPUs: uint32(m.Shape.VCPUs), MaxVCPUs: uint32(m.Shape.MaxVCPUs), MemoryMiB: m.Shape.MemoryMiB,
 		MaxMemoryMiB: m.Shape.MaxMemoryMiB, Accel: m.Shape.Accel, State: m.State, Error: m.Error,
 		CreatedAt: m.CreatedAt, ReadyAt: m.ReadyAt}

@@ -37,11 +37,7 @@ func TemplateMAC(key string) string {
 // happens, the VM, its cgroup and its tap are gone when it returns.
 func (m *Maker) bootAndSave(ctx context.Context, req Request, p template.Paths, key string) (_ int64, _ *store.VMIdentity, err error) {
 	domain := core.TemplateDomain(key)
-	parent := m.Parent
-	if parent == "" {
-		parent = DefaultParent
-	}
-	cg := core.VMCgroup{Parent: parent, Name: domain, MemoryLimit: int64(req.Shape.MemoryMiB<<20) + m.R.Opts.MemoryOverheadMiB<<20}
+	cg := m.cgroup(req, domain)
 	newNIC := m.NIC
 	if newNIC == nil {
 		newNIC = m.isolatedNIC
@@ -96,6 +92,22 @@ func (m *Maker) bootAndSave(ctx context.Context, req Request, p template.Paths, 
 		return 0, nil, err
 	}
 	return img.StreamOffset, id, nil
+}
+
+// cgroup is the cgroup of a template's VM, domain: a leaf of Parent
+// (outside kubepods: no pod's), limited to the template's memory and
+// qemu's overhead, and to CPUMillis of CPU time (a template boots with
+// no pod to charge it to: the quota keeps it from taking the pods' CPUs).
+func (m *Maker) cgroup(req Request, domain string) core.VMCgroup {
+	parent := m.Parent
+	if parent == "" {
+		parent = DefaultParent
+	}
+	cg := core.VMCgroup{Parent: parent, Name: domain, MemoryLimit: int64(req.Shape.MemoryMiB<<20) + m.R.Opts.MemoryOverheadMiB<<20}
+	if m.CPUMillis > 0 {
+		cg.CPUQuota, cg.CPUPeriod = m.CPUMillis*cpuPeriod/1000, cpuPeriod
+	}
+	return cg
 }
 
 // isolatedNIC is the template's NIC: a tap alone in a namespace of its

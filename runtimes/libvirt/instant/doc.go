@@ -22,4 +22,13 @@
 // NIC given the pod's MAC and addresses, its hostname, machine ID and SSH
 // host keys new; cloud-init's per-instance stages for the pod's instance
 // ID (its user-data, its SSH keys) run in the background.
+//
+// A template serves the pods of one namespace (its key and its meta name
+// it) unless the operator shares templates across namespaces: clones of
+// one template share what its boot fixed (boot ID, kernel layout and
+// boot-time secrets, its daemons' canaries). It is used only if its meta
+// is the request's in full. No pod is charged for a template's VM, so the
+// Maker bounds them: MaxMaking at once on the node (no queue), MaxKept on
+// disk (kept.go), a failed one made again only after RetryAfter, each VM
+// limited to CPUMillis of CPU.
 package instant

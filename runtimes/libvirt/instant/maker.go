@@ -26,7 +26,37 @@ const DefaultParent = "/crimux-templates"
 // DefaultMakeTimeout bounds one making: boot, settling, saving.
 const DefaultMakeTimeout = 10 * time.Minute
 
-// Maker makes templates, one making per key at a time.
+// The defaults of the Maker's bounds (its fields at 0).
+const (
+	// DefaultMaxMaking: one template VM at a time on the node.
+	DefaultMaxMaking = 1
+	// DefaultMaxKept: the templates kept on the state disk, any state.
+	DefaultMaxKept = 8
+	// DefaultRetryAfter: how long a failed template stays failed before
+	// a pod or warm makes it again.
+	DefaultRetryAfter = 10 * time.Minute
+)
+
+// useGrace is how long a template a pod was just planned to be restored
+// from counts as in use: between the plan and its container's record
+// (which then names it) nothing else says so.
+const useGrace = 5 * time.Minute
+
+// cpuPeriod is the CFS period of a template VM's CPU quota.
+const cpuPeriod = 100000
+
+// ErrBusy: the node is making as many templates as it may at once; a
+// pod that would start one boots instead (no queue: a pod that booted
+// waits for nothing, and the next pod of its image and shape asks again).
+var ErrBusy = fmt.Errorf("the node is making another template (libvirt.template_max_making): %w", errdefs.ErrResourceExhausted)
+
+// ErrOtherTemplate: the template at a request's key is not the
+// request's template (its meta differs: a key collision, or a meta
+// written by something else); it is neither used nor replaced.
+var ErrOtherTemplate = errors.New("the template at its key is another's")
+
+// Maker makes templates, one making per key at a time, at most
+// MaxMaking at once on the node, and keeps at most MaxKept.
 type Maker struct {
 	R     *core.Runtime
 	Store template.Store
@@ -34,6 +64,21 @@ type Maker struct {
 	// DefaultParent); Timeout bounds a making (0 is DefaultMakeTimeout).
 	Parent  string
 	Timeout time.Duration
+	// ShareAcrossNamespaces makes one template serve the pods of every
+	// namespace (its key has none); false: each namespace has its own,
+	// whose clones share its kernel's secrets only among themselves.
+	ShareAcrossNamespaces bool
+	// MaxMaking bounds the templates made at once on the node (0 is
+	// DefaultMaxMaking); MaxKept the templates kept (0 is
+	// DefaultMaxKept): beyond it the least recently used one no clone
+	// waits for is removed before another is made. RetryAfter is how
+	// long a failed template stays failed (0 is DefaultRetryAfter).
+	MaxMaking  int
+	MaxKept    int
+	RetryAfter time.Duration
+	// CPUMillis is the CPU quota of a template's VM, in thousandths of a
+	// CPU (cpu.max of its cgroup); 0: none.
+	CPUMillis int64
 	// NIC makes a template's NIC with mac (nil: a tap alone in a network
 	// namespace of its own, isolatedNIC; tests give another).
 	NIC func(mac string) (open func(fd string) (*os.File, []string, error), closeNIC func(), err error)
@@ -41,19 +86,63 @@ type Maker struct {
 	// Restores take turns restoring clones.
 	Restores Restores
 
+	// boot boots and saves a template (nil: bootAndSave; tests give
+	// another).
+	boot func(ctx context.Context, req Request, p template.Paths, key string) (int64, *store.VMIdentity, error)
+
 	mu     sync.Mutex
 	making map[string]chan struct{}
+	// used is when each template was last planned for a clone.
+	used map[string]time.Time
+
+	slotsOnce sync.Once
+	slots     chan struct{}
+	// room serializes evictions and the making of templates' directories.
+	room sync.Mutex
 }
 
-// Request is what a template is made of: an image and a shape.
+// Request is what a template is made of: an image and a shape, for the
+// pods of a namespace.
 type Request struct {
-	Image  string
-	Layout core.ImageLayout
-	Shape  template.Shape
+	Image     string
+	Layout    core.ImageLayout
+	Shape     template.Shape
+	Namespace string
+}
+
+// namespace is the namespace req's template is for: "" when templates
+// are shared.
+func (m *Maker) namespace(req Request) string {
+	if m.ShareAcrossNamespaces {
+		return ""
+	}
+	return req.Namespace
+}
+
+// CheckNamespace refuses a making asked for no namespace
+// (InvalidArgument, naming the field namespace) unless templates are
+// shared across namespaces: each namespace has templates of its own, so
+// a warm says whose pods its template serves.
+func (m *Maker) CheckNamespace(namespace string) error {
+	if namespace == "" && !m.ShareAcrossNamespaces {
+		return errdefs.Invalid("namespace", "must name the namespace whose pods the template serves "+
+			"(templates are per namespace on this node: libvirt.template_share_across_namespaces = false)")
+	}
+	return nil
 }
 
 // Key is the key of req's template.
-func Key(req Request) string { return template.Key(req.Layout.Digest, req.Shape, FormatVersion) }
+func (m *Maker) Key(req Request) string {
+	return template.Key(m.namespace(req), req.Layout.Digest, req.Shape, FormatVersion)
+}
+
+// mismatch says how meta differs from req's template; nil if it is it.
+func (m *Maker) mismatch(meta template.Meta, req Request) error {
+	if err := meta.Mismatch(m.namespace(req), req.Layout.Digest, req.Shape, FormatVersion); err != nil {
+		return fmt.Errorf("%w (%w): %w", ErrOtherTemplate, err, errdefs.ErrAlreadyExists)
+	}
+	return nil
+}
 
 // Recover marks every template left in state making failed: the crimux
 // that made it stopped (its domain is the collector's to remove).
@@ -64,7 +153,7 @@ func (m *Maker) Recover() error {
 	}
 	for _, meta := range all {
 		if meta.State == template.Making {
-			meta.State, meta.Error = template.Failed, "crimux stopped while it was being made"
+			meta.State, meta.Error, meta.FailedAt = template.Failed, "crimux stopped while it was being made", time.Now().UnixNano()
 			if err := m.Store.Put(meta); err != nil {
 				return err
 			}
@@ -74,27 +163,135 @@ func (m *Maker) Recover() error {
 	return nil
 }
 
-// Get is req's template as it is now: NotFound if there is none.
-func (m *Maker) Get(req Request) (template.Meta, error) { return m.Store.Get(Key(req)) }
+// Get is req's template as it is now: NotFound if there is none,
+// ErrOtherTemplate if the one at its key is not req's in full (its
+// namespace, image digest, shape and crimux version).
+func (m *Maker) Get(req Request) (template.Meta, error) {
+	meta, err := m.Store.Get(m.Key(req))
+	if err != nil {
+		return meta, err
+	}
+	return meta, m.mismatch(meta, req)
+}
+
+// Serves says why template key is not req's (nil if it is): checked
+// again before a clone is restored from it, which may be long after its
+// plan.
+func (m *Maker) Serves(key string, req Request) error {
+	if k := m.Key(req); k != key {
+		return fmt.Errorf("%w (the clone's template is %s, its request's key %s): %w", ErrOtherTemplate, key, k, errdefs.ErrAlreadyExists)
+	}
+	_, err := m.Get(req)
+	return err
+}
+
+// Used records that a clone was just planned from template key: it is
+// then the most recently used, and kept a while (useGrace).
+func (m *Maker) Used(key string) {
+	m.mu.Lock()
+	if m.used == nil {
+		m.used = map[string]time.Time{}
+	}
+	m.used[key] = time.Now()
+	m.mu.Unlock()
+	if err := m.Store.Touch(key); err != nil {
+		m.R.Log.Warn("record a template's use", "template", key, "err", err)
+	}
+}
+
+// RetryIn is how long failed template meta stays failed; 0 once it may
+// be made again.
+func (m *Maker) RetryIn(meta template.Meta) time.Duration {
+	if meta.State != template.Failed {
+		return 0
+	}
+	at := meta.FailedAt
+	if at == 0 {
+		at = meta.CreatedAt
+	}
+	after := m.RetryAfter
+	if after <= 0 {
+		after = DefaultRetryAfter
+	}
+	return max(time.Until(time.Unix(0, at).Add(after)), 0)
+}
 
 // Start makes req's template in the background unless there is one
-// already (ready, failed or being made).
-func (m *Maker) Start(req Request) {
-	if _, err := m.Get(req); !errdefs.IsNotFound(err) {
-		return
+// already (ready, being made, or failed less than RetryAfter ago): nil
+// if one is being made now. A making beyond MaxMaking is not started
+// nor queued: ErrBusy.
+func (m *Maker) Start(req Request) error {
+	key := m.Key(req)
+	if err := m.toMake(req, key); err != nil {
+		if errors.Is(err, errdefs.ErrAlreadyExists) && !errors.Is(err, ErrOtherTemplate) {
+			return nil // made meanwhile, or being made
+		}
+		return err
+	}
+	if _, mine := m.claim(key); !mine {
+		return nil // being made
+	}
+	select {
+	case m.slotChan() <- struct{}{}:
+	default:
+		m.release(key)
+		return ErrBusy
 	}
 	go func() {
-		if _, err := m.Make(context.Background(), req); err != nil && !errors.Is(err, errdefs.ErrAlreadyExists) {
-			m.R.Log.Warn("template not made", "image", req.Image, "shape", req.Shape.String(), "err", err)
+		defer m.release(key)
+		if _, err := m.build(context.Background(), req, key, func(context.Context) (func(), error) {
+			return func() { <-m.slotChan() }, nil
+		}); err != nil && !errors.Is(err, errdefs.ErrAlreadyExists) {
+			m.R.Log.Warn("template not made", "image", req.Image, "shape", req.Shape.String(), "namespace", req.Namespace, "err", err)
 		}
 	}()
+	return nil
+}
+
+// toMake: req's template is to be made (nil), or why not.
+func (m *Maker) toMake(req Request, key string) error {
+	meta, err := m.Store.Get(key)
+	switch {
+	case errdefs.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	}
+	if err := m.mismatch(meta, req); err != nil {
+		return err
+	}
+	if meta.State != template.Failed {
+		return fmt.Errorf("template %s is %s: %w", key, meta.State, errdefs.ErrAlreadyExists)
+	}
+	if wait := m.RetryIn(meta); wait > 0 {
+		return fmt.Errorf("template %s of %s failed: %s (made again in %s, or at once after crimuxctl template rm %s): %w",
+			key, req.Image, meta.Error, wait.Round(time.Second), key, errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// slotChan holds a token for each template being made on the node.
+func (m *Maker) slotChan() chan struct{} {
+	m.slotsOnce.Do(func() {
+		n := m.MaxMaking
+		if n <= 0 {
+			n = DefaultMaxMaking
+		}
+		m.slots = make(chan struct{}, n)
+	})
+	return m.slots
 }
 
 // Make makes req's template and returns it ready; a template that is
-// being made is waited for, one that exists is returned as it is
-// (failed ones too: remove them to make them again).
+// being made is waited for, one that exists is returned as it is (a
+// failed one too, until RetryAfter has passed: it is made again then).
+// A making waits for a turn among MaxMaking, or ctx's end. req names its
+// namespace unless templates are shared (CheckNamespace).
 func (m *Maker) Make(ctx context.Context, req Request) (template.Meta, error) {
-	key := Key(req)
+	if err := m.CheckNamespace(req.Namespace); err != nil {
+		return template.Meta{}, err
+	}
+	key := m.Key(req)
 	for {
 		wait, mine := m.claim(key)
 		if mine {
@@ -107,14 +304,44 @@ func (m *Maker) Make(ctx context.Context, req Request) (template.Meta, error) {
 		}
 	}
 	defer m.release(key)
-	if meta, err := m.Store.Get(key); err == nil {
-		if meta.State == template.Failed {
-			return meta, fmt.Errorf("template %s of %s failed: %s (remove it to make it again): %w", key, req.Image, meta.Error, errdefs.ErrFailedPrecondition)
+	return m.build(ctx, req, key, func(ctx context.Context) (func(), error) {
+		select {
+		case m.slotChan() <- struct{}{}:
+			return func() { <-m.slotChan() }, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-		return meta, nil
+	})
+}
+
+// build makes template key of req, its maker (claim): unless it exists
+// (it is returned as it is, a failed one until it may be made again),
+// it takes a turn (slot), makes room among the kept templates, and
+// makes it.
+func (m *Maker) build(ctx context.Context, req Request, key string, slot func(context.Context) (func(), error)) (template.Meta, error) {
+	if meta, err := m.Store.Get(key); err == nil {
+		if err := m.mismatch(meta, req); err != nil {
+			return meta, err
+		}
+		if meta.State != template.Failed {
+			return meta, nil
+		}
+		if wait := m.RetryIn(meta); wait > 0 {
+			return meta, fmt.Errorf("template %s of %s failed: %s (made again in %s, or at once after crimuxctl template rm %s): %w",
+				key, req.Image, meta.Error, wait.Round(time.Second), key, errdefs.ErrFailedPrecondition)
+		}
+		if err := m.Store.Remove(key); err != nil {
+			return meta, err
+		}
+		m.R.Log.Info("failed template made again", "template", key, "image", req.Image, "failed", meta.Error)
 	} else if !errdefs.IsNotFound(err) {
 		return meta, err
 	}
+	done, err := slot(ctx)
+	if err != nil {
+		return template.Meta{}, err
+	}
+	defer done()
 	timeout := m.Timeout
 	if timeout <= 0 {
 		timeout = DefaultMakeTimeout
@@ -126,7 +353,8 @@ func (m *Maker) Make(ctx context.Context, req Request) (template.Meta, error) {
 	if err != nil {
 		return meta, err
 	}
-	m.R.Log.Info("template made", "template", key, "image", req.Image, "shape", req.Shape.String(), "took", time.Since(start).Round(time.Millisecond))
+	m.R.Log.Info("template made", "template", key, "image", req.Image, "shape", req.Shape.String(), "namespace", meta.Namespace,
+		"took", time.Since(start).Round(time.Millisecond))
 	return meta, nil
 }
 
@@ -154,9 +382,9 @@ func (m *Maker) release(key string) {
 // make makes template key: its meta first (making), then the VM, then
 // the meta again (ready, or failed with the error, its files removed).
 func (m *Maker) make(ctx context.Context, req Request, key string) (meta template.Meta, err error) {
-	meta = template.Meta{Key: key, Image: req.Image, ImageDigest: req.Layout.Digest, Shape: req.Shape,
+	meta = template.Meta{Key: key, Namespace: m.namespace(req), Image: req.Image, ImageDigest: req.Layout.Digest, Shape: req.Shape,
 		Version: FormatVersion, CreatedAt: time.Now().UnixNano()}
-	if err := m.Store.Create(meta); err != nil {
+	if err := m.create(meta); err != nil {
 		return meta, err
 	}
 	meta.State = template.Making
@@ -166,7 +394,7 @@ func (m *Maker) make(ctx context.Context, req Request, key string) (meta templat
 			return
 		}
 		removeFiles(p)
-		meta.State, meta.Error = template.Failed, err.Error()
+		meta.State, meta.Error, meta.FailedAt = template.Failed, err.Error(), time.Now().UnixNano()
 		if perr := m.Store.Put(meta); perr != nil {
 			m.R.Log.Error("record a failed template", "template", key, "err", perr)
 		}
@@ -174,7 +402,11 @@ func (m *Maker) make(ctx context.Context, req Request, key string) (meta templat
 	if req.Layout.DiskPath == "" || req.Layout.Kernel != "" {
 		return meta, fmt.Errorf("image %s: only images with a disk and no kernel of their own can be templates", req.Image)
 	}
-	offset, identity, err := m.bootAndSave(ctx, req, p, key)
+	boot := m.boot
+	if boot == nil {
+		boot = m.bootAndSave
+	}
+	offset, identity, err := boot(ctx, req, p, key)
 	if err != nil {
 		return meta, err
 	}

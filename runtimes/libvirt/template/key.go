@@ -23,9 +23,31 @@ func (s Shape) String() string {
 }
 
 // Key names the template of an image (its manifest digest) in a shape,
-// made by a crimux version (whose domains may differ from another's).
-func Key(imageDigest string, s Shape, version string) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%d\x00%s\x00%s",
-		imageDigest, s.VCPUs, s.MaxVCPUs, s.MemoryMiB, s.MaxMemoryMiB, s.Accel, version))
+// made by a crimux version (whose domains may differ from another's) for
+// the pods of namespace ("" for a template that serves every namespace:
+// its clones share its kernel's secrets, see docs/security.md). Its 64
+// bits are a name, not a proof: a template is used only once its Meta is
+// the request's in full (Meta.Mismatch).
+func Key(namespace, imageDigest string, s Shape, version string) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d\x00%d\x00%d\x00%d\x00%s\x00%s",
+		namespace, imageDigest, s.VCPUs, s.MaxVCPUs, s.MemoryMiB, s.MaxMemoryMiB, s.Accel, version))
 	return hex.EncodeToString(sum[:8])
+}
+
+// Mismatch says how m differs from the template of imageDigest in shape
+// s by version for namespace; nil if it is that template. A key names a
+// template in 64 bits of a hash: another request can have the same, and
+// template.json may have been written by something else than the maker.
+func (m Meta) Mismatch(namespace, imageDigest string, s Shape, version string) error {
+	switch {
+	case m.Namespace != namespace:
+		return fmt.Errorf("template %s serves namespace %q, not %q", m.Key, m.Namespace, namespace)
+	case m.ImageDigest != imageDigest:
+		return fmt.Errorf("template %s is of image %s, not %s", m.Key, m.ImageDigest, imageDigest)
+	case m.Shape != s:
+		return fmt.Errorf("template %s is in shape %s, not %s", m.Key, m.Shape, s)
+	case m.Version != version:
+		return fmt.Errorf("template %s was made by crimux %s, not %s", m.Key, m.Version, version)
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/crimux/crimux/internal/errdefs"
 )
@@ -21,7 +22,10 @@ const (
 
 // Meta is what template.json says of a template.
 type Meta struct {
-	Key         string `json:"key"`
+	Key string `json:"key"`
+	// Namespace is the namespace whose pods the template serves; "" for
+	// every namespace (libvirt.template_share_across_namespaces).
+	Namespace   string `json:"namespace,omitempty"`
 	Image       string `json:"image"`
 	ImageDigest string `json:"image_digest"`
 	Shape       Shape  `json:"shape"`
@@ -30,6 +34,9 @@ type Meta struct {
 	Error       string `json:"error,omitempty"`
 	CreatedAt   int64  `json:"created_at"`
 	ReadyAt     int64  `json:"ready_at,omitempty"`
+	// FailedAt is when its making failed: it is made again only a while
+	// after (0 in the meta of an older crimux: CreatedAt counts).
+	FailedAt int64 `json:"failed_at,omitempty"`
 	// StreamOffset is where qemu's stream starts in the save image.
 	StreamOffset int64 `json:"stream_offset,omitempty"`
 }
@@ -124,6 +131,29 @@ func (s Store) List() ([]Meta, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out, nil
+}
+
+// Touch records that template key was used now (its meta's mtime, which
+// Put sets too): LastUsed orders templates for eviction by it.
+func (s Store) Touch(key string) error {
+	if !validKey(key) {
+		return errdefs.Invalid("template key", "%q is not 16 hex digits", key)
+	}
+	now := time.Now()
+	return os.Chtimes(s.Paths(key).Meta, now, now)
+}
+
+// LastUsed is when template key was last used or written (Touch, Put);
+// the zero time if its meta cannot be read.
+func (s Store) LastUsed(key string) time.Time {
+	if !validKey(key) {
+		return time.Time{}
+	}
+	st, err := os.Stat(s.Paths(key).Meta)
+	if err != nil {
+		return time.Time{}
+	}
+	return st.ModTime()
 }
 
 // Remove deletes template key's directory; nothing there is no error.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -12,18 +13,65 @@ import (
 
 func TestKey(t *testing.T) {
 	s := Shape{VCPUs: 2, MaxVCPUs: 4, MemoryMiB: 1024, MaxMemoryMiB: 2048, Accel: "tcg"}
-	k := Key("sha256:ab", s, "v1")
-	if !validKey(k) || k != Key("sha256:ab", s, "v1") {
+	k := Key("ns-a", "sha256:ab", s, "v1")
+	if !validKey(k) || k != Key("ns-a", "sha256:ab", s, "v1") {
 		t.Fatalf("key %q: want 16 hex digits, the same for the same inputs", k)
 	}
 	other := s
 	other.MemoryMiB = 512
 	for name, k2 := range map[string]string{
-		"image": Key("sha256:cd", s, "v1"), "shape": Key("sha256:ab", other, "v1"), "version": Key("sha256:ab", s, "v2"),
+		"image": Key("ns-a", "sha256:cd", s, "v1"), "shape": Key("ns-a", "sha256:ab", other, "v1"), "version": Key("ns-a", "sha256:ab", s, "v2"),
+		"namespace": Key("ns-b", "sha256:ab", s, "v1"), "no namespace": Key("", "sha256:ab", s, "v1"),
 	} {
 		if k2 == k {
 			t.Errorf("another %s, the same key", name)
 		}
+	}
+}
+
+// TestMetaMismatch: a meta is its request's template only if namespace,
+// image digest, shape and version are all the request's.
+func TestMetaMismatch(t *testing.T) {
+	s := Shape{VCPUs: 2, MaxVCPUs: 4, MemoryMiB: 1024, MaxMemoryMiB: 2048, Accel: "tcg"}
+	m := Meta{Key: Key("ns-a", "sha256:ab", s, "v1"), Namespace: "ns-a", ImageDigest: "sha256:ab", Shape: s, Version: "v1"}
+	if err := m.Mismatch("ns-a", "sha256:ab", s, "v1"); err != nil {
+		t.Fatalf("its own request: %v", err)
+	}
+	other := s
+	other.Accel = "kvm"
+	for name, err := range map[string]error{
+		"namespace": m.Mismatch("ns-b", "sha256:ab", s, "v1"), "shared": m.Mismatch("", "sha256:ab", s, "v1"),
+		"digest": m.Mismatch("ns-a", "sha256:cd", s, "v1"), "shape": m.Mismatch("ns-a", "sha256:ab", other, "v1"),
+		"version": m.Mismatch("ns-a", "sha256:ab", s, "v2"),
+	} {
+		if err == nil {
+			t.Errorf("another %s: no mismatch", name)
+		}
+	}
+}
+
+// TestTouch: a template's last use is its meta's write or its Touch.
+func TestTouch(t *testing.T) {
+	s := Store{Dir: filepath.Join(t.TempDir(), "templates")}
+	m := Meta{Key: "0123456789abcdef"}
+	if err := s.Create(m); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(s.Paths(m.Key).Meta, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.LastUsed(m.Key); !got.Equal(old) {
+		t.Fatalf("LastUsed %v, want %v", got, old)
+	}
+	if err := s.Touch(m.Key); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.LastUsed(m.Key); time.Since(got) > time.Minute {
+		t.Fatalf("LastUsed after Touch: %v", got)
+	}
+	if !s.LastUsed("fedcba9876543210").IsZero() {
+		t.Fatal("a template that is not there was used")
 	}
 }
 
