@@ -16,6 +16,7 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/runtimes/libvirt/virt/virtfake"
 )
@@ -249,12 +250,12 @@ func TestNewID(t *testing.T) {
 	if len(a) != 32 || a == b {
 		t.Fatalf("NewID: %q, %q; want 32 hex digits, different", a, b)
 	}
-	if !ValidID(a) || !ValidID(b) {
+	if !store.ValidID(a) || !store.ValidID(b) {
 		t.Fatalf("NewID minted %q, %q, which ValidID refuses", a, b)
 	}
 	for _, id := range []string{"", "c1", a[:31], a + "0", strings.ToUpper(a), "../../../../etc/passwd00000000000", a[:31] + "g", a[:31] + "/"} {
-		if ValidID(id) {
-			t.Errorf("ValidID(%q) = true", id)
+		if store.ValidID(id) {
+			t.Errorf("store.ValidID(%q) = true", id)
 		}
 	}
 }

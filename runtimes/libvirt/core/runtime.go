@@ -286,22 +286,6 @@ func kvmProbe(opts Options) func() error {
 	}
 }
 
-// ValidID reports whether id is one NewID could have minted: 32 lowercase
-// hex digits. IDs read back from libvirt or disk (a domain's metadata, a
-// directory name) are checked with it before they name a file, a lock or
-// a record: libvirt's metadata is qemu's and the host's to write.
-func ValidID(id string) bool {
-	if len(id) != 32 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // NewID returns a new pod or container ID: 32 hex digits.
 func NewID() string {
 	var b [16]byte

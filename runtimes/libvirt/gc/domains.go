@@ -91,7 +91,7 @@ func (r *Collector) collectDomain(l virt.Libvirt, d virt.Domain, rep *GCReport) 
 // domain stamped with container ID "../../../etc" would make its
 // directory /etc).
 func mintedBy(m vm.Metadata, domain string) bool {
-	return core.ValidID(m.ContainerID) && core.ValidID(m.SandboxID) && vm.DomainName(m.ContainerID) == domain
+	return store.ValidID(m.ContainerID) && store.ValidID(m.SandboxID) && vm.DomainName(m.ContainerID) == domain
 }
 
 // adopt takes a running domain of ours back into the store, so it is

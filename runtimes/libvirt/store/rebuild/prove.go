@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/crimux/crimux/converter/vm"
-	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 )
 
@@ -90,7 +89,7 @@ func domainThen(d domainEvidence, instance string) string {
 // container's among them. Any other, crimux never touches.
 func ours(d domainEvidence, instance string) bool {
 	m := d.meta
-	return d.stamped && m.Instance == instance && core.ValidID(m.ContainerID) && core.ValidID(m.SandboxID) &&
+	return d.stamped && m.Instance == instance && store.ValidID(m.ContainerID) && store.ValidID(m.SandboxID) &&
 		vm.DomainName(m.ContainerID) == d.name
 }
 
