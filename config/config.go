@@ -138,7 +138,7 @@ type Libvirt struct {
 	// TemplateCPUMillis is the CPU quota of a template's VM, in
 	// thousandths of a CPU (its cgroup's cpu.max); 0: none.
 	TemplateCPUMillis int64 `toml:"template_cpu_millis"`
-	// Migration moves running VMs between nodes (issue 42).
+	// Migration moves running VMs between nodes.
 	Migration Migration `toml:"migration"`
 }
 

@@ -40,7 +40,7 @@ func (a *Agent) GuestBoot(pod PodRef, booted bool, message string) {
 }
 
 // PodEvent records an event of the VM runtime's on a pod (how its VM
-// started, issue 39); it returns at once.
+// started); it returns at once.
 func (a *Agent) PodEvent(pod PodRef, eventType, reason, message string) {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}}
 	go func() {

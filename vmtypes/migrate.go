@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Migrator moves running VMs between nodes, live (issue 42). A registry
+// Migrator moves running VMs between nodes, live. A registry
 // ability of its own. A migration takes four calls, made by whoever
 // drives it (crimuxctl vm migrate, the kubectl plugin through the node
 // agents): MigrationSource on the source, PrepareMigration on the target

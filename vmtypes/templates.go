@@ -2,7 +2,7 @@ package vmtypes
 
 import "context"
 
-// Templates is a VM runtime's templates (issue 39): an image booted once
+// Templates is a VM runtime's templates: an image booted once
 // in a shape and saved, which VM pods asking for it are restored from.
 // A registry ability of its own: a runtime without templates has none.
 type Templates interface {

@@ -12,7 +12,7 @@ import (
 const (
 	AnnotationKernelArgs = "crimux.io/kernel-args"
 	// AnnotationStart says how the VM starts: "template" restores it
-	// from its image's booted template where its shape allows (issue 39),
+	// from its image's booted template where its shape allows,
 	// "boot" boots it (the default; it overrides RuntimeClass vm-instant).
 	AnnotationStart = "crimux.io/start"
 )

@@ -7,7 +7,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 )
 
-// A clone (issue 39) is restored from a template's save image: qemu loads
+// A clone is restored from a template's save image: qemu loads
 // the template's device state into it, so its domain is the template's as
 // libvirt saved it (the machine, every device and its PCI address, vCPUs,
 // memory) with only what makes it a VM of its own changed: its name and

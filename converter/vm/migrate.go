@@ -10,7 +10,7 @@ import (
 )
 
 // AnnotationMigrateFrom on a VM pod makes it the target of a live
-// migration (issue 42): its VM is not booted; it arrives, running, from
+// migration: its VM is not booted; it arrives, running, from
 // the pod the value names (namespace/name, or a container ID at the CRI
 // level), and until then its container runs with no qemu.
 const AnnotationMigrateFrom = kubeapi.AnnotationMigrateFrom

@@ -52,8 +52,8 @@ type Spec struct {
 	// pod's hugepage limit); 0: ordinary memory. Such a VM's RAM is not
 	// resized (no virtio-mem device).
 	HugePageKiB uint64
-	// GenID gives the VM a VM generation ID device (vmgenid): a template's
-	// (issue 39), whose clones each get a new ID at their restore, on which
+	// GenID gives the VM a VM generation ID device (vmgenid): a
+	// template's, whose clones each get a new ID at their restore, on which
 	// the guest's kernel reseeds its RNG.
 	GenID bool
 	// Identity is the uid and gid qemu runs as, the VM's own; nil runs it

@@ -232,7 +232,7 @@ func (b *backend) RemoveTemplate(ctx context.Context, key string) error {
 }
 
 // MigrationSource, PrepareMigration, Migrate and FinishMigration are the
-// VM runtime's live migrations (vmtypes.Migrator, issue 42).
+// VM runtime's live migrations (vmtypes.Migrator).
 func (b *backend) MigrationSource(ctx context.Context, id string) (vmtypes.MigrationSource, error) {
 	return b.rt.cri.MigrationSource(ctx, id)
 }

@@ -105,7 +105,7 @@ type VMServiceClient interface {
 	// RemoveTemplate removes one template, by key. Clones restored from it
 	// run on; the next pod of its image and shape makes it again.
 	RemoveTemplate(ctx context.Context, in *RemoveTemplateRequest, opts ...grpc.CallOption) (*RemoveTemplateResponse, error)
-	// Live migration (issue 42) takes four calls, made by whoever drives
+	// Live migration takes four calls, made by whoever drives
 	// it (crimuxctl vm migrate, the kubectl plugin through the node
 	// agents). GetMigrationSource, on the source node, describes the
 	// running VM as its target needs it.
@@ -366,7 +366,7 @@ type VMServiceServer interface {
 	// RemoveTemplate removes one template, by key. Clones restored from it
 	// run on; the next pod of its image and shape makes it again.
 	RemoveTemplate(context.Context, *RemoveTemplateRequest) (*RemoveTemplateResponse, error)
-	// Live migration (issue 42) takes four calls, made by whoever drives
+	// Live migration takes four calls, made by whoever drives
 	// it (crimuxctl vm migrate, the kubectl plugin through the node
 	// agents). GetMigrationSource, on the source node, describes the
 	// running VM as its target needs it.

@@ -1,7 +1,7 @@
 // Package bootwatch tells a VM whose guest never got past its firmware or
-// boot loader from one that booted: libvirt says both are running, and so
-// did crimux's CRI status until issue 37 (a nested guest under KVM that
-// hung after GRUB for minutes was "Running").
+// boot loader from one that booted: libvirt says both are running (a
+// nested guest under KVM that hangs after GRUB for minutes is "running"
+// to libvirt), so the CRI status asks this watch too.
 //
 // A watch starts when crimux cold-boots a VM (StartContainer, a power-on
 // from Shutdown) and polls the VM's signs of an operating system: a

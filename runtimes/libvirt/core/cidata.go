@@ -44,7 +44,7 @@ func (ISOCIData) WriteCIData(dir string, files cloudinit.Files) (string, error) 
 }
 
 // CIDataSize is every cloud-init volume's size (zeros after the ISO, a
-// hole in the file): a clone's guest (issue 39) keeps the size its
+// hole in the file): a clone's guest keeps the size its
 // template's volume had, and reads the pod's volume with it. The ISO is
 // at most MaxUserData and a few small files.
 const CIDataSize = 1 << 20

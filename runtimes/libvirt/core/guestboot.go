@@ -36,7 +36,7 @@ type GuestBoot struct {
 	Booted  bool
 	Message string
 	// Reason, when set, is no boot watch's finding but how the VM
-	// started (issue 39): a Normal event of that reason.
+	// started: a Normal event of that reason.
 	Reason string
 }
 

@@ -7,7 +7,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
 
-// Exit reasons of live migration (issue 42).
+// Exit reasons of live migration.
 const (
 	// ReasonMigrated: the VM left this node, live; it runs on another.
 	ReasonMigrated = "Migrated"

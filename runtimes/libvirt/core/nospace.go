@@ -11,7 +11,7 @@ import (
 	"github.com/crimux/crimux/vmtypes"
 )
 
-// A full disk under a running VM (issue 41): qemu's default for a disk
+// A full disk under a running VM: qemu's default for a disk
 // write that finds no space (werror=enospc) is to pause the guest, not
 // to fail the write to it, which a guest's filesystem takes as a broken
 // disk. So a VM on a full state dir pauses; crimux says so (its log, its

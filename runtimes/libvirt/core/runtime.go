@@ -100,7 +100,7 @@ type Options struct {
 	// TemplateLimits bound the templates (instant.Maker's fields of the
 	// same names).
 	TemplateLimits TemplateLimits
-	// Migration is the node's live migration endpoint (issue 42); nil:
+	// Migration is the node's live migration endpoint; nil:
 	// VMs neither leave nor arrive.
 	Migration *migration.Config
 }
@@ -209,7 +209,7 @@ type Runtime struct {
 	CIData CIDataWriter
 	// Shares runs the virtiofsd of VM shares; nil: VMs get no shares.
 	Shares Shares
-	// Migration is this node's part in live migrations (issue 42); nil:
+	// Migration is this node's part in live migrations; nil:
 	// VMs neither leave nor arrive.
 	Migration *migration.Node
 	Locks     Locks

@@ -71,7 +71,7 @@ func (r *Runtime) StartingQemu(c *store.Container, start func() error) error {
 }
 
 // ArmIncoming opens the grant for the qemu that an incoming live
-// migration starts for VM c (issue 42), as StartingQemu does for a
+// migration starts for VM c, as StartingQemu does for a
 // start, until disarm: the target's libvirtd starts that qemu whenever
 // the source's asks.
 func (r *Runtime) ArmIncoming(c *store.Container) (disarm func(), err error) {

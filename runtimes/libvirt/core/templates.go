@@ -10,7 +10,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
 
-// A template (issue 39) is made by booting its image once in a VM of no
+// A template is made by booting its image once in a VM of no
 // pod's: a domain named TemplateDomain(key), known to the runtime only
 // while it is being made. The placement server asks the runtime about it
 // as about any crimux VM (its cgroup, its uid, its NIC); these answer it.

@@ -21,7 +21,7 @@ import (
 )
 
 // InstantHandler is the RuntimeClass handler whose VM pods start from
-// their image's booted template (issue 39) where their shape allows.
+// their image's booted template where their shape allows.
 const InstantHandler = "vm-instant"
 
 // A VM pod that asks for it (RuntimeClass vm-instant, or the annotation

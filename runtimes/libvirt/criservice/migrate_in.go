@@ -17,7 +17,7 @@ import (
 	"github.com/crimux/crimux/vmtypes"
 )
 
-// A migration target (issue 42) is a VM pod made with the annotation
+// A migration target is a VM pod made with the annotation
 // crimux.io/migrate-from. Its container is created as any VM's (its
 // disk, cloud-init volume, console, cgroup) but its VM is not booted:
 // StartContainer marks it running with no qemu, waiting; PrepareMigration

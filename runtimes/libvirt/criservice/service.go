@@ -21,7 +21,7 @@ import (
 type Service struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 	*core.Runtime
-	// Instant makes templates and restores clones from them (issue 39);
+	// Instant makes templates and restores clones from them;
 	// nil: every VM boots.
 	Instant *instant.Maker
 

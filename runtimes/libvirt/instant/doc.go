@@ -1,4 +1,4 @@
-// Package instant starts VM pods from booted templates (issue 39).
+// Package instant starts VM pods from booted templates.
 //
 // A template is an image booted once in a shape (vCPUs, memory, the
 // accelerator) with a neutral identity, its guest settled (cloud-init

@@ -1,4 +1,4 @@
-// Package migration is a node's part in live migrations (issue 42): the
+// Package migration is a node's part in live migrations: the
 // TLS endpoint that carries the streams of VMs arriving here (migproxy),
 // the key pair libvirtd's peer connections use, the limits of VMs leaving
 // (how many at once, bandwidth, completion timeout) and the targets

@@ -14,7 +14,7 @@ import (
 	"github.com/crimux/crimux/internal/errdefs"
 )
 
-// Record copies (issue 41): a record CRI sees (neither being created
+// Record copies: a record CRI sees (neither being created
 // nor removed) also has a copy, as JSON, in the directory of what it
 // describes:
 //

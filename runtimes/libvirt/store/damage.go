@@ -15,7 +15,7 @@ import (
 	"github.com/crimux/crimux/internal/errdefs"
 )
 
-// A damaged store (issue 41): a vm.db truncated (a full disk, a copy cut
+// A damaged store: a vm.db truncated (a full disk, a copy cut
 // short) or with pages overwritten. bbolt maps the file and trusts it: a
 // meta page naming pages past the end of a truncated file made crimux die
 // of SIGBUS in bolt.Open, with no word of which file or what to do. So

@@ -63,7 +63,7 @@ type Sandbox struct {
 	// (core.Identities); nil for a pod whose VM runs as libvirt's shared
 	// qemu user (made by an older crimux, or identities off).
 	Identity *VMIdentity `json:"identity,omitempty"`
-	// MigratedAway: the pod's VM moved to another node, live (issue 42).
+	// MigratedAway: the pod's VM moved to another node, live.
 	// Its disk is the VM's past: no container of the pod boots it again.
 	MigratedAway bool `json:"migrated_away,omitempty"`
 	// Arrived: the pod's VM arrived by live migration; its later
@@ -147,13 +147,13 @@ type Container struct {
 	// PowerState is the power state the user chose through the VM API
 	// (runtimes/libvirt/vmops); "" is Running.
 	PowerState vmtypes.PowerState `json:"power_state,omitempty"`
-	// RootVolume is the volume the VM's root disk lives on (issue 38);
+	// RootVolume is the volume the VM's root disk lives on;
 	// nil: the pod's overlay (Sandbox.Disk).
 	RootVolume *RootVolume `json:"root_volume,omitempty"`
 	// Clone: the VM's first start restores template Clone.Key's saved
-	// state instead of booting (issue 39); nil boots it.
+	// state instead of booting; nil boots it.
 	Clone *Clone `json:"clone,omitempty"`
-	// Migration: the VM is moving to or from another node (issue 42).
+	// Migration: the VM is moving to or from another node.
 	Migration *Migration `json:"migration,omitempty"`
 }
 

@@ -1,4 +1,4 @@
-// Package template keeps the VM templates of instant start (issue 39): an
+// Package template keeps the VM templates of instant start: an
 // image booted once with a neutral identity, its guest agent answering,
 // then saved by libvirt (memory and device state) with the disk overlay
 // it wrote. A clone is restored from one (its own header in front of the

@@ -2,8 +2,8 @@ package virt
 
 import "time"
 
-// Migrations move a running domain to another node's libvirtd, live
-// (issue 42). libvirt drives them peer to peer: this libvirtd connects to
+// Migrations move a running domain to another node's libvirtd, live.
+// libvirt drives them peer to peer: this libvirtd connects to
 // the peer's over libvirt's TLS, and qemu's streams (memory, and the NBD
 // copy of local disks) go over unix sockets that crimux carries between
 // the nodes (migproxy), so qemu never listens on a node's address.

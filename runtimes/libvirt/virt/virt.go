@@ -77,7 +77,7 @@ type Power interface {
 }
 
 // SavedStates save a running domain's state to a file and start domains
-// from such files: the VM templates and their clones (issue 39).
+// from such files: the VM templates and their clones.
 type SavedStates interface {
 	// SaveState saves the running domain's memory and device state into
 	// path, a file libvirtd creates as root (mode 0600), and stops the

@@ -1,5 +1,5 @@
 // Package rebuild makes the VM runtime's store again when it is damaged
-// or lost (`crimuxctl store rebuild`, issue 41), while crimux is stopped.
+// or lost (`crimuxctl store rebuild`), while crimux is stopped.
 // The damaged store is moved aside, never deleted; the new one holds the
 // records that libvirt's domains and the state dir's directories prove
 // together: a domain named for its container, stamped with this crimux's
