@@ -161,7 +161,7 @@ e2e-vm-storage: build bed
 # booted as it is by the next pod, its snapshots listed and restored), and
 # the bad volumes refused. `make e2e` (so `make test`) runs these too.
 e2e-vm-durable: build bed
-	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMDurableRootDisk|TestVMDurableBadInput)$$' ./test/e2e/
+	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMDurableRootDisk|TestVMDurableBadInput|TestVMDurableVolumeLinkRace)$$' ./test/e2e/
 
 # e2e-faults: what a node does to crimux in a bad week (issue 41): the
 # state dir's filesystem filled under a running VM and new pods; the store
