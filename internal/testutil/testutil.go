@@ -33,6 +33,14 @@ func (b *SyncBuffer) String() string {
 // timeout passes. what says what was waited for.
 func Eventually(t testing.TB, timeout time.Duration, what string, f func() error) {
 	t.Helper()
+	EventuallyEvery(t, timeout, 200*time.Millisecond, what, f)
+}
+
+// EventuallyEvery is Eventually with at most every between tries: for a
+// try that costs what it waits for (an exec through kubelet into a VM
+// that is still booting, on the same few CPUs).
+func EventuallyEvery(t testing.TB, timeout, every time.Duration, what string, f func() error) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	poll := 10 * time.Millisecond
 	for {
@@ -44,6 +52,6 @@ func Eventually(t testing.TB, timeout time.Duration, what string, f func() error
 			t.Fatalf("%s: not within %s: %v", what, timeout, err)
 		}
 		time.Sleep(poll)
-		poll = min(2*poll, 200*time.Millisecond)
+		poll = min(2*poll, every)
 	}
 }

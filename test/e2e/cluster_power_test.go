@@ -156,7 +156,9 @@ func requireExecRefused(t *testing.T, v vmPodRef, state string) {
 func guestRead(t *testing.T, v vmPodRef, cmd string) string {
 	t.Helper()
 	var out string
-	testutil.Eventually(t, guestBootTimeout, "kubectl exec "+cmd, func() error {
+	// A try every 2 s at most: each is an exec through kube-apiserver,
+	// kubelet and crimux on the CPUs the booting guest needs.
+	testutil.EventuallyEvery(t, guestBootTimeout, 2*time.Second, "kubectl exec "+cmd, func() error {
 		var err error
 		out, err = kubectlErr(v.k8s, "-n", clusterNamespace, "exec", v.name, "--", "sh", "-c", cmd)
 		if err != nil {

@@ -40,7 +40,7 @@ rc=0
 t_kubelet=$SECONDS
 k8s=$("$repo/test/k8s/build.sh")
 if "$repo/test/cluster/up.sh" >&2 && "$here/kubelet.sh" >&2; then
-	(cd "$repo" && CRIMUX_E2E_NODE=1 CRIMUX_K8S=$k8s "$GO" test -count=1 -v -timeout 20m -run '^TestNodeKubelet$' ./test/e2e/) 2>&1 | tee -a "$log" || rc=$?
+	(cd "$repo" && CRIMUX_E2E_NODE=1 CRIMUX_K8S=$k8s "$GO" test -count=1 -v -timeout 30m -run '^TestNodeKubelet$' ./test/e2e/) 2>&1 | tee -a "$log" || rc=$?
 else
 	echo "e2e-node: the node did not join the cluster" >&2
 	echo "--- FAIL: TestNodeKubelet/joining the cluster" >>"$log"

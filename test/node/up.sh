@@ -38,7 +38,10 @@ t1=$SECONDS
 # -cpu max offers svm/vmx: the node blacklists kvm_amd/kvm_intel
 # (files/etc/modprobe.d) so that crimux's accel auto picks tcg. (With
 # svm=off,vmx=off here, systemd's mounts failed with 'protocol' at boot.)
-nice -n 19 ionice -c3 qemu-system-x86_64 -name crimux-node -accel tcg,thread=multi -cpu max -smp 2 -m "$NODE_MEM_MIB" \
+# Not niced: the node runs beside the host's suites (test/all.sh), and a
+# niced node got next to no CPU while their TCG guests ran (its own VMs,
+# TCG inside TCG, then missed every deadline).
+qemu-system-x86_64 -name crimux-node -accel tcg,thread=multi -cpu max -smp 2 -m "$NODE_MEM_MIB" \
 	-nodefaults -display none -vga none \
 	-drive "file=$NODE_RUN/node.qcow2,if=virtio,cache=unsafe,discard=unmap" \
 	-netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$NODE_SSH_PORT-:22" -device "virtio-net-pci,netdev=n0,mac=$NODE_UPLINK_MAC" \
