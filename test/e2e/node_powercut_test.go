@@ -248,7 +248,9 @@ func (n *nodeCluster) afterPowerCutDiagnosis(t *testing.T) {
 		out, _ := kubectlErr(n.k8s, "-n", clusterNamespace, "get", "pod", name, "-o", "jsonpath={.status}")
 		t.Logf("pod %s status: %s", name, out)
 	}
-	for _, script := range []string{"crictl pods", "crictl ps -a",
+	for _, script := range []string{"crictl pods", "crictl ps -a", "virsh list --all",
+		"for c in $(crictl ps -a -q --name vm); do echo \"== $c\"; crictl logs --tail 15 $c 2>&1; done",
+		"for d in $(virsh list --name); do virsh domblkstat $d vda; done",
 		"journalctl -b -u crimux --no-pager | tail -n 80", "journalctl -b -u kubelet --no-pager | grep -v ' I[0-9]' | tail -n 60"} {
 		out, err := nodeTry(script)
 		t.Logf("in the node: %s (%v)\n%s", script, err, out)
