@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/crimux/crimux/internal/tenantfs"
 )
 
 // The volume under /crimux/cloud-init is the tenant's: it may change
@@ -75,7 +77,7 @@ func openRegularBeneath(dir, name string) (*os.File, error) {
 		return nil, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, fmt.Errorf("%s is %s, not a regular file", name, fileKind(st.Mode))
+		return nil, fmt.Errorf("%s is %s, not a regular file", name, tenantfs.FileKind(st.Mode))
 	}
 	// O_NONBLOCK and O_NOCTTY cannot matter for a regular file; they are
 	// there in case the check above is ever wrong.
@@ -204,23 +206,4 @@ func readLink(fd int) (string, error) {
 		return "", unix.ENAMETOOLONG
 	}
 	return string(buf[:n]), nil
-}
-
-// fileKind names a file type for an error message.
-func fileKind(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-		return "a directory"
-	case unix.S_IFIFO:
-		return "a FIFO"
-	case unix.S_IFCHR:
-		return "a character device"
-	case unix.S_IFBLK:
-		return "a block device"
-	case unix.S_IFSOCK:
-		return "a socket"
-	case unix.S_IFLNK:
-		return "a symbolic link"
-	}
-	return "of an unknown kind"
 }

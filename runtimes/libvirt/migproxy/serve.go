@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/crimux/crimux/internal/tenantfs"
 )
 
 // serve carries one connection from a source node: TLS handshake, header,
@@ -126,7 +128,7 @@ func dialLocal(path string, uid int, timeout time.Duration) (*net.UnixConn, erro
 		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return nil, fmt.Errorf("%s %w: a %s, not a socket", path, errForeignSocket, fileType(st.Mode))
+		return nil, fmt.Errorf("%s %w: %s, not a socket", path, errForeignSocket, tenantfs.FileKind(st.Mode))
 	}
 	d := net.Dialer{Timeout: timeout}
 	c, err := d.Dial("unix", "/proc/self/fd/"+strconv.Itoa(fd))
@@ -163,23 +165,6 @@ func peerUID(c *net.UnixConn) (uint32, error) {
 		return 0, fmt.Errorf("peer credentials: %w", credErr)
 	}
 	return cred.Uid, nil
-}
-
-// fileType names the type in mode, for a refusal's message.
-func fileType(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFLNK:
-		return "symlink"
-	case unix.S_IFREG:
-		return "regular file"
-	case unix.S_IFDIR:
-		return "directory"
-	case unix.S_IFIFO:
-		return "FIFO"
-	case unix.S_IFCHR, unix.S_IFBLK:
-		return "device"
-	}
-	return fmt.Sprintf("file of type %#o", mode&unix.S_IFMT)
 }
 
 // logEnd logs how a carried connection ended.

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/crimux/crimux/runtimes/libvirt/tenantfs"
+	"github.com/crimux/crimux/internal/tenantfs"
 )
 
 // givenDisk is the record of a filesystem volume's disk file given to a

@@ -15,7 +15,7 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/runtimes/libvirt/tenantfs"
+	"github.com/crimux/crimux/internal/tenantfs"
 )
 
 // Source is the image's disk an empty volume gets.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/runtimes/libvirt/tenantfs"
+	"github.com/crimux/crimux/internal/tenantfs"
 )
 
 // Capacity is how many bytes the volume holds: the block device's size,

@@ -85,7 +85,7 @@ func (r *Root) Open(name string, flag int) (*os.File, error) {
 		return nil, r.pathErr("stat", name, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, r.pathErr("open", name, fmt.Errorf("it is %s, not a regular file", fileKind(st.Mode)))
+		return nil, r.pathErr("open", name, fmt.Errorf("it is %s, not a regular file", FileKind(st.Mode)))
 	}
 	// The O_PATH descriptor's own magic link: the very inode checked,
 	// not a name looked up again.
@@ -253,9 +253,11 @@ func (r *Root) pathErr(op, name string, err error) error {
 	return &os.PathError{Op: op, Path: r.path(name), Err: err}
 }
 
-// fileKind names a file type for an error message.
-func fileKind(mode uint32) string {
+// FileKind names a file type for an error message ("a FIFO").
+func FileKind(mode uint32) string {
 	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return "a regular file"
 	case unix.S_IFDIR:
 		return "a directory"
 	case unix.S_IFIFO:
