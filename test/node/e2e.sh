@@ -57,6 +57,11 @@ echo "e2e-node: critest in the node took $((SECONDS - t_critest))s" >&2
 passed=$(grep -cE -- '--- PASS: TestNode(Kubelet)?/' "$log" || true)
 failed=$(grep -cE -- '--- FAIL: TestNode(Kubelet)?/' "$log" || true)
 skipped=$(grep -cE -- '--- SKIP: TestNode(Kubelet)?/' "$log" || true)
+# A step cut by go test's -timeout prints no FAIL line of its own.
+if grep -q '^panic: test timed out' "$log"; then
+	failed=$((failed + 1))
+	echo "e2e-node: a step ran past go test's timeout: $(grep -m1 -A2 '^panic: test timed out' "$log" | tr '\n' ' ')" >&2
+fi
 "$here/down.sh"
 echo "e2e-node: $((SECONDS - start))s in all" >&2
 host=/run/crimux-testbed/critest-crimux.summary
