@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crimux/crimux/internal/testutil"
 )
 
 // A durable VM's volume is the tenant's: another pod of theirs on the same
@@ -47,6 +49,7 @@ func TestVMDurableVolumeLinkRace(t *testing.T) {
   "linux": {}
 }`, busyboxImage, canary, dir))
 	c.crictl("start", c.crictl("create", planter, ctr, podJSON(t, "link-planter", "")))
+	requirePlanting(t, vol.disk, canary)
 
 	const rounds = 6
 	refused, imported := 0, 0
@@ -69,7 +72,24 @@ func TestVMDurableVolumeLinkRace(t *testing.T) {
 			t.Fatalf("round %d: the root-only host file behind the tenant's link was written: %q (%v)", i, firstBytes(got), err)
 		}
 	}
+	requirePlanting(t, vol.disk, canary)
 	t.Logf("%d rounds: %d imports refused the tenant's link, %d wrote a disk of their own; the host file unchanged", rounds, refused, imported)
+}
+
+// requirePlanting: the second pod plants its link at path again within
+// seconds of the name being free, so every import raced it.
+func requirePlanting(t *testing.T, path, target string) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, "the second pod planting its link", func() error {
+		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		time.Sleep(500 * time.Millisecond)
+		if got, err := os.Readlink(path); err != nil || got != target {
+			return fmt.Errorf("%s: %q %v", path, got, err)
+		}
+		return nil
+	})
 }
 
 // seedUnfinishedImport makes path a small qcow2 carrying crimux's mark
