@@ -8,12 +8,18 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
 
-// collectTemplateDomain removes a template's domain that no making owns:
-// one left by a crimux that stopped while making it (its template is
-// failed: instant.Maker.Recover). Its qemu runs as a uid crimux no longer
-// knows, so it goes in the first pass, before any pod may get that uid.
+// collectTemplateDomain removes a template's domain of this crimux that
+// no making owns: one left by a crimux that stopped while making it (its
+// template is failed: instant.Maker.Recover). Its qemu runs as a uid
+// crimux no longer knows, so it goes in the first pass, before any pod
+// may get that uid. Another crimux's (another instance on the same
+// libvirtd, making its own template right now) is foreign: left alone.
 func (r *Collector) collectTemplateDomain(l virt.Libvirt, d virt.Domain, rep *GCReport) {
 	if r.IsMakingTemplate(d.Name) {
+		return
+	}
+	if meta, ok := domainMetadata(l, d); !ok || meta.Instance != r.Opts.Instance {
+		rep.Foreign = append(rep.Foreign, d.Name)
 		return
 	}
 	if err := core.DestroyAndUndefine(l, d.Name); err != nil {
