@@ -2,7 +2,7 @@
 #
 #   make run     run crimux on this machine (starts the test bed containerd if none runs)
 #   make test    everything CI runs: vet, gofmt, unit tests (-race), e2e, a real kubelet, chaos, critest,
-#                and the cgroup v2 / systemd node (a VM: test/node) beside them; ends with a time table
+#                and the cgroup v2 / systemd node (a VM: test/node); ends with a time table
 #   make check   before a commit: vet, gofmt, unit tests, the VM runtime's e2e smoke
 #   make install install crimux on a node (DESTDIR, PREFIX, SYSCONFDIR, UNITDIR)
 #   make dist    the release tarball, dist/crimux-VERSION-linux-amd64.tar.gz (docs/node.md)
@@ -73,9 +73,9 @@ RUN_FLAGS ?=
 run: build
 	./hack/run.sh $(RUN_FLAGS)
 
-# test: every suite below, side by side where they share nothing, the
-# bed's builds in the background from the start, and a time table at the
-# end (test/all.sh; each suite's log in CRIMUX_TEST_LOGS).
+# test: every suite below, the bed's builds in the background from the
+# start, and a time table at the end (test/all.sh; each suite's log in
+# CRIMUX_TEST_LOGS).
 test:
 	GO=$(GO) TESTBED=$(TESTBED) ./test/all.sh
 

@@ -18,7 +18,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 # The node joins a control plane of its own (test/cluster/lib.sh), so this
-# suite shares no daemon with the host's suites and runs beside them
+# suite shares no daemon with the host's suites and may run beside them
 # (test/all.sh).
 export CLUSTER_INSTANCE=${CLUSTER_INSTANCE:-node}
 export CRIMUX_CLUSTER_PKI=/var/lib/crimux-testbed/cluster-$CLUSTER_INSTANCE/pki
