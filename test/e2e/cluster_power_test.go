@@ -40,7 +40,7 @@ func (v vmPodRef) annotate(t *testing.T, kv string) {
 func (v vmPodRef) waitAnnotation(t *testing.T, timeout time.Duration, key string, ok func(string) bool) clusterPod {
 	t.Helper()
 	var p clusterPod
-	testutil.Eventually(t, timeout, "pod annotation "+key, func() error {
+	testutil.Eventually(t, slowed(timeout), "pod annotation "+key, func() error {
 		var err error
 		if p, err = getPod(v.k8s, v.name); err != nil {
 			return err

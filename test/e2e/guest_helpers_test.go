@@ -26,9 +26,11 @@ const (
 	guestMemory   = 1 << 30
 	guestMarker   = "crimux-user-data-ran"
 	guestHostname = "guest-0"
-	// Under TCG the Debian guest takes minutes to boot and run cloud-init.
-	guestBootTimeout = 8 * time.Minute
 )
+
+// guestBootTimeout: under TCG the Debian guest takes minutes to boot and
+// run cloud-init (longer inside the test node, see slowed).
+var guestBootTimeout = slowed(8 * time.Minute)
 
 // startGuestCrimux skips the test unless CRIMUX_GUEST is set (make
 // target runs it), and starts crimux (TCG) with the Debian guest pulled.

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -312,4 +313,23 @@ func writeJSON(t *testing.T, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// slowFactor stretches the deadlines of waits on a guest or node that
+// runs slower than a host's VM: the test node (test/node) is a TCG VM
+// whose own VMs are TCG inside TCG, about 15 times slower than on the
+// host, and slower again while the host's suites share the 2 cores
+// (test/all.sh runs it beside them and sets CRIMUX_E2E_SLOW). 1 unless
+// CRIMUX_E2E_SLOW is a number above 1.
+var slowFactor = func() float64 {
+	f, err := strconv.ParseFloat(os.Getenv("CRIMUX_E2E_SLOW"), 64)
+	if err != nil || f < 1 {
+		return 1
+	}
+	return f
+}()
+
+// slowed is d stretched by slowFactor.
+func slowed(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * slowFactor)
 }

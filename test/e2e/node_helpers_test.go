@@ -56,9 +56,11 @@ func nodeRun(t *testing.T, script string) string {
 	return out
 }
 
-// nodeWait retries script in the node until it succeeds or timeout passes.
+// nodeWait retries script in the node until it succeeds or timeout
+// (slowed) passes.
 func nodeWait(t *testing.T, timeout time.Duration, what, script string) string {
 	t.Helper()
+	timeout = slowed(timeout)
 	deadline := time.Now().Add(timeout)
 	for {
 		out, err := nodeTry(script)

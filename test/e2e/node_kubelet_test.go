@@ -118,7 +118,7 @@ func (n *nodeCluster) podsRunning(t *testing.T) {
 	kubectlApply(t, n.k8s, nodeClusterVMPod)
 	kubectlApply(t, n.k8s, nodeClusterCtrPod)
 	var vmID, ctrID string
-	testutil.Eventually(t, 5*time.Minute, "both pods Running on the node", func() error {
+	testutil.Eventually(t, slowed(5*time.Minute), "both pods Running on the node", func() error {
 		var err error
 		if n.vm, err = getPod(n.k8s, "vm"); err != nil {
 			return err
@@ -151,7 +151,7 @@ func (n *nodeCluster) podsRunning(t *testing.T) {
 }
 
 func (n *nodeCluster) logs(t *testing.T) {
-	testutil.Eventually(t, 4*time.Minute, "the console's marker in kubectl logs", func() error {
+	testutil.Eventually(t, slowed(4*time.Minute), "the console's marker in kubectl logs", func() error {
 		if logs, err := kubectlErr(n.k8s, "-n", clusterNamespace, "logs", "vm"); err != nil || !strings.Contains(logs, vmMarker) {
 			return fmt.Errorf("%v: %s", err, tail(logs, 5))
 		}
@@ -177,7 +177,7 @@ func (n *nodeCluster) exec(t *testing.T) {
 // portForward: the guest's httpd (:8080, up once it has its DHCP lease)
 // through kube-apiserver, the node's kubelet and crimux.
 func (n *nodeCluster) portForward(t *testing.T) {
-	testutil.Eventually(t, 2*time.Minute, "the guest's httpd through kubectl port-forward", func() error {
+	testutil.Eventually(t, slowed(2*time.Minute), "the guest's httpd through kubectl port-forward", func() error {
 		local, stop, err := kubectlPortForward(n.k8s, "vm", 8080)
 		if err != nil {
 			return err

@@ -118,7 +118,7 @@ func (n *nodeCluster) podContainers(t *testing.T) map[string]string {
 func (n *nodeCluster) waitPodsRemade(t *testing.T, before map[string]string) map[string]string {
 	t.Helper()
 	after := map[string]string{}
-	testutil.Eventually(t, 6*time.Minute, "kubelet making every pod again", func() error {
+	testutil.Eventually(t, slowed(6*time.Minute), "kubelet making every pod again", func() error {
 		for _, name := range nodePodNames {
 			p, err := getPod(n.k8s, name)
 			if err != nil {
