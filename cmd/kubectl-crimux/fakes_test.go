@@ -29,6 +29,8 @@ type behaviour struct {
 	finishFails   string // T's FinishMigration fails, saying so
 	noFinish      bool   // T's agent never calls FinishMigration
 	arrivedAnyway bool   // S's Migrate fails, yet the VM runs in T
+	forgedFinish  bool   // T's agent says the VM arrived as soon as it prepared
+	sourceSilent  bool   // S's agent answers migrate-to, then never migrates
 	staleFirst    bool   // S's agent first writes answers of an earlier attempt
 	targetFails   bool   // kubelet refuses T (phase Failed, NodeAffinity)
 	onTargetRun   func() // called once T runs
@@ -190,6 +192,9 @@ func (f *fakeCluster) target(ctx context.Context, p *corev1.Pod, from string) {
 			Source: from, LibvirtURI: "qemu+tls://10.0.0.2/system", Address: "10.0.0.2", Token: token,
 			DomainXML: "<domain/>", DomainName: "crimux-x", Disks: []string{"vda"},
 		})
+		if f.b.forgedFinish {
+			f.annotate(ctx, p, kubeapi.AnnotationMigrationFinish, kubeapi.MigrationFinish{Token: token, Phase: kubeapi.MigrationSucceeded})
+		}
 	}
 	var res kubeapi.MigrationResult
 	if ok, _ := kubeapi.DecodeAnnotation(a, kubeapi.AnnotationMigrationResult, &res); ok && res.Token == token && !f.b.noFinish && f.first("finish:"+p.Name) {
@@ -221,7 +226,7 @@ func (f *fakeCluster) source(ctx context.Context, p *corev1.Pod, to string) {
 		return
 	}
 	var tgt kubeapi.MigrationTarget
-	if ok, _ := kubeapi.DecodeAnnotation(a, kubeapi.AnnotationMigrationTarget, &tgt); !ok || tgt.Source != p.Namespace+"/"+p.Name || !f.first("migrate:"+tgt.Token) {
+	if ok, _ := kubeapi.DecodeAnnotation(a, kubeapi.AnnotationMigrationTarget, &tgt); !ok || tgt.Source != p.Namespace+"/"+p.Name || f.b.sourceSilent || !f.first("migrate:"+tgt.Token) {
 		return
 	}
 	go func() {

@@ -82,11 +82,59 @@ func (m *migration) run(ctx context.Context) error {
 	if o.failure != "" {
 		return m.fail(o, s, t)
 	}
+	if !sourceSent(o.state, m.currentSource(s)) {
+		return m.keepBoth(o, s, t)
+	}
 	m.printf("%s", finishLine(m.now().Sub(start), *o.finish))
 	if o.finish.Note != "" {
 		m.printf("note: %s", o.finish.Note)
 	}
 	return m.removeSource(s, t)
+}
+
+// currentSource is S as the API server has it now; nil if it is gone or
+// another pod has its name.
+func (m *migration) currentSource(s *corev1.Pod) *corev1.Pod {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cleanupWait)
+	defer cancel()
+	cur, err := m.client.CoreV1().Pods(m.ns).Get(ctx, s.Name, metav1.GetOptions{})
+	if err != nil || cur.UID != s.UID {
+		return nil
+	}
+	return cur
+}
+
+// sourceSent: S's node agent said its Migrate of this migration's token
+// succeeded (the VM left S), as the relay saw it or as S (cur, read
+// last; nil: gone) says now: the relay may have stopped just as S's
+// agent said so. Only S's agent, on S's node, may write S's result (the
+// node agents' admission policy): T's node's word never deletes S.
+func sourceSent(st relayState, cur *corev1.Pod) bool {
+	if st.moved {
+		return true
+	}
+	if st.token == "" || cur == nil {
+		return false
+	}
+	var res kubeapi.MigrationResult
+	ok, _ := kubeapi.DecodeAnnotation(cur.Annotations, kubeapi.AnnotationMigrationResult, &res)
+	return ok && res.Token == st.token && res.Phase == kubeapi.MigrationSucceeded
+}
+
+// keepBoth ends a migration whose target's node says the VM arrived while
+// the source's has not said it left: both pods are kept, and the user is
+// told how to end it once they checked where the VM runs.
+func (m *migration) keepBoth(o outcome, s, t *corev1.Pod) error {
+	said := "has not said it left"
+	if why := o.state.sourceFailed; why != "" {
+		said = "said: " + why
+	}
+	if o.finish.Note != "" {
+		m.eprintf("note from pod %s's node agent: %s", t.Name, o.finish.Note)
+	}
+	m.eprintf("pod %s's node agent says the VM arrived, but pod %s/%s's (on %s) %s; both pods are kept: once you checked that the VM runs in pod %s alone, kubectl delete pod -n %s %s",
+		t.Name, m.ns, s.Name, s.Spec.NodeName, said, t.Name, m.ns, s.Name)
+	return errReported
 }
 
 // ended is err, or what ended ctx if it did (a signal).
@@ -223,17 +271,8 @@ func (m *migration) fail(o outcome, s, t *corev1.Pod) error {
 	defer cancel()
 	st := o.state
 	m.eprintf("kubectl-crimux: migration of pod %s/%s to %s failed: %s", m.ns, s.Name, m.node, o.failure)
-	cur, err := m.client.CoreV1().Pods(m.ns).Get(ctx, s.Name, metav1.GetOptions{})
-	if err != nil || cur.UID != s.UID {
-		cur = nil
-	}
-	if !st.moved && st.token != "" && cur != nil {
-		// The relay may have stopped just as S's agent said so.
-		var res kubeapi.MigrationResult
-		if ok, _ := kubeapi.DecodeAnnotation(cur.Annotations, kubeapi.AnnotationMigrationResult, &res); ok {
-			st.moved = res.Token == st.token && res.Phase == kubeapi.MigrationSucceeded
-		}
-	}
+	cur := m.currentSource(s)
+	st.moved = sourceSent(st, cur)
 	if st.moved && !o.finishFailed {
 		m.eprintf("the VM left pod %s: it was sent to pod %s, whose node agent has not said whether it arrived; both pods are kept (kubectl describe pod -n %s %s)",
 			s.Name, t.Name, m.ns, t.Name)

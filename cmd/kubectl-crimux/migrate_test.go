@@ -231,18 +231,43 @@ func TestMigrateNoFinishAfterTheVMLeft(t *testing.T) {
 	}
 }
 
+// T's agent says the VM arrived while S's has not said it left (a
+// compromised target node, or one that lies): S is on another node, and
+// T's word alone never deletes it. Both pods are kept for a person.
+func TestMigrateTargetsWordAloneDeletesNoSource(t *testing.T) {
+	c := newFakeCluster(t, behaviour{forgedFinish: true, sourceSilent: true}, vmPod("vm1", "node1"))
+	m, out, errOut := testMigration(c.client, "vm1", "node2", 10*time.Second)
+	if err := m.run(context.Background()); !errors.Is(err, errReported) {
+		t.Fatalf("run: %v, want a failure\n%s\n%s", err, out, errOut)
+	}
+	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
+	if getPod(t, c.client, "vm1") == nil {
+		t.Fatal("the source pod was deleted on the target's word alone")
+	}
+	if getPod(t, c.client, target) == nil {
+		t.Error("the target pod was deleted: its node says the VM runs there")
+	}
+	if strings.Contains(out.String(), "moved in") {
+		t.Error("said the VM moved on the target's word alone")
+	}
+	inOrder(t, errOut.String(), "pod vm1-mig-abcde's node agent says the VM arrived, but pod default/vm1's (on node1) has not said it left; both pods are kept")
+}
+
 // S's Migrate failed, but T's agent finds the VM arrived (it switched
-// over as the source failed): T's word is the last, S goes.
+// over as the source failed): S's node did not say the VM left, so S is
+// kept, and the user is told how to finish by hand.
 func TestMigrateSourceFailedYetArrived(t *testing.T) {
 	c := newFakeCluster(t, behaviour{sourceFails: "job cancelled", arrivedAnyway: true}, vmPod("vm1", "node1"))
 	m, out, errOut := testMigration(c.client, "vm1", "node2", 10*time.Second)
-	if err := m.run(context.Background()); err != nil {
-		t.Fatalf("run: %v\n%s\n%s", err, out, errOut)
+	if err := m.run(context.Background()); !errors.Is(err, errReported) {
+		t.Fatalf("run: %v, want a failure\n%s\n%s", err, out, errOut)
 	}
 	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
-	inOrder(t, out.String(), "moved in", "note: the source reported the migration failed, but the VM arrived here\n", "deleted source pod vm1\n")
-	if getPod(t, c.client, "vm1") != nil || getPod(t, c.client, target) == nil {
-		t.Error("the source pod is still there, or the target pod is not")
+	inOrder(t, errOut.String(), "note from pod vm1-mig-abcde's node agent: the source reported the migration failed, but the VM arrived here\n",
+		"pod vm1-mig-abcde's node agent says the VM arrived, but pod default/vm1's (on node1) said: job cancelled; both pods are kept",
+		"kubectl delete pod -n default vm1")
+	if getPod(t, c.client, "vm1") == nil || getPod(t, c.client, target) == nil {
+		t.Error("a pod was deleted")
 	}
 }
 
