@@ -82,7 +82,12 @@ func (a *guestAgent) last() string {
 // instantService is a Service whose images have a disk and whose
 // templates are made on the fakes (no tap).
 func instantService(t *testing.T) (*coretest.Env, *Service, *guestAgent) {
-	e := coretest.New(t)
+	return instantServiceWith(t, coretest.Options{})
+}
+
+// instantServiceWith is instantService on fakes made with opts.
+func instantServiceWith(t *testing.T, opts coretest.Options) (*coretest.Env, *Service, *guestAgent) {
+	e := coretest.New(t, opts)
 	e.Images.Layout = core.ImageLayout{Digest: "sha256:d1", DiskPath: "/images/d1/disk.qcow2", DiskFormat: "qcow2", DiskVirtualSize: 1 << 30}
 	agent := &guestAgent{}
 	e.Libvirt.SetAgent(agent.answer)

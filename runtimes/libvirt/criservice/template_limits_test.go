@@ -3,6 +3,7 @@ package criservice
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -10,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/internal/testutil"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
 )
@@ -267,4 +271,30 @@ func vmDomain(t *testing.T, e *coretest.Env, id string) string {
 		t.Fatal(err)
 	}
 	return c.Domain
+}
+
+// A template's VM identity is freed only once its cgroup is gone: while
+// the cgroup still holds a process (one running as that uid), no pod is
+// given it.
+func TestTemplateIdentityHeldWhileItsCgroupHoldsAProcess(t *testing.T) {
+	e, s, _ := instantServiceWith(t, coretest.Options{Identities: core.IdentityRange{Base: 700000, Count: 3}}) // 700001, 700002
+	s.Instant.CgroupRetry = 50 * time.Millisecond
+	e.Cgroups.SetRemoveFail(errors.New("remove cgroup: device or resource busy (still holds pids 4242)"))
+	sb1, cfg1 := instantPod(t, s, "first", InstantHandler, nil) // takes one identity, its template the other
+	createVM(t, s, sb1, cfg1, vmConfig(1024, 200000, 100000))
+	readyTemplate(t, s)
+	noMaking(t, s)
+
+	cfg2 := podConfig(t, "second")
+	sb2 := runSandbox(t, s, cfg2, "vm")
+	create := func() error {
+		_, err := s.CreateContainer(t.Context(), &runtimeapi.CreateContainerRequest{PodSandboxId: sb2, Config: vmConfig(1024, 200000, 100000), SandboxConfig: cfg2})
+		return err
+	}
+	if err := create(); errdefs.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a VM while the template's cgroup holds a process: %v, want ResourceExhausted (its identity still taken)", err)
+	}
+
+	e.Cgroups.SetRemoveFail(nil)
+	testutil.Eventually(t, 5*time.Second, "the template's identity freed once its cgroup went", create)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -51,7 +52,14 @@ func (m *Maker) bootAndSave(ctx context.Context, req Request, p template.Paths, 
 	if err != nil {
 		return 0, nil, err
 	}
-	defer done()
+	cgroupMade := false
+	defer func() {
+		if cgroupMade {
+			m.freeWhenGone(cg, done)
+			return
+		}
+		done()
+	}()
 	spec, err := m.files(req, p, key, id)
 	if err != nil {
 		return 0, nil, err
@@ -67,7 +75,7 @@ func (m *Maker) bootAndSave(ctx context.Context, req Request, p template.Paths, 
 	if err := m.R.Cgroups.Create(cg); err != nil {
 		return 0, nil, fmt.Errorf("cgroup of template %s: %w", key, err)
 	}
-	defer func() { _ = m.R.Cgroups.Remove(cg) }()
+	cgroupMade = true
 	dom, err := l.Define(xml)
 	if err != nil {
 		return 0, nil, fmt.Errorf("define template %s: %w", key, err)
@@ -92,6 +100,39 @@ func (m *Maker) bootAndSave(ctx context.Context, req Request, p template.Paths, 
 		return 0, nil, err
 	}
 	return img.StreamOffset, id, nil
+}
+
+// DefaultCgroupRetry is how often a template's cgroup that still held a
+// process is removed again when Maker.CgroupRetry is 0.
+const DefaultCgroupRetry = 5 * time.Second
+
+// freeWhenGone removes the template VM's cgroup cg, then frees its
+// identity (done). A cgroup that still holds a process (a qemu thread
+// exiting, or one that escaped its domain's end) keeps the identity: that
+// process runs as it, and a pod given it could signal or trace it. It is
+// removed again every CgroupRetry until it goes; only then is the
+// identity freed.
+func (m *Maker) freeWhenGone(cg core.VMCgroup, done func()) {
+	retry := m.CgroupRetry
+	if retry <= 0 {
+		retry = DefaultCgroupRetry
+	}
+	err := m.R.Cgroups.Remove(cg)
+	if err == nil {
+		done()
+		return
+	}
+	m.R.Log.Error("template cgroup not removed; its VM identity stays taken until it is", "cgroup", cg.Name, "err", err)
+	go func() {
+		for {
+			time.Sleep(retry)
+			if err := m.R.Cgroups.Remove(cg); err == nil {
+				m.R.Log.Info("template cgroup removed; its VM identity is free", "cgroup", cg.Name)
+				done()
+				return
+			}
+		}
+	}()
 }
 
 // cgroup is the cgroup of a template's VM, domain: a leaf of Parent

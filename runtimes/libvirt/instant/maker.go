@@ -79,6 +79,10 @@ type Maker struct {
 	// CPUMillis is the CPU quota of a template's VM, in thousandths of a
 	// CPU (cpu.max of its cgroup); 0: none.
 	CPUMillis int64
+	// CgroupRetry is how often the cgroup of a made template that still
+	// held a process is removed again (0 is DefaultCgroupRetry); its VM
+	// identity stays taken until it goes.
+	CgroupRetry time.Duration
 	// NIC makes a template's NIC with mac (nil: a tap alone in a network
 	// namespace of its own, isolatedNIC; tests give another).
 	NIC func(mac string) (open func(fd string) (*os.File, []string, error), closeNIC func(), err error)

@@ -193,6 +193,8 @@ type Cgroups struct {
 	Live map[string]core.VMCgroup
 	// Fail fails every call.
 	Fail error
+	// RemoveFail fails Remove alone: a cgroup that still holds a process.
+	RemoveFail error
 	// CPU and Memory are what Stats reports.
 	CPU, Memory uint64
 	// Rooms are the memory limits of pod cgroup parents (none: no limit).
@@ -235,8 +237,18 @@ func (c *Cgroups) Remove(cg core.VMCgroup) error {
 	if c.Fail != nil {
 		return c.Fail
 	}
+	if c.RemoveFail != nil {
+		return c.RemoveFail
+	}
 	delete(c.Live, cg.Name)
 	return nil
+}
+
+// SetRemoveFail sets RemoveFail while other goroutines may call Remove.
+func (c *Cgroups) SetRemoveFail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.RemoveFail = err
 }
 
 // Stats reports CPU and Memory (as both the charge and the working set).
