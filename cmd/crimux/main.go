@@ -4,7 +4,7 @@
 //
 //	crimux [flags]            run the daemon
 //	crimux config default     print the commented default config
-//	crimux version            print the version
+//	crimux version            print the version (also --version)
 //
 // As a systemd service (systemd/crimux.service, Type=notify) it says
 // READY=1 once its socket listens, pings the watchdog while the primary
@@ -30,12 +30,19 @@ func main() {
 			os.Exit(configCmd(os.Args[2:]))
 		case virtiofs.HelperCommand: // run by crimux itself: runtimes/libvirt/virtiofs
 			os.Exit(virtiofs.HelperMain(os.Args[2:]))
-		case "version":
+		}
+		if asksVersion(os.Args[1]) {
 			fmt.Printf("%s %s (CRI %s)\n", version.Name, version.Version, version.APIVersion)
 			return
 		}
 	}
 	os.Exit(run(os.Args[1:]))
+}
+
+// asksVersion: arg asks for the version (crimux version, --version, as
+// every other binary of crimux takes it).
+func asksVersion(arg string) bool {
+	return arg == "version" || arg == "--version" || arg == "-version"
 }
 
 func configCmd(args []string) int {

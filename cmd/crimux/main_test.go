@@ -93,3 +93,11 @@ func TestListenReplacesStaleSocket(t *testing.T) {
 		t.Errorf("socket mode = %o, want 660", mode)
 	}
 }
+
+func TestAsksVersion(t *testing.T) {
+	for arg, want := range map[string]bool{"version": true, "--version": true, "-version": true, "--config": false, "versions": false} {
+		if asksVersion(arg) != want {
+			t.Errorf("asksVersion(%q) = %v, want %v", arg, !want, want)
+		}
+	}
+}

@@ -32,6 +32,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/cri/statusinfo"
+	"github.com/crimux/crimux/internal/version"
 	"github.com/crimux/crimux/runtimes/libvirt/store/rebuild"
 )
 
@@ -45,7 +46,8 @@ const (
 const usage = `Usage: crimuxctl [flags] COMMAND [ARGS]
 
 Commands:
-  version    crimux's name, version and CRI API version
+  version    crimuxctl's version, then the daemon's: name, version and CRI
+             API version (crimuxctl --version: crimuxctl's alone)
   runtimes   the runtime registry: each runtime, its type, handlers, primary, readiness
   vm         VMs: list, get, reboot, power, snapshot (crimuxctl vm --help)
   gc         resources of another crimux identity: list them, or --adopt or
@@ -95,9 +97,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	c.globalFlags(fs, "unix:///run/crimux/crimux.sock", "table")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "deadline of the call (vm commands that wait on a guest extend it to their own --timeout plus a minute)")
+	showVersion := fs.Bool("version", false, "print crimuxctl's own version and exit (no daemon needed)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	if err := c.parseFlags(fs, args); err != nil {
 		return c.exit(err)
+	}
+	if *showVersion {
+		fmt.Fprintf(stdout, "crimuxctl %s\n", version.Version)
+		return 0
 	}
 	fs.Visit(func(f *flag.Flag) { c.timeoutSet = c.timeoutSet || f.Name == "timeout" })
 	fs.SetOutput(stderr)
@@ -188,15 +195,28 @@ func (c *cli) runtimeCommand(cmd string, args []string) error {
 	return c.runtimes(ctx, rs)
 }
 
+// versions are crimuxctl's own version and the daemon's answer (nil when
+// it did not answer), as -o json prints them.
+type versions struct {
+	Client string                      `json:"client"`
+	Server *runtimeapi.VersionResponse `json:"server,omitempty"`
+}
+
+// version prints crimuxctl's version first, whatever happens, then the
+// daemon's; a daemon that does not answer is an error after it.
 func (c *cli) version(ctx context.Context, rs runtimeapi.RuntimeServiceClient) error {
 	v, err := rs.Version(ctx, &runtimeapi.VersionRequest{})
-	if err != nil {
+	if c.output == "json" {
+		if perr := c.printJSON(versions{Client: version.Version, Server: v}); perr != nil {
+			return perr
+		}
 		return err
 	}
-	if c.output == "json" {
-		return c.printJSON(v)
+	fmt.Fprintf(c.stdout, "Client: crimuxctl %s\n", version.Version)
+	if err != nil {
+		return fmt.Errorf("server at %s: %w", c.endpoint, err)
 	}
-	fmt.Fprintf(c.stdout, "%s %s (CRI %s)\n", v.RuntimeName, v.RuntimeVersion, v.RuntimeApiVersion)
+	fmt.Fprintf(c.stdout, "Server: %s %s (CRI %s)\n", v.RuntimeName, v.RuntimeVersion, v.RuntimeApiVersion)
 	return nil
 }
 

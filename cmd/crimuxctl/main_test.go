@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/crimux/crimux/internal/version"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 )
 
@@ -258,5 +259,20 @@ func TestHelp(t *testing.T) {
 				t.Errorf("%v: help lacks %q:\n%s", tc.args, w, out)
 			}
 		}
+	}
+}
+
+// TestVersionWithoutDaemon: --version needs no daemon; version prints
+// crimuxctl's own version before it asks the daemon, and then says the
+// daemon did not answer (exit 1).
+func TestVersionWithoutDaemon(t *testing.T) {
+	none := "unix://" + filepath.Join(t.TempDir(), "none.sock")
+	code, out, errOut := runCLI("--endpoint", none, "--version")
+	if code != exitOK || out != "crimuxctl "+version.Version+"\n" {
+		t.Errorf("--version: exit %d, %q %q; want 0 and crimuxctl's version", code, out, errOut)
+	}
+	code, out, errOut = runCLI("--endpoint", none, "--timeout", "2s", "version")
+	if code != exitCall || out != "Client: crimuxctl "+version.Version+"\n" || !strings.Contains(errOut, "server at "+none) {
+		t.Errorf("version, no daemon: exit %d, %q %q; want %d, the client's version and the server's error", code, out, errOut, exitCall)
 	}
 }

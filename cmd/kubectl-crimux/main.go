@@ -45,7 +45,7 @@ Usage:
       is deleted and the VM runs on in POD, unchanged. Both nodes' crimux
       node agents must be on.
   kubectl crimux version
-      kubectl-crimux's version.
+      kubectl-crimux's version (also --version).
 
 Flags:
   --to NODE             the node to move the VM to (migrate)
@@ -83,6 +83,9 @@ func main() {
 type clientFunc func(o options) (kubernetes.Interface, string, error)
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, client clientFunc) int {
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		args = []string{"version"}
+	}
 	o, pos, err := parseArgs(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):

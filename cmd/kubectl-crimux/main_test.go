@@ -21,6 +21,7 @@ func TestRunCommandLine(t *testing.T) {
 		stdout, stderr string
 	}{
 		{[]string{"version"}, 0, "kubectl-crimux " + version.Version + "\n", ""},
+		{[]string{"--version"}, 0, "kubectl-crimux " + version.Version + "\n", ""},
 		{[]string{"--help"}, 0, "kubectl crimux migrate POD --to NODE", ""},
 		{[]string{"help"}, 0, "Usage:", ""},
 		{nil, 1, "", "Usage:"},
