@@ -58,13 +58,14 @@ func (r *Service) planClone(sb *store.Sandbox, p *vmPlan, opts vm.Options, stora
 		// Not replaced either: the template there serves others.
 		return fmt.Sprintf("its template cannot be used: %v", err)
 	case errdefs.IsNotFound(err) || err == nil && meta.State == template.Failed && r.Instant.RetryIn(meta) == 0:
-		if err := r.Instant.Start(req); err != nil {
+		if err := r.Instant.Start(req, sb.ID); err != nil {
 			return fmt.Sprintf("its template (image %s, %s) is not being made: %v", p.rec.ImageRef, req.Shape, err)
 		}
 		return fmt.Sprintf("its template (image %s, %s) is being made now, on its first use", p.rec.ImageRef, req.Shape)
 	case err != nil:
 		return fmt.Sprintf("its template cannot be read: %v", err)
 	case meta.State == template.Making:
+		r.Instant.Asks(req, sb.ID)
 		return fmt.Sprintf("its template (image %s, %s) is still being made", p.rec.ImageRef, req.Shape)
 	case meta.State != template.Ready:
 		return fmt.Sprintf("its template %s %s: %s (made again in %s, or at once after crimuxctl template rm %s)",
@@ -73,6 +74,14 @@ func (r *Service) planClone(sb *store.Sandbox, p *vmPlan, opts vm.Options, stora
 	r.Instant.Used(meta.Key)
 	p.rec.Clone = &store.Clone{Key: meta.Key, UUID: uuid.NewString(), MachineID: newMachineID()}
 	return ""
+}
+
+// forgetTemplateAsks: pod is stopped (it never runs again), so no
+// template being made in the background is made for it any more.
+func (r *Service) forgetTemplateAsks(pod string) {
+	if r.Instant != nil {
+		r.Instant.Forget(pod)
+	}
 }
 
 // cloneRequest is the template VM c of pod sb is restored from: its

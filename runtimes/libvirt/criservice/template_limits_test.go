@@ -298,3 +298,47 @@ func TestTemplateIdentityHeldWhileItsCgroupHoldsAProcess(t *testing.T) {
 	e.Cgroups.SetRemoveFail(nil)
 	testutil.Eventually(t, 5*time.Second, "the template's identity freed once its cgroup went", create)
 }
+
+// TestTemplateMakingEndsWithItsPods: ten rounds of a vm-instant pod of a
+// new size, made and removed, whose templates' guests never settle (no
+// agent): at most the cap of templates is ever being made, and once each
+// round's pod is stopped, its making is cancelled and leaves no
+// template behind, not even a failed one.
+func TestTemplateMakingEndsWithItsPods(t *testing.T) {
+	_, s, agent := instantService(t)
+	agent.mu.Lock()
+	agent.fail = errAgentSilent
+	agent.mu.Unlock()
+	for i := range 10 {
+		sb, cfg := instantPod(t, s, fmt.Sprintf("round-%d", i), InstantHandler, nil)
+		createVM(t, s, sb, cfg, vmConfig(int64(512+64*i), 200000, 100000))
+		all, err := s.Instant.Store.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if making := len(all); making > 1 {
+			t.Fatalf("round %d: %d templates on the node while the cap of makings is 1: %+v", i, making, all)
+		}
+		for _, call := range []func() error{
+			func() error {
+				_, err := s.StopPodSandbox(t.Context(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb})
+				return err
+			},
+			func() error {
+				_, err := s.RemovePodSandbox(t.Context(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb})
+				return err
+			},
+		} {
+			if err := call(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		testutil.Eventually(t, 10*time.Second, "no template left once the round's pod is gone", func() error {
+			all, err := s.Instant.Store.List()
+			if err == nil && len(all) > 0 {
+				err = fmt.Errorf("templates %+v", all)
+			}
+			return err
+		})
+	}
+}

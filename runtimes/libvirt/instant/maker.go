@@ -101,6 +101,8 @@ type Maker struct {
 
 	slotsOnce sync.Once
 	slots     chan struct{}
+	// askers are the pods each background making is for.
+	askers askers
 	// room serializes evictions and the making of templates' directories.
 	room sync.Mutex
 }
@@ -220,19 +222,23 @@ func (m *Maker) RetryIn(meta template.Meta) time.Duration {
 	return max(time.Until(time.Unix(0, at).Add(after)), 0)
 }
 
-// Start makes req's template in the background unless there is one
-// already (ready, being made, or failed less than RetryAfter ago): nil
-// if one is being made now. A making beyond MaxMaking is not started
-// nor queued: ErrBusy.
-func (m *Maker) Start(req Request) error {
+// Start makes req's template in the background, for pod (its sandbox
+// ID; "" for none), unless there is one already (ready, being made, or
+// failed less than RetryAfter ago): nil if one is being made now. A
+// making beyond MaxMaking is not started nor queued: ErrBusy. A making
+// in the background is cancelled, and leaves nothing, once every pod that
+// asked for it (Start, Asks) is forgotten (Forget).
+func (m *Maker) Start(req Request, pod string) error {
 	key := m.Key(req)
 	if err := m.toMake(req, key); err != nil {
 		if errors.Is(err, errdefs.ErrAlreadyExists) && !errors.Is(err, ErrOtherTemplate) {
+			m.askers.ask(key, pod)
 			return nil // made meanwhile, or being made
 		}
 		return err
 	}
 	if _, mine := m.claim(key); !mine {
+		m.askers.ask(key, pod)
 		return nil // being made
 	}
 	select {
@@ -241,15 +247,32 @@ func (m *Maker) Start(req Request) error {
 		m.release(key)
 		return ErrBusy
 	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	m.askers.ask(key, pod)
+	m.askers.started(key, cancel)
 	go func() {
 		defer m.release(key)
-		if _, err := m.build(context.Background(), req, key, func(context.Context) (func(), error) {
+		defer m.askers.done(key)
+		defer cancel(nil)
+		if _, err := m.build(ctx, req, key, func(context.Context) (func(), error) {
 			return func() { <-m.slotChan() }, nil
 		}); err != nil && !errors.Is(err, errdefs.ErrAlreadyExists) {
 			m.R.Log.Warn("template not made", "image", req.Image, "shape", req.Shape.String(), "namespace", req.Namespace, "err", err)
 		}
 	}()
 	return nil
+}
+
+// Asks records that pod asked for req's template, being made in the
+// background: its making goes on while pod is there.
+func (m *Maker) Asks(req Request, pod string) { m.askers.ask(m.Key(req), pod) }
+
+// Forget forgets pod (removed): a template being made in the background
+// that no pod asks for any more is cancelled, and leaves nothing.
+func (m *Maker) Forget(pod string) {
+	for _, key := range m.askers.forget(pod) {
+		m.R.Log.Info("template making cancelled: no pod asks for it any more", "template", key, "pod", pod)
+	}
 }
 
 // toMake: req's template is to be made (nil), or why not.
@@ -395,6 +418,14 @@ func (m *Maker) make(ctx context.Context, req Request, key string) (meta templat
 	p := m.Store.Paths(key)
 	defer func() {
 		if err == nil {
+			return
+		}
+		if errors.Is(context.Cause(ctx), errNobodyAsks) {
+			// Cancelled, not failed: nothing left, made again when asked.
+			if rerr := m.Store.Remove(key); rerr != nil {
+				m.R.Log.Error("remove a cancelled template", "template", key, "err", rerr)
+			}
+			err = fmt.Errorf("template %s: %w", key, errNobodyAsks)
 			return
 		}
 		removeFiles(p)

@@ -157,7 +157,7 @@ func TestMismatchNotUsed(t *testing.T) {
 			if err := m.Serves(meta.Key, req); !errors.Is(err, ErrOtherTemplate) {
 				t.Fatalf("Serves: %v, want ErrOtherTemplate", err)
 			}
-			if err := m.Start(req); !errors.Is(err, ErrOtherTemplate) {
+			if err := m.Start(req, ""); !errors.Is(err, ErrOtherTemplate) {
 				t.Fatalf("Start: %v, want ErrOtherTemplate", err)
 			}
 			if _, _, made := f.counts(); made != 1 {
@@ -179,7 +179,7 @@ func TestMakingsCapped(t *testing.T) {
 			want := max(limit, DefaultMaxMaking)
 			started, busy := 0, 0
 			for i := range 10 {
-				switch err := m.Start(request("ns", uint64(256+64*i))); {
+				switch err := m.Start(request("ns", uint64(256+64*i)), ""); {
 				case err == nil:
 					started++
 				case errors.Is(err, ErrBusy):
@@ -202,7 +202,7 @@ func TestMakingsCapped(t *testing.T) {
 			if _, most, made := f.counts(); most > want || made != want {
 				t.Fatalf("%d made at once, %d in all; want at most %d", most, made, want)
 			}
-			if err := m.Start(request("ns", 4096)); err != nil {
+			if err := m.Start(request("ns", 4096), ""); err != nil {
 				t.Fatalf("Start once the makings ended: %v", err)
 			}
 			waitIdle(t, m)
@@ -215,7 +215,7 @@ func TestMakingsCapped(t *testing.T) {
 func TestMakeWaitsItsTurn(t *testing.T) {
 	f := &fakeBoot{hold: make(chan struct{})}
 	m, _ := newMaker(t, f)
-	if err := m.Start(request("ns", 256)); err != nil {
+	if err := m.Start(request("ns", 256), ""); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
@@ -243,7 +243,7 @@ func TestFailedRetriedAfter(t *testing.T) {
 	if err == nil || meta.State != template.Failed || meta.FailedAt == 0 {
 		t.Fatalf("a failing making: %+v, %v", meta, err)
 	}
-	if err := m.Start(req); errdefs.Code(err).String() != "FailedPrecondition" {
+	if err := m.Start(req, ""); errdefs.Code(err).String() != "FailedPrecondition" {
 		t.Fatalf("Start of a template that failed just now: %v, want FailedPrecondition", err)
 	}
 	if wait := m.RetryIn(meta); wait < 59*time.Minute {
@@ -259,7 +259,7 @@ func TestFailedRetriedAfter(t *testing.T) {
 	if m.RetryIn(meta) != 0 {
 		t.Fatal("a template failed two hours ago still waits")
 	}
-	if err := m.Start(req); err != nil {
+	if err := m.Start(req, ""); err != nil {
 		t.Fatalf("Start after RetryAfter: %v", err)
 	}
 	waitIdle(t, m)
@@ -362,4 +362,42 @@ func TestTemplateCgroup(t *testing.T) {
 	if cg.Parent != "/elsewhere" || cg.CPUQuota != 150000 || cg.CPUPeriod != 100000 {
 		t.Fatalf("1.5 CPUs: %+v, want quota 150000 of period 100000", cg)
 	}
+}
+
+// TestBackgroundMakingCancelledWhenNoPodAsks: a template made in the
+// background goes on while a pod that asked for it is there; once the
+// last is forgotten (stopped), its making is cancelled and leaves
+// nothing: no VM, no meta (not even a failed one: the next pod that asks
+// makes it at once), and its turn is free for another.
+func TestBackgroundMakingCancelledWhenNoPodAsks(t *testing.T) {
+	f := &fakeBoot{hold: make(chan struct{})}
+	defer close(f.hold)
+	m, _ := newMaker(t, f)
+	req := request("ns", 256)
+	if err := m.Start(req, "pod-a"); err != nil {
+		t.Fatal(err)
+	}
+	m.Asks(req, "pod-b")
+	testutil.Eventually(t, 5*time.Second, "the making", func() error {
+		if now, _, _ := f.counts(); now != 1 {
+			return fmt.Errorf("%d making", now)
+		}
+		return nil
+	})
+	m.Forget("pod-a")
+	m.Forget("pod-other")
+	time.Sleep(100 * time.Millisecond)
+	if now, _, _ := f.counts(); now != 1 {
+		t.Fatal("the making was cancelled while pod-b still asks for it")
+	}
+	m.Forget("pod-b")
+	waitIdle(t, m)
+	if _, err := m.Store.Get(m.Key(req)); !errdefs.IsNotFound(err) {
+		t.Fatalf("a cancelled making left its meta: %v", err)
+	}
+	if err := m.Start(request("ns", 512), "pod-c"); err != nil {
+		t.Fatalf("Start after the cancelled making: %v, want its turn free", err)
+	}
+	m.Forget("pod-c")
+	waitIdle(t, m)
 }
