@@ -99,8 +99,8 @@ bed:
 	TESTBED=$(TESTBED) ./test/bed/up.sh
 	TESTBED=$(TESTBED) ./test/bed/libvirt-up.sh
 
-# bed-node2: a second libvirtd on this machine, for live migration tests
-# (issue 42): node two runs in its own mount and network namespaces,
+# bed-node2: a second libvirtd on this machine, for live migration tests:
+# node two runs in its own mount and network namespaces,
 # reached from the host at qemu+tls://10.231.0.2/system with
 # ?pkipath=/etc/crimux-testbed/pki/node1 (test/bed/node2-up.sh; commands
 # in it: test/bed/node2-exec.sh). make bed-down stops it.
@@ -131,11 +131,11 @@ e2e-guest: build bed
 	CRIMUX_GUEST=1 $(E2E_ENV) $(GO) test -race -count=1 -v -timeout 25m -run '^TestVMGuest$$' ./test/e2e/
 
 # e2e-guest-instant: the Debian guest's template made once, two VM pods
-# restored from it, each a machine of its own (issue 39).
+# restored from it, each a machine of its own.
 e2e-guest-instant: build bed
 	CRIMUX_GUEST=1 $(E2E_ENV) $(GO) test -race -count=1 -v -timeout 30m -run '^TestVMGuestInstant$$' ./test/e2e/
 
-# e2e-migrate: live migration (issue 42) between node one (the host's
+# e2e-migrate: live migration between node one (the host's
 # libvirtd) and node two of the test bed (test/bed/node2-up.sh: its own
 # libvirtd in namespaces of its own, TLS between the two): a VM pod moved
 # with crimuxctl vm migrate, its memory, disk and processes intact; and
@@ -148,7 +148,7 @@ e2e-migrate: build bed
 	  CRIMUX_MIGRATE=1 CRIMUX_K8S=$$k8s $(E2E_ENV) $(GO) test -race -count=1 -v -timeout 25m -run '^TestVMMigrate' ./test/e2e/; \
 	  rc=$$?; TESTBED=$(TESTBED) ./test/bed/node2-down.sh; TESTBED=$(TESTBED) ./test/cluster/down.sh; exit $$rc; }
 
-# e2e-vm-storage: a VM pod's storage (issue 15) through crimux with crictl:
+# e2e-vm-storage: a VM pod's storage through crimux with crictl:
 # a loop device as a virtio-blk disk, host directories as virtio-fs shares
 # (virtiofsd in the pod's cgroup, read-only where the mount is), the root
 # disk kept across a container restart, the image cache collected. `make e2e`
@@ -156,14 +156,14 @@ e2e-migrate: build bed
 e2e-vm-storage: build bed
 	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMStorage|TestVMImageCacheCollected)$$' ./test/e2e/
 
-# e2e-vm-durable: durable VMs (issue 38) through crimux with crictl: a
+# e2e-vm-durable: durable VMs through crimux with crictl: a
 # block device and a directory as the root disk (imported on first use,
 # booted as it is by the next pod, its snapshots listed and restored), and
 # the bad volumes refused. `make e2e` (so `make test`) runs these too.
 e2e-vm-durable: build bed
 	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMDurableRootDisk|TestVMDurableBadInput|TestVMDurableVolumeLinkRace)$$' ./test/e2e/
 
-# e2e-faults: what a node does to crimux in a bad week (issue 41): the
+# e2e-faults: what a node does to crimux in a bad week: the
 # state dir's filesystem filled under a running VM and new pods; the store
 # cut short under a running VM pod and rebuilt by crimuxctl store rebuild;
 # libvirtd killed during a burst of 20 VM pods, containerd during a pull
@@ -180,7 +180,7 @@ e2e-faults: build bed
 e2e-vm-net: build bed
 	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 15m -run '^(TestVMNetwork|TestVMNetworkDelRetried|TestVMAndContainerReachEachOther|TestVMNetworkCycles|TestVMNetworkGC|TestVMNetworkStatus|TestVMNetworkBandwidth|TestVMDualStack|TestVMIPv6Only)$$' ./test/e2e/
 
-# e2e-node: crimux on the node people run (issues 17, 37): a Debian 12 VM
+# e2e-node: crimux on the node people run: a Debian 12 VM
 # booted under qemu TCG (test/node: systemd as init, cgroup v2, containerd
 # with SystemdCgroup = true, libvirt and qemu from Debian, crimux installed
 # from make dist's tarball by its install.sh and run by its unit): TestNode
@@ -200,7 +200,7 @@ e2e-node: build
 chaos: build bed
 	CRIMUX_CHAOS=1 $(E2E_ENV) $(GO) test -count=1 -v -timeout 30m -run '^TestChaos$$' ./test/e2e/
 
-# soak: an hour of churn (issue 41), not part of make test: VM and
+# soak: an hour of churn, not part of make test: VM and
 # container pods made and removed, execs, snapshots and power changes,
 # crimux SIGKILLed every 3-5 minutes; crimux's RSS, goroutines, open fds,
 # store size and libvirt connections sampled each minute may not grow more

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestGuestCapsDefaults (issue 36): the caps a guest meets have defaults,
+// TestGuestCapsDefaults: the caps a guest meets have defaults,
 // printed by `crimux config default`, and keep the node's agent calls
 // below libvirtd's 20 workers less the 5 requests of crimux's shared
 // connection.

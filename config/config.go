@@ -84,7 +84,8 @@ type Libvirt struct {
 	// AgentCallsPerVM and AgentCallsPerNode bound the guest-agent calls
 	// (exec, exec probes, resize) in flight to one VM and on the node:
 	// each holds a libvirtd worker as long as the guest takes to answer.
-	// Past them a call is refused (ResourceExhausted).
+	// Past a cap a call waits in line up to 3 s, then is refused
+	// (ResourceExhausted).
 	AgentCallsPerVM   int `toml:"agent_calls_per_vm"`
 	AgentCallsPerNode int `toml:"agent_calls_per_node"`
 	// MaxSnapshotsPerVM caps a VM's snapshots: each holds its disk's

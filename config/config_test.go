@@ -328,7 +328,7 @@ func TestDurationText(t *testing.T) {
 	}
 }
 
-// TestListenTakesAUnixURL (issue 37): listen, like every endpoint flag and
+// TestListenTakesAUnixURL: listen, like every endpoint flag and
 // kubelet's, takes unix:///path as well as the path.
 func TestListenTakesAUnixURL(t *testing.T) {
 	for in, want := range map[string]string{

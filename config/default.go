@@ -7,9 +7,12 @@ const DefaultTOML = `# crimux configuration (/etc/crimux/config.toml).
 # Flags --listen, --state-dir, --containerd-endpoint, --libvirt-uri,
 # --vm-accel, --cni-conf-dir, --log-level and --metrics-address override the
 # matching keys.
-# SIGHUP (systemctl reload crimux) re-reads this file: runtimes can be added
-# and removed live; listen, state_dir, metrics_address and [kubernetes] need
-# a restart.
+# SIGHUP (systemctl reload crimux) re-reads this file. log_level and the
+# [[runtime]] entries change live; listen, state_dir, metrics_address,
+# [kubernetes], containerd.call_timeout (for the connections kept) and every
+# [libvirt] key (while the VM runtime is kept) need a restart, and the
+# reload logs the keys it ignored. The whole list: docs/node.md,
+# "Reloading the config".
 
 # Unix socket kubelet and crimuxctl connect to (created 0660):
 #   kubelet --container-runtime-endpoint=unix:///run/crimux/crimux.sock
@@ -59,10 +62,11 @@ max_memory_mib = 0
 max_disk_virtual_size_gib = 64
 # Guest-agent calls (exec, exec probes, resize) in flight, per VM and on the
 # node. Each holds one of libvirtd's workers (max_workers, 20 by default) as
-# long as the guest takes to answer; past a cap a call is refused at once
-# (ResourceExhausted) instead of queueing in libvirtd ahead of other VMs'
-# starts and stops. Keep the node's cap below libvirtd's max_workers less
-# its max_client_requests (5), which crimux's shared connection may use.
+# long as the guest takes to answer; a call past a cap waits in line in
+# crimux, up to 3 s, for a call to end, then is refused (ResourceExhausted),
+# instead of queueing in libvirtd ahead of other VMs' starts and stops.
+# Keep the node's cap below libvirtd's max_workers less its
+# max_client_requests (5), which crimux's shared connection may use.
 agent_calls_per_vm = 4
 agent_calls_per_node = 8
 # Snapshots per VM. Each lives in the pod's disk (the disk's changes since,
@@ -84,7 +88,7 @@ netns_dir = "/run/crimux/netns"
 # (vm_id_base+1 up to vm_id_base+vm_id_count-1): no VM can signal, trace or
 # open the files of another. No host account and no user namespace
 # (kubelet's /etc/subuid) may use these numbers. vm_id_count = 0 runs every
-# qemu as qemu.conf's one user, as crimux before 0.3 did: not isolated.
+# qemu as qemu.conf's one user: no VM is isolated from another.
 vm_id_base = 1879048192
 vm_id_count = 65536
 # A VM whose guest shows no sign of an operating system this long after it

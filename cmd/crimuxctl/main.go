@@ -4,10 +4,11 @@
 //
 //	crimuxctl [--endpoint unix:///run/crimux/crimux.sock] [-o table|json] [--timeout 30s] COMMAND
 //
-// Commands: version, runtimes, vm list|get|reboot|power|snapshot (see
-// "crimuxctl vm --help"), gc [--adopt|--delete KIND/NAME] (resources of
-// another crimux identity), store rebuild (a damaged VM store made again,
-// with crimux stopped: it talks to libvirtd, not to crimux). A VM is named
+// Commands: version, runtimes, vm list|get|reboot|power|snapshot|migrate
+// (see "crimuxctl vm --help"), gc [--adopt|--delete KIND/NAME] (resources
+// of another crimux identity), template list|warm|rm (VM templates, for
+// instant start), store rebuild (a damaged VM store made again, with
+// crimux stopped: it talks to libvirtd, not to crimux). A VM is named
 // by its pod sandbox ID or container ID as crictl shows them, or by
 // namespace/name.
 //
@@ -49,7 +50,8 @@ Commands:
   version    crimuxctl's version, then the daemon's: name, version and CRI
              API version (crimuxctl --version: crimuxctl's alone)
   runtimes   the runtime registry: each runtime, its type, handlers, primary, readiness
-  vm         VMs: list, get, reboot, power, snapshot (crimuxctl vm --help)
+  vm         VMs: list, get, reboot, power, snapshot, migrate
+             (crimuxctl vm --help)
   gc         resources of another crimux identity: list them, or --adopt or
              --delete one, e.g. domain/crimux-<id> (crimuxctl gc --help)
   template   VM templates (instant start): list, warm IMAGE, rm KEY

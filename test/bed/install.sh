@@ -170,8 +170,8 @@ fi
 # also cached by their inputs in $CACHE/vm-layers (the test/images builder
 # keeps them), so a rebuild for another reason reuses them as they are.
 # The usable guest (crimux/vm-debian): Debian 12 made by debootstrap,
-# cached by its inputs in $CACHE/guest (test/guest/build.sh; ~10 min the
-# first time).
+# cached by its inputs in $CACHE/guest (test/guest/build.sh; 75 s of the
+# 500 s a first `make run` took on a fresh machine).
 guest_disk=$(TESTBED=$TESTBED "$REPO_ROOT/test/guest/build.sh" | tail -n 1)
 [ -s "$guest_disk" ] || die "test/guest/build.sh gave no disk"
 stamp=$( (
