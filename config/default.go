@@ -166,11 +166,16 @@ node_name = ""
 # handler, else of its crimux.io/workload-type annotation, else to the
 # primary. Exactly one runtime is primary: its readiness is the node's.
 [[runtime]]
+# Names the runtime in logs, conditions and the IDs it owns.
 name = "containerd"
+# The workload type it runs: container or vm.
 type = "container"
+# The RuntimeClass handlers it serves.
 handlers = ["runc"]
+# The one runtime whose readiness is the node's.
 primary = true
-# endpoint = "unix:///run/containerd/containerd.sock"  # default: [containerd].endpoint
+# A container runtime's containerd CRI socket, if not [containerd].endpoint.
+# endpoint = "unix:///run/containerd/containerd.sock"
 
 # VMs: pods whose RuntimeClass handler is "vm" or "vm-instant" (or annotated
 # crimux.io/workload-type: vm) run as libvirt + qemu VMs; "vm-instant" ones
