@@ -4,6 +4,8 @@
 //	crimux_rpc_duration_seconds{api,rpc,runtime}     latency of every CRI and VM API call (histogram)
 //	crimux_rpc_errors_total{api,rpc,runtime,code}    failed calls by gRPC code
 //	crimux_vms{power_state}                          VMs by power state, read from the VM runtime at scrape time
+//	crimux_vm_*{namespace,pod,container}             each VM's power state, CPU, memory, disk and network I/O,
+//	                                                 read at scrape time: a VM's series go with it (vmsamples.go)
 //	crimux_runtime_ready{runtime,type}               1 when the runtime's last health check found it ready
 //	crimux_reconnects_total{target}                  connections to libvirtd or containerd re-made after a loss
 //	crimux_gc_removals_total{kind}                   what garbage collection removed
@@ -32,6 +34,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/crimux/crimux/vmtypes"
 )
 
 const namespace = "crimux"
@@ -47,6 +51,9 @@ type Options struct {
 	// VMPowerStates counts the VMs by power state; nil when no VM runtime
 	// is configured. Called at every scrape.
 	VMPowerStates func() (map[string]int, error)
+	// VMSamples are each VM's figures (crimux_vm_*); nil when no VM
+	// runtime is configured. Called at every scrape.
+	VMSamples func() ([]vmtypes.VMSample, error)
 }
 
 // Metrics is one registry of crimux's metrics.
@@ -98,6 +105,9 @@ func New(opts Options) *Metrics {
 		m.reconnects, m.gcRemovals, newVMCollector(opts.VMPowerStates),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.migrations.collectors()...)
+	if opts.VMSamples != nil {
+		m.reg.MustRegister(&vmSampleCollector{samples: opts.VMSamples})
+	}
 	for _, r := range []string{"success", "failure"} {
 		m.reloads.WithLabelValues(r)
 	}

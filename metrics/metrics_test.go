@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/crimux/crimux/internal/route"
+	"github.com/crimux/crimux/vmtypes"
 )
 
 // scrape returns the text exposition of m.
@@ -171,4 +172,35 @@ func TestRepeatedCallsShareTheirHistogram(t *testing.T) {
 	wantLines(t, scrape(t, m),
 		`crimux_rpc_duration_seconds_count{api="cri",rpc="ContainerStatus",runtime="containerd"} 3`,
 		`crimux_rpc_duration_seconds_count{api="cri",rpc="ContainerStatus",runtime="vm"} 1`)
+}
+
+// TestVMSamples: each VM's series carry its namespace, pod and container
+// names; a VM not running has its power state alone; a VM gone from the
+// runtime has no series left.
+func TestVMSamples(t *testing.T) {
+	samples := []vmtypes.VMSample{
+		{Namespace: "web", Pod: "db-0", Container: "vm", PowerState: "running", Running: true, CPUSeconds: 1.5,
+			MemoryBytes: 1024, BlockReadBytes: 10, BlockWriteBytes: 20, NetReceiveBytes: 30, NetSendBytes: 40},
+		{Namespace: "web", Pod: "db-1", Container: "vm", PowerState: "not_running"},
+	}
+	m := New(Options{VMSamples: func() ([]vmtypes.VMSample, error) { return samples, nil }})
+	text := scrape(t, m)
+	l := `{container="vm",namespace="web",pod="db-0"}`
+	wantLines(t, text,
+		`crimux_vm_power_state{container="vm",namespace="web",pod="db-0",power_state="running"} 1`,
+		`crimux_vm_power_state{container="vm",namespace="web",pod="db-1",power_state="not_running"} 1`,
+		`crimux_vm_cpu_seconds_total`+l+` 1.5`,
+		`crimux_vm_memory_working_set_bytes`+l+` 1024`,
+		`crimux_vm_block_read_bytes_total`+l+` 10`,
+		`crimux_vm_block_write_bytes_total`+l+` 20`,
+		`crimux_vm_network_receive_bytes_total`+l+` 30`,
+		`crimux_vm_network_transmit_bytes_total`+l+` 40`)
+	if strings.Contains(text, `crimux_vm_cpu_seconds_total{container="vm",namespace="web",pod="db-1"}`) ||
+		strings.Contains(text, "crimux_vm_guest_memory_used_bytes{") {
+		t.Errorf("figures of a VM not running, or a guest memory no guest reported:\n%s", text)
+	}
+	samples = samples[1:]
+	if text := scrape(t, m); strings.Contains(text, `pod="db-0"`) {
+		t.Errorf("series of a VM gone from the runtime:\n%s", text)
+	}
 }

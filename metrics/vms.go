@@ -33,9 +33,12 @@ func (c *vmCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[string]int{}
 	if c.count != nil {
 		var err error
-		if counts, err = c.countWithTimeout(); err != nil {
+		if counts, err = withTimeout(c.count); err != nil {
 			ch <- prometheus.NewInvalidMetric(vmsDesc, err)
 			return
+		}
+		if counts == nil {
+			counts = map[string]int{}
 		}
 	}
 	for _, s := range powerStates {
@@ -47,24 +50,23 @@ func (c *vmCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-type countResult struct {
-	counts map[string]int
-	err    error
-}
-
-func (c *vmCollector) countWithTimeout() (map[string]int, error) {
-	done := make(chan countResult, 1)
+// withTimeout is f's answer, or an error once vmScrapeTimeout passed (a
+// hung libvirtd must not hang the whole scrape).
+func withTimeout[T any](f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
 	go func() {
-		counts, err := c.count()
-		done <- countResult{counts, err}
+		v, err := f()
+		done <- result{v, err}
 	}()
 	select {
 	case r := <-done:
-		if r.counts == nil {
-			r.counts = map[string]int{}
-		}
-		return r.counts, r.err
+		return r.v, r.err
 	case <-time.After(vmScrapeTimeout):
-		return nil, errors.New("VM runtime did not answer within " + vmScrapeTimeout.String())
+		var zero T
+		return zero, errors.New("VM runtime did not answer within " + vmScrapeTimeout.String())
 	}
 }

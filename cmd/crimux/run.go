@@ -27,6 +27,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 	"github.com/crimux/crimux/vmapi"
+	"github.com/crimux/crimux/vmtypes"
 )
 
 // maxMsgSize matches kubelet's client limit.
@@ -98,7 +99,7 @@ func newDaemon(cfg config.Config, f flags, fs *flag.FlagSet, logTo io.Writer) *d
 		flags: f, fs: fs, log: log, level: level, cfg: cfg,
 		calls: newCallTracker(), notify: notifier{log: log}, health: &healthState{}, guestBoots: &guestBootRelay{},
 	}
-	d.metrics = metrics.New(metrics.Options{Version: version.Version, VMPowerStates: d.vmPowerStates})
+	d.metrics = metrics.New(metrics.Options{Version: version.Version, VMPowerStates: d.vmPowerStates, VMSamples: d.vmSamples})
 	d.newFactories = d.factories
 	return d
 }
@@ -313,6 +314,24 @@ func (d *daemon) vmPowerStates() (map[string]int, error) {
 		}
 	}
 	return counts, nil
+}
+
+// vmSamples are every VM runtime's VMs' figures (crimux_vm_*).
+func (d *daemon) vmSamples() ([]vmtypes.VMSample, error) {
+	if d.cri == nil {
+		return nil, nil
+	}
+	var all []vmtypes.VMSample
+	for _, rt := range d.cri.Registry().Backends() {
+		if s, ok := registry.Ability[vmtypes.Sampler](rt); ok {
+			samples, err := s.VMSamples()
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, samples...)
+		}
+	}
+	return all, nil
 }
 
 // listen creates the unix socket 0660, replacing a stale one.

@@ -141,7 +141,7 @@ var _ registry.EncodedLister = (*backend)(nil)
 // backend is the VM runtime as the registry holds it: CRI through an
 // in-memory connection, and the abilities beyond CRI the daemon, the CRI
 // server and the VM API ask for (registry.Ability): VM operations
-// (vmtypes.Operator), Recovered, PowerStateCounts, CollectImages and
+// (vmtypes.Operator), Recovered, PowerStateCounts, VMSamples, CollectImages and
 // ImageFsUsage (image_files.go), and lists kept encoded (EncodedSandboxes,
 // EncodedContainers).
 type backend struct {
@@ -182,6 +182,9 @@ func (b *backend) Recovered() <-chan struct{} { return b.rt.Recovered() }
 
 // PowerStateCounts counts the VMs by power state (metrics).
 func (b *backend) PowerStateCounts() (map[string]int, error) { return b.rt.PowerStateCounts() }
+
+// VMSamples are each VM's figures for metrics (vmtypes.Sampler).
+func (b *backend) VMSamples() ([]vmtypes.VMSample, error) { return b.rt.ops.VMSamples() }
 
 // CollectImages drops the image cache entries no VM needs any more
 // (registry.ImageCollector).

@@ -3,6 +3,7 @@ package virt
 import (
 	"encoding/xml"
 	"fmt"
+	"strings"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
@@ -111,6 +112,50 @@ func (r remote) GuestMemory(d Domain) (GuestMemory, bool, error) {
 	}
 	m, ok := parseGuestMemory(recs[0].Params)
 	return m, ok, nil
+}
+
+// IO reads the domain's block and interface statistics, without waiting
+// for a job the domain may be in.
+func (r remote) IO(d Domain) (IO, error) {
+	recs, err := r.l.ConnectGetAllDomainStats([]golibvirt.Domain{dom(d)},
+		uint32(golibvirt.DomainStatsBlock|golibvirt.DomainStatsInterface), uint32(golibvirt.ConnectGetAllDomainsStatsNowait))
+	if err != nil || len(recs) == 0 {
+		return IO{}, classify(err)
+	}
+	return parseIO(recs[0].Params), nil
+}
+
+// parseIO sums block.<n>.rd.bytes, block.<n>.wr.bytes, net.<n>.rx.bytes
+// and net.<n>.tx.bytes over every disk and NIC.
+func parseIO(params []golibvirt.TypedParam) IO {
+	var io IO
+	for _, p := range params {
+		v, ok := p.Value.I.(uint64)
+		if !ok {
+			continue
+		}
+		switch kind, field, _ := splitStat(p.Field); {
+		case kind == "block" && field == "rd.bytes":
+			io.BlockReadBytes += v
+		case kind == "block" && field == "wr.bytes":
+			io.BlockWriteBytes += v
+		case kind == "net" && field == "rx.bytes":
+			io.NetReceiveBytes += v
+		case kind == "net" && field == "tx.bytes":
+			io.NetSendBytes += v
+		}
+	}
+	return io
+}
+
+// splitStat splits "block.0.rd.bytes" into "block", "rd.bytes" and the
+// device's index "0".
+func splitStat(name string) (kind, field, index string) {
+	parts := strings.SplitN(name, ".", 3)
+	if len(parts) < 3 {
+		return "", "", ""
+	}
+	return parts[0], parts[2], parts[1]
 }
 
 // parseGuestMemory reads the balloon.* statistics (KiB) the guest last

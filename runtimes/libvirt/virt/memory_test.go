@@ -89,3 +89,17 @@ func TestParseGuestMemory(t *testing.T) {
 		}
 	}
 }
+
+func TestParseIO(t *testing.T) {
+	u := func(field string, v uint64) golibvirt.TypedParam {
+		return golibvirt.TypedParam{Field: field, Value: golibvirt.TypedParamValue{D: 4, I: v}}
+	}
+	got := parseIO([]golibvirt.TypedParam{
+		u("block.count", 2), u("block.0.rd.bytes", 100), u("block.0.wr.bytes", 10), u("block.1.rd.bytes", 1), u("block.1.wr.reqs", 7),
+		u("net.count", 1), u("net.0.rx.bytes", 5), u("net.0.tx.bytes", 6), u("net.0.rx.pkts", 99),
+		{Field: "block.0.name", Value: golibvirt.TypedParamValue{D: 7, I: "vda"}},
+	})
+	if want := (IO{BlockReadBytes: 101, BlockWriteBytes: 10, NetReceiveBytes: 5, NetSendBytes: 6}); got != want {
+		t.Errorf("parseIO = %+v, want %+v", got, want)
+	}
+}

@@ -145,6 +145,9 @@ type Stats interface {
 	// reported yet, or a domain busy with a job (libvirt is not waited
 	// for). The guest writes these figures: they tell, they prove nothing.
 	GuestMemory(d Domain) (m GuestMemory, ok bool, err error)
+	// IO is what the running domain read and wrote on all its disks and
+	// received and sent on all its NICs, since its qemu started.
+	IO(d Domain) (IO, error)
 }
 
 // GuestMemory is a guest's own account of its RAM, in bytes: TotalBytes
@@ -156,6 +159,12 @@ type GuestMemory struct {
 }
 
 // InUseBytes is what the guest could not give back without swapping.
+// IO counts a domain's disk and network traffic, in bytes.
+type IO struct {
+	BlockReadBytes, BlockWriteBytes uint64
+	NetReceiveBytes, NetSendBytes   uint64
+}
+
 func (m GuestMemory) InUseBytes() uint64 { return m.TotalBytes - min(m.UsableBytes, m.TotalBytes) }
 
 // MemoryPlug is a virtio-mem device's state, in MiB.

@@ -79,6 +79,8 @@ type Domain struct {
 	// GuestMemory is what the guest's balloon driver reports of its RAM
 	// while the domain runs; nil: it reports nothing.
 	GuestMemory *virt.GuestMemory
+	// IO is what IO reports while the domain runs.
+	IO virt.IO
 	// MigratedAway: Migrate moved it to the peer (until it starts again).
 	MigratedAway bool
 	uuid         virt.UUID

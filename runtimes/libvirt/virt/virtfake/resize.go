@@ -89,3 +89,15 @@ func (f *Libvirt) GuestMemory(h virt.Domain) (virt.GuestMemory, bool, error) {
 	})
 	return m, ok, err
 }
+
+// IO is the domain's IO while it runs; zero when it is not running.
+func (f *Libvirt) IO(h virt.Domain) (virt.IO, error) {
+	var io virt.IO
+	err := f.power("IO", h, func(d *Domain) error {
+		if d.State.Active() {
+			io = d.IO
+		}
+		return nil
+	})
+	return io, err
+}
