@@ -2,7 +2,14 @@
 // PATH as the command "kubectl crimux"), as virtctl is KubeVirt's:
 //
 //	kubectl crimux migrate POD --to NODE [--timeout 15m] [-n NAMESPACE]
+//	kubectl crimux start|stop|pause|resume|hibernate|reboot POD
+//	kubectl crimux snapshot|restore POD NAME
+//	kubectl crimux console POD
 //	kubectl crimux version
+//
+// The VM verbs set the pod's request annotation (nodeagent/doc.go) and
+// wait for its node agent's answer, which they print (request.go);
+// console is kubectl attach -it.
 //
 // migrate live-migrates a running VM pod to another node: it makes the
 // target pod there (POD's spec, bound to NODE, with crimux.io/migrate-from)
@@ -44,12 +51,28 @@ Usage:
       runs in it, POD is deleted. On any failure (or Ctrl-C) the target pod
       is deleted and the VM runs on in POD, unchanged. Both nodes' crimux
       node agents must be on.
+  kubectl crimux start|stop|pause|resume|hibernate POD
+      Declares the VM's power state (crimux.io/power-state: Running,
+      Shutdown, Paused, Running, Hibernate) and waits until the pod's node
+      agent observes the VM in it, or says why it cannot.
+  kubectl crimux reboot POD
+      Reboots the guest (crimux.io/reboot-request with a new token: the
+      ACPI button, a reset if it has not restarted in 30 s).
+  kubectl crimux snapshot POD NAME
+  kubectl crimux restore POD NAME
+      Takes, or goes back to, snapshot NAME of the VM (its disk, and its
+      memory while it runs). Each name is done once: name a new one.
+      crimuxctl vm snapshot list and delete, on the node, list and delete
+      them.
+  kubectl crimux console POD
+      The VM's serial console on this terminal (kubectl attach -it).
   kubectl crimux version
       kubectl-crimux's version (also --version).
 
 Flags:
   --to NODE             the node to move the VM to (migrate)
-  --timeout DURATION    deadline of the whole migration (default 15m)
+  --timeout DURATION    deadline of the whole command (migrate: 15m; the
+                        VM verbs: 5m)
   -n, --namespace NS    the pod's namespace (default: the context's)
   --kubeconfig PATH     kubeconfig file (default: $KUBECONFIG, ~/.kube/config)
   --context NAME        kubeconfig context
@@ -63,6 +86,7 @@ var errReported = errors.New("reported")
 type options struct {
 	to, namespace, kubeconfig, context string
 	timeout                            time.Duration
+	timeoutSet                         bool // --timeout was given
 }
 
 func main() {
@@ -107,8 +131,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, client cl
 		return 0
 	case "migrate":
 		err = migrateCommand(ctx, o, rest, stdout, stderr, client)
+	case "console":
+		err = consoleCommand(o, rest)
+	case "start", "stop", "pause", "resume", "hibernate", "reboot", "snapshot", "restore":
+		err = requestCommand(ctx, o, cmd, rest, stdout, client)
 	default:
-		err = fmt.Errorf("unknown command %q (want migrate or version; kubectl crimux --help)", cmd)
+		err = fmt.Errorf("unknown command %q (want migrate, start, stop, pause, resume, hibernate, reboot, snapshot, restore, console or version; kubectl crimux --help)", cmd)
 	}
 	if err != nil {
 		if !errors.Is(err, errReported) {
@@ -118,6 +146,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, client cl
 	}
 	return 0
 }
+
+// requestCommand sets a VM pod's request annotation and waits for its
+// node agent's answer (request.go).
+func requestCommand(ctx context.Context, o options, verb string, args []string, stdout io.Writer, client clientFunc) error {
+	r, args, err := newRequest(verb, args)
+	switch {
+	case err != nil:
+		return err
+	case len(args) != 1:
+		return fmt.Errorf("%s takes one pod, got %d arguments: kubectl crimux %s POD", verb, len(args), verb)
+	}
+	timeout := o.timeout
+	if !o.timeoutSet {
+		timeout = defaultRequestTimeout
+	}
+	c, ns, err := client(o)
+	if err != nil {
+		return err
+	}
+	return r.send(ctx, c, ns, args[0], timeout, stdout)
+}
+
+// defaultRequestTimeout bounds a VM verb's wait for its answer (a
+// graceful stop waits for the guest; a start boots it).
+const defaultRequestTimeout = 5 * time.Minute
 
 func migrateCommand(ctx context.Context, o options, args []string, stdout, stderr io.Writer, client clientFunc) error {
 	switch {
@@ -138,8 +191,7 @@ func migrateCommand(ctx context.Context, o options, args []string, stdout, stder
 
 // parseArgs reads the flags wherever they are ("migrate vm1 --to n2" and
 // "--to n2 migrate vm1" alike; "--" ends them) and returns the rest.
-func parseArgs(args []string) (options, []string, error) {
-	var o options
+func parseArgs(args []string) (o options, pos []string, err error) {
 	fs := flag.NewFlagSet("kubectl-crimux", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.to, "to", "", "")
@@ -148,9 +200,9 @@ func parseArgs(args []string) (options, []string, error) {
 	fs.StringVar(&o.namespace, "n", "", "")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "")
 	fs.StringVar(&o.context, "context", "", "")
-	var pos []string
+	defer func() { fs.Visit(func(f *flag.Flag) { o.timeoutSet = o.timeoutSet || f.Name == "timeout" }) }()
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err = fs.Parse(args); err != nil {
 			return o, nil, err
 		}
 		rest := fs.Args()
