@@ -119,7 +119,11 @@ func checkPowerStatesByAnnotation(t *testing.T, v vmPodRef) {
 	v.setPowerByAnnotation(t, "Running")
 	guestRead(t, v, "cat /root/power-marker") // booted again, from the same disk
 
-	v.setPowerByAnnotation(t, "Paused")
+	// Paused through the plugin, which sets the annotation and waits for
+	// the node agent's answer.
+	if out := kubectlCrimux(t, v.k8s, "pause", v.name, "-n", clusterNamespace); !strings.Contains(out, "power state Paused") {
+		t.Fatalf("kubectl crimux pause: %q, want the VM observed Paused", out)
+	}
 	if st := virsh(t, "domstate", domain); st != "paused" {
 		t.Fatalf("Paused: domstate %q, want paused", st)
 	}
@@ -183,6 +187,9 @@ func checkSnapshotByAnnotation(t *testing.T, v vmPodRef) {
 	v.requireSameContainer(t, p, "restore s1")
 	if out := guestRead(t, v, "ls /root"); strings.Contains(out, "after-s1") {
 		t.Fatalf("/root/after-s1, written after snapshot s1, is still there after restoring s1: %q", out)
+	}
+	if out := kubectlCrimux(t, v.k8s, "snapshot", v.name, "s2", "-n", clusterNamespace); !strings.Contains(out, ": created") {
+		t.Fatalf("kubectl crimux snapshot: %q, want s2 created", out)
 	}
 }
 
