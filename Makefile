@@ -117,7 +117,7 @@ bed-down:
 
 e2e: build bed host-tools
 	$(E2E_ENV) $(GO) test -race -count=1 -timeout 10m $(INTEG_PKGS)
-	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 20m ./test/e2e/
+	$(E2E_ENV) $(GO) test -race -count=1 -v -timeout 40m ./test/e2e/
 
 # e2e-vm: the VM runtime's e2e tests alone (real libvirtd + qemu, TCG).
 e2e-vm: build bed
