@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -222,81 +221,6 @@ func (m *Maker) RetryIn(meta template.Meta) time.Duration {
 	return max(time.Until(time.Unix(0, at).Add(after)), 0)
 }
 
-// Start makes req's template in the background, for pod (its sandbox
-// ID; "" for none), unless there is one already (ready, being made, or
-// failed less than RetryAfter ago): nil if one is being made now. A
-// making beyond MaxMaking is not started nor queued: ErrBusy. A making
-// in the background is cancelled, and leaves nothing, once every pod that
-// asked for it (Start, Asks) is forgotten (Forget).
-func (m *Maker) Start(req Request, pod string) error {
-	key := m.Key(req)
-	if err := m.toMake(req, key); err != nil {
-		if errors.Is(err, errdefs.ErrAlreadyExists) && !errors.Is(err, ErrOtherTemplate) {
-			m.askers.ask(key, pod)
-			return nil // made meanwhile, or being made
-		}
-		return err
-	}
-	if _, mine := m.claim(key); !mine {
-		m.askers.ask(key, pod)
-		return nil // being made
-	}
-	select {
-	case m.slotChan() <- struct{}{}:
-	default:
-		m.release(key)
-		return ErrBusy
-	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	m.askers.ask(key, pod)
-	m.askers.started(key, cancel)
-	go func() {
-		defer m.release(key)
-		defer m.askers.done(key)
-		defer cancel(nil)
-		if _, err := m.build(ctx, req, key, func(context.Context) (func(), error) {
-			return func() { <-m.slotChan() }, nil
-		}); err != nil && !errors.Is(err, errdefs.ErrAlreadyExists) {
-			m.R.Log.Warn("template not made", "image", req.Image, "shape", req.Shape.String(), "namespace", req.Namespace, "err", err)
-		}
-	}()
-	return nil
-}
-
-// Asks records that pod asked for req's template, being made in the
-// background: its making goes on while pod is there.
-func (m *Maker) Asks(req Request, pod string) { m.askers.ask(m.Key(req), pod) }
-
-// Forget forgets pod (removed): a template being made in the background
-// that no pod asks for any more is cancelled, and leaves nothing.
-func (m *Maker) Forget(pod string) {
-	for _, key := range m.askers.forget(pod) {
-		m.R.Log.Info("template making cancelled: no pod asks for it any more", "template", key, "pod", pod)
-	}
-}
-
-// toMake: req's template is to be made (nil), or why not.
-func (m *Maker) toMake(req Request, key string) error {
-	meta, err := m.Store.Get(key)
-	switch {
-	case errdefs.IsNotFound(err):
-		return nil
-	case err != nil:
-		return err
-	}
-	if err := m.mismatch(meta, req); err != nil {
-		return err
-	}
-	if meta.State != template.Failed {
-		return fmt.Errorf("template %s is %s: %w", key, meta.State, errdefs.ErrAlreadyExists)
-	}
-	if wait := m.RetryIn(meta); wait > 0 {
-		return fmt.Errorf("template %s of %s failed: %s (made again in %s, or at once after crimuxctl template rm %s): %w",
-			key, req.Image, meta.Error, wait.Round(time.Second), key, errdefs.ErrFailedPrecondition)
-	}
-	return nil
-}
-
 // slotChan holds a token for each template being made on the node.
 func (m *Maker) slotChan() chan struct{} {
 	m.slotsOnce.Do(func() {
@@ -404,78 +328,4 @@ func (m *Maker) release(key string) {
 	defer m.mu.Unlock()
 	close(m.making[key])
 	delete(m.making, key)
-}
-
-// make makes template key: its meta first (making), then the VM, then
-// the meta again (ready, or failed with the error, its files removed).
-func (m *Maker) make(ctx context.Context, req Request, key string) (meta template.Meta, err error) {
-	meta = template.Meta{Key: key, Namespace: m.namespace(req), Image: req.Image, ImageDigest: req.Layout.Digest, Shape: req.Shape,
-		Version: FormatVersion, CreatedAt: time.Now().UnixNano()}
-	if err := m.create(meta); err != nil {
-		return meta, err
-	}
-	meta.State = template.Making
-	p := m.Store.Paths(key)
-	defer func() {
-		if err == nil {
-			return
-		}
-		if errors.Is(context.Cause(ctx), errNobodyAsks) {
-			// Cancelled, not failed: nothing left, made again when asked.
-			if rerr := m.Store.Remove(key); rerr != nil {
-				m.R.Log.Error("remove a cancelled template", "template", key, "err", rerr)
-			}
-			err = fmt.Errorf("template %s: %w", key, errNobodyAsks)
-			return
-		}
-		removeFiles(p)
-		meta.State, meta.Error, meta.FailedAt = template.Failed, err.Error(), time.Now().UnixNano()
-		if perr := m.Store.Put(meta); perr != nil {
-			m.R.Log.Error("record a failed template", "template", key, "err", perr)
-		}
-	}()
-	if req.Layout.DiskPath == "" || req.Layout.Kernel != "" {
-		return meta, fmt.Errorf("image %s: only images with a disk and no kernel of their own can be templates", req.Image)
-	}
-	boot := m.boot
-	if boot == nil {
-		boot = m.bootAndSave
-	}
-	offset, identity, err := boot(ctx, req, p, key)
-	if err != nil {
-		return meta, err
-	}
-	if err := lockUp(p, identity); err != nil {
-		return meta, err
-	}
-	meta.State, meta.StreamOffset, meta.ReadyAt = template.Ready, offset, time.Now().UnixNano()
-	return meta, m.Store.Put(meta)
-}
-
-// removeFiles removes what a failed making left, its meta and the
-// template's console log (why it failed) kept.
-func removeFiles(p template.Paths) {
-	for _, f := range []string{p.State, p.Disk, p.CIData, filepath.Join(p.Dir, core.RunDir)} {
-		_ = os.RemoveAll(f)
-	}
-	_ = os.Chmod(p.Dir, 0o700)
-}
-
-// lockUp makes a made template's files root's alone: no qemu opens them
-// again (clones get copies, and the save image through libvirtd).
-func lockUp(p template.Paths, id *store.VMIdentity) error {
-	if err := os.RemoveAll(filepath.Join(p.Dir, core.RunDir)); err != nil {
-		return err
-	}
-	for _, f := range []string{p.State, p.Disk, p.CIData} {
-		if id != nil { // given to the making qemu's identity
-			if err := os.Lchown(f, 0, 0); err != nil {
-				return fmt.Errorf("template file %s: %w", f, err)
-			}
-		}
-		if err := os.Chmod(f, 0o600); err != nil {
-			return fmt.Errorf("template file %s: %w", f, err)
-		}
-	}
-	return os.Chmod(p.Dir, 0o700)
 }
