@@ -26,49 +26,11 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log_level: %q is not one of debug, info, warn, error", c.LogLevel))
 	}
-	switch c.Libvirt.Accel {
-	case "auto", "kvm", "tcg":
-	default:
-		errs = append(errs, fmt.Errorf("libvirt.accel: %q is not one of auto, kvm, tcg", c.Libvirt.Accel))
-	}
-	switch c.Libvirt.Network {
-	case NetworkCNI:
-		if !strings.HasPrefix(c.Libvirt.CNIConfDir, "/") || !strings.HasPrefix(c.Libvirt.NetnsDir, "/") || len(c.Libvirt.CNIBinDirs) == 0 {
-			errs = append(errs, fmt.Errorf("libvirt.cni_conf_dir, libvirt.cni_bin_dirs and libvirt.netns_dir: must be absolute paths, at least one bin dir"))
-		}
-	case NetworkNone:
-	default:
-		errs = append(errs, fmt.Errorf("libvirt.network: %q is not one of %s, %s", c.Libvirt.Network, NetworkCNI, NetworkNone))
-	}
-	errs = append(errs, validateMigration(c.Libvirt.Migration)...)
-	if c.Libvirt.GCInterval.Duration < time.Second {
-		errs = append(errs, fmt.Errorf("libvirt.gc_interval: %s is less than a second", c.Libvirt.GCInterval.Duration))
-	}
-	if c.Libvirt.GuestBootTimeout.Duration < 0 {
-		errs = append(errs, fmt.Errorf("libvirt.guest_boot_timeout: %s is negative (0 turns the watch off)", c.Libvirt.GuestBootTimeout.Duration))
-	}
-	if !strings.HasPrefix(c.Libvirt.Emulator, "/") || !strings.HasPrefix(c.Libvirt.PlacementSocket, "/") {
-		errs = append(errs, fmt.Errorf("libvirt.emulator and libvirt.placement_socket: must be absolute paths"))
-	}
+	errs = append(errs, validateLibvirt(c.Libvirt)...)
 	if c.MetricsAddress != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddress); err != nil {
 			errs = append(errs, fmt.Errorf("metrics_address: %q must be host:port or empty: %v", c.MetricsAddress, err))
 		}
-	}
-	if c.Libvirt.VMIDCount > 0 && (c.Libvirt.VMIDBase < minVMIDBase || uint64(c.Libvirt.VMIDBase)+uint64(c.Libvirt.VMIDCount) > maxVMID) {
-		errs = append(errs, fmt.Errorf("libvirt.vm_id_base %d and vm_id_count %d: the range must lie within [%d, %d)", c.Libvirt.VMIDBase, c.Libvirt.VMIDCount, minVMIDBase, uint64(maxVMID)))
-	}
-	if c.Libvirt.MaxDiskVirtualSizeGiB <= 0 || c.Libvirt.MaxDiskVirtualSizeGiB > 1<<20 {
-		errs = append(errs, fmt.Errorf("libvirt.max_disk_virtual_size_gib: %d must be between 1 and %d", c.Libvirt.MaxDiskVirtualSizeGiB, 1<<20))
-	}
-	if c.Libvirt.MaxVCPUs < 0 {
-		errs = append(errs, fmt.Errorf("libvirt.max_vcpus: %d must not be negative", c.Libvirt.MaxVCPUs))
-	}
-	if c.Libvirt.MaxMemoryMiB < 0 {
-		errs = append(errs, fmt.Errorf("libvirt.max_memory_mib: %d must not be negative", c.Libvirt.MaxMemoryMiB))
-	}
-	if c.Libvirt.MemoryOverheadMiB < 0 {
-		errs = append(errs, fmt.Errorf("libvirt.memory_overhead_mib: %d must not be negative", c.Libvirt.MemoryOverheadMiB))
 	}
 	errs = append(errs, validateGuestCaps(c.Libvirt)...)
 	errs = append(errs, validateTemplates(c.Libvirt)...)
@@ -78,6 +40,52 @@ func (c Config) Validate() error {
 	errs = append(errs, validateKubernetes(c.Kubernetes)...)
 	errs = append(errs, validateRuntimes(c.Runtimes)...)
 	return errors.Join(errs...)
+}
+
+// validateLibvirt checks the [libvirt] keys but the guest caps and the
+// templates' (validateGuestCaps, validateTemplates).
+func validateLibvirt(l Libvirt) []error {
+	var errs []error
+	switch l.Accel {
+	case "auto", "kvm", "tcg":
+	default:
+		errs = append(errs, fmt.Errorf("libvirt.accel: %q is not one of auto, kvm, tcg", l.Accel))
+	}
+	switch l.Network {
+	case NetworkCNI:
+		if !strings.HasPrefix(l.CNIConfDir, "/") || !strings.HasPrefix(l.NetnsDir, "/") || len(l.CNIBinDirs) == 0 {
+			errs = append(errs, fmt.Errorf("libvirt.cni_conf_dir, libvirt.cni_bin_dirs and libvirt.netns_dir: must be absolute paths, at least one bin dir"))
+		}
+	case NetworkNone:
+	default:
+		errs = append(errs, fmt.Errorf("libvirt.network: %q is not one of %s, %s", l.Network, NetworkCNI, NetworkNone))
+	}
+	errs = append(errs, validateMigration(l.Migration)...)
+	if l.GCInterval.Duration < time.Second {
+		errs = append(errs, fmt.Errorf("libvirt.gc_interval: %s is less than a second", l.GCInterval.Duration))
+	}
+	if l.GuestBootTimeout.Duration < 0 {
+		errs = append(errs, fmt.Errorf("libvirt.guest_boot_timeout: %s is negative (0 turns the watch off)", l.GuestBootTimeout.Duration))
+	}
+	if !strings.HasPrefix(l.Emulator, "/") || !strings.HasPrefix(l.PlacementSocket, "/") {
+		errs = append(errs, fmt.Errorf("libvirt.emulator and libvirt.placement_socket: must be absolute paths"))
+	}
+	if l.VMIDCount > 0 && (l.VMIDBase < minVMIDBase || uint64(l.VMIDBase)+uint64(l.VMIDCount) > maxVMID) {
+		errs = append(errs, fmt.Errorf("libvirt.vm_id_base %d and vm_id_count %d: the range must lie within [%d, %d)", l.VMIDBase, l.VMIDCount, minVMIDBase, uint64(maxVMID)))
+	}
+	if l.MaxDiskVirtualSizeGiB <= 0 || l.MaxDiskVirtualSizeGiB > 1<<20 {
+		errs = append(errs, fmt.Errorf("libvirt.max_disk_virtual_size_gib: %d must be between 1 and %d", l.MaxDiskVirtualSizeGiB, 1<<20))
+	}
+	if l.MaxVCPUs < 0 {
+		errs = append(errs, fmt.Errorf("libvirt.max_vcpus: %d must not be negative", l.MaxVCPUs))
+	}
+	if l.MaxMemoryMiB < 0 {
+		errs = append(errs, fmt.Errorf("libvirt.max_memory_mib: %d must not be negative", l.MaxMemoryMiB))
+	}
+	if l.MemoryOverheadMiB < 0 {
+		errs = append(errs, fmt.Errorf("libvirt.memory_overhead_mib: %d must not be negative", l.MemoryOverheadMiB))
+	}
+	return errs
 }
 
 // dns1123Subdomain is the syntax of a Kubernetes node name (at most 253

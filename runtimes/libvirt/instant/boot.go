@@ -17,6 +17,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/saveimage"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
+	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
 
 // The template's neutral identity: no pod's name, address or data. Its
@@ -76,30 +77,39 @@ func (m *Maker) bootAndSave(ctx context.Context, req Request, p template.Paths, 
 		return 0, nil, fmt.Errorf("cgroup of template %s: %w", key, err)
 	}
 	cgroupMade = true
+	offset, err := m.runAndSave(ctx, l, req, p, key, xml)
+	return offset, id, err
+}
+
+// runAndSave defines and starts the template's domain from xml, settles
+// its guest and saves it into p.State; it returns where qemu's stream
+// starts there. The domain is gone when it returns.
+func (m *Maker) runAndSave(ctx context.Context, l virt.Libvirt, req Request, p template.Paths, key, xml string) (int64, error) {
+	domain := core.TemplateDomain(key)
 	dom, err := l.Define(xml)
 	if err != nil {
-		return 0, nil, fmt.Errorf("define template %s: %w", key, err)
+		return 0, fmt.Errorf("define template %s: %w", key, err)
 	}
 	defer func() { _ = core.DestroyAndUndefine(l, domain) }()
 	if err := m.R.StartingTemplate(domain, func() error { return l.Start(dom) }); err != nil {
-		return 0, nil, fmt.Errorf("start template %s: %w", key, err)
+		return 0, fmt.Errorf("start template %s: %w", key, err)
 	}
 	vmgenid, err := settle(ctx, l, dom)
 	if err != nil {
-		return 0, nil, fmt.Errorf("template %s of %s: %w (its console: %s)", key, req.Image, err, filepath.Join(p.Dir, core.ConsoleLogFile))
+		return 0, fmt.Errorf("template %s of %s: %w (its console: %s)", key, req.Image, err, filepath.Join(p.Dir, core.ConsoleLogFile))
 	}
 	m.R.Log.Info("template settled", "template", key, "guest_vmgenid_driver", vmgenid)
 	if err := l.SaveState(dom, p.State); err != nil {
-		return 0, nil, fmt.Errorf("save template %s: %w", key, err)
+		return 0, fmt.Errorf("save template %s: %w", key, err)
 	}
 	img, err := saveimage.Read(p.State)
 	if err != nil {
-		return 0, nil, err
+		return 0, err
 	}
 	if err := img.Clonable(); err != nil {
-		return 0, nil, err
+		return 0, err
 	}
-	return img.StreamOffset, id, nil
+	return img.StreamOffset, nil
 }
 
 // DefaultCgroupRetry is how often a template's cgroup that still held a
