@@ -5,6 +5,7 @@
 //	crimux [flags]            run the daemon
 //	crimux config default     print the commented default config
 //	crimux version            print the version (also --version)
+//	crimux config check FILE  validate a config file without starting
 //
 // As a systemd service (systemd/crimux.service, Type=notify) it says
 // READY=1 once its socket listens, pings the watchdog while the primary
@@ -16,6 +17,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/crimux/crimux/config"
@@ -45,12 +47,29 @@ func asksVersion(arg string) bool {
 	return arg == "version" || arg == "--version" || arg == "-version"
 }
 
-func configCmd(args []string) int {
-	if len(args) == 1 && args[0] == "default" {
-		fmt.Print(config.DefaultTOML)
+func configCmd(args []string) int { return configCommand(args, os.Stdout, os.Stderr) }
+
+// configCommand is crimux config: default prints the commented defaults;
+// check FILE reads and validates FILE as crimux would at start, without
+// starting (exit 1 and every problem named if it is not valid).
+func configCommand(args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 1 && args[0] == "default":
+		fmt.Fprint(stdout, config.DefaultTOML)
+		return 0
+	case len(args) == 2 && args[0] == "check":
+		cfg, err := config.Load(args[1], true)
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", args[1], err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%s: valid\n", args[1])
 		return 0
 	}
-	fmt.Fprintln(os.Stderr, "usage: crimux config default")
+	fmt.Fprintln(stderr, "usage: crimux config default | crimux config check FILE")
 	return 2
 }
 

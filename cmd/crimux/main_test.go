@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -98,6 +99,36 @@ func TestAsksVersion(t *testing.T) {
 	for arg, want := range map[string]bool{"version": true, "--version": true, "-version": true, "--config": false, "versions": false} {
 		if asksVersion(arg) != want {
 			t.Errorf("asksVersion(%q) = %v, want %v", arg, !want, want)
+		}
+	}
+}
+
+// TestConfigCheck: crimux config check FILE says valid, or names each
+// problem and exits 1, without starting anything.
+func TestConfigCheck(t *testing.T) {
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good.toml"), filepath.Join(dir, "bad.toml")
+	if err := os.WriteFile(good, []byte(config.DefaultTOML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("log_level = \"loud\"\n[libvirt]\naccel = \"warp\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args        []string
+		code        int
+		out, errOut string
+	}{
+		{[]string{"check", good}, 0, good + ": valid\n", ""},
+		{[]string{"check", bad}, 1, "", `log_level: "loud"`},
+		{[]string{"check", bad}, 1, "", `libvirt.accel: "warp"`},
+		{[]string{"check", filepath.Join(dir, "none.toml")}, 1, "", "no such file"},
+		{[]string{"check"}, 2, "", "usage: crimux config default | crimux config check FILE"},
+	} {
+		var out, errOut bytes.Buffer
+		code := configCommand(tc.args, &out, &errOut)
+		if code != tc.code || out.String() != tc.out || !strings.Contains(errOut.String(), tc.errOut) {
+			t.Errorf("config %q: exit %d, %q, %q; want %d, %q, %q", tc.args, code, out.String(), errOut.String(), tc.code, tc.out, tc.errOut)
 		}
 	}
 }
