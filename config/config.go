@@ -40,6 +40,8 @@ type Config struct {
 	StateDir string `toml:"state_dir"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
+	// LogFormat is text (key=value lines) or json (one object per line).
+	LogFormat string `toml:"log_format"`
 	// MetricsAddress is where Prometheus metrics are served over HTTP
 	// (host:port, e.g. 127.0.0.1:9117); "" serves none.
 	MetricsAddress string     `toml:"metrics_address"`
@@ -214,9 +216,10 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil
 // Default returns the configuration crimux runs with when no file exists.
 func Default() Config {
 	return Config{
-		Listen:   "/run/crimux/crimux.sock",
-		StateDir: "/var/lib/crimux",
-		LogLevel: "info",
+		Listen:    "/run/crimux/crimux.sock",
+		StateDir:  "/var/lib/crimux",
+		LogLevel:  "info",
+		LogFormat: "text",
 		Containerd: Containerd{
 			Endpoint:    "unix:///run/containerd/containerd.sock",
 			CallTimeout: Duration{2 * time.Minute},

@@ -5,10 +5,10 @@ package config
 // to exactly Default().
 const DefaultTOML = `# crimux configuration (/etc/crimux/config.toml).
 # Flags --listen, --state-dir, --containerd-endpoint, --libvirt-uri,
-# --vm-accel, --cni-conf-dir, --log-level and --metrics-address override the
+# --vm-accel, --cni-conf-dir, --log-level, --log-format and --metrics-address override the
 # matching keys.
 # SIGHUP (systemctl reload crimux) re-reads this file. log_level and the
-# [[runtime]] entries change live; listen, state_dir, metrics_address,
+# [[runtime]] entries change live; listen, state_dir, metrics_address, log_format,
 # [kubernetes], containerd.call_timeout (for the connections kept) and every
 # [libvirt] key (while the VM runtime is kept) need a restart, and the
 # reload logs the keys it ignored. The whole list: docs/node.md,
@@ -23,6 +23,10 @@ state_dir = "/var/lib/crimux"
 
 # debug, info, warn or error.
 log_level = "info"
+
+# text (key=value lines, as logfmt) or json (one object per line, for a log
+# pipeline). Flag --log-format.
+log_format = "text"
 
 # Prometheus metrics over HTTP at host:port (e.g. "127.0.0.1:9117"; keep it
 # on loopback or a trusted network); "" serves none. Flag --metrics-address.

@@ -26,6 +26,9 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log_level: %q is not one of debug, info, warn, error", c.LogLevel))
 	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("log_format: %q is not text or json", c.LogFormat))
+	}
 	errs = append(errs, validateLibvirt(c.Libvirt)...)
 	if c.MetricsAddress != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddress); err != nil {

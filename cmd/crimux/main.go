@@ -75,7 +75,7 @@ func configCommand(args []string, stdout, stderr io.Writer) int {
 
 // flags are the settings people change most; each overrides its config key.
 type flags struct {
-	configPath, listen, stateDir, containerd, libvirtURI, vmAccel, cniConfDir, logLevel, metricsAddress string
+	configPath, listen, stateDir, containerd, libvirtURI, vmAccel, cniConfDir, logLevel, logFormat, metricsAddress string
 }
 
 func parseFlags(args []string) (flags, *flag.FlagSet, error) {
@@ -89,9 +89,10 @@ func parseFlags(args []string) (flags, *flag.FlagSet, error) {
 	fs.StringVar(&f.vmAccel, "vm-accel", "", "VM accelerator: auto, kvm or tcg (default auto)")
 	fs.StringVar(&f.cniConfDir, "cni-conf-dir", "", "CNI network config dir for VM pods, as containerd's (default /etc/cni/net.d)")
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
+	fs.StringVar(&f.logFormat, "log-format", "", "text or json (default text)")
 	fs.StringVar(&f.metricsAddress, "metrics-address", "", "serve Prometheus metrics over HTTP on host:port, e.g. 127.0.0.1:9117 (default: off)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: crimux [flags] | crimux config default | crimux version\n\nFlags override the config file:\n")
+		fmt.Fprintf(fs.Output(), "Usage: crimux [flags] | crimux config default | crimux config check FILE | crimux version\n\nFlags override the config file:\n")
 		fs.PrintDefaults()
 	}
 	err := fs.Parse(args)
@@ -114,6 +115,7 @@ func loadConfig(f flags, fs *flag.FlagSet) (config.Config, error) {
 	override(&cfg.Libvirt.Accel, f.vmAccel)
 	override(&cfg.Libvirt.CNIConfDir, f.cniConfDir)
 	override(&cfg.LogLevel, f.logLevel)
+	override(&cfg.LogFormat, f.logFormat)
 	override(&cfg.MetricsAddress, f.metricsAddress)
 	return cfg, cfg.Validate()
 }

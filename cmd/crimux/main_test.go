@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -130,5 +132,26 @@ func TestConfigCheck(t *testing.T) {
 		if code != tc.code || out.String() != tc.out || !strings.Contains(errOut.String(), tc.errOut) {
 			t.Errorf("config %q: exit %d, %q, %q; want %d, %q, %q", tc.args, code, out.String(), errOut.String(), tc.code, tc.out, tc.errOut)
 		}
+	}
+}
+
+// TestLogFormat: log_format json writes one JSON object per line; text
+// key=value lines; anything else is refused by validation.
+func TestLogFormat(t *testing.T) {
+	var b bytes.Buffer
+	slog.New(logHandler("json", &b, nil)).Info("hello", "vm", "c1")
+	var line map[string]any
+	if err := json.Unmarshal(b.Bytes(), &line); err != nil || line["msg"] != "hello" || line["vm"] != "c1" {
+		t.Errorf("json log line %q (%v)", b.String(), err)
+	}
+	b.Reset()
+	slog.New(logHandler("text", &b, nil)).Info("hello", "vm", "c1")
+	if !strings.Contains(b.String(), "msg=hello vm=c1") {
+		t.Errorf("text log line %q", b.String())
+	}
+	cfg := config.Default()
+	cfg.LogFormat = "xml"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `log_format: "xml"`) {
+		t.Errorf("log_format xml: %v, want it refused by name", err)
 	}
 }

@@ -63,7 +63,7 @@ func (d *daemon) applyConfig(ctx context.Context) error {
 
 // keepRestartOnly resets in next the settings that cannot change while
 // crimux runs to their values in force, and names the ones that differed:
-// the socket, the state dir, the metrics address and the node agent's
+// the socket, the state dir, the metrics address, the log format and the node agent's
 // settings (the agent is not restarted by a reload); the libvirt and
 // containerd connection settings too where the runtime using them is kept
 // (they apply to runtimes the reload creates).
@@ -78,6 +78,7 @@ func keepRestartOnly(cur config.Config, next *config.Config) []string {
 	keep("listen", &next.Listen, cur.Listen)
 	keep("state_dir", &next.StateDir, cur.StateDir)
 	keep("metrics_address", &next.MetricsAddress, cur.MetricsAddress)
+	keep("log_format", &next.LogFormat, cur.LogFormat)
 	keep("kubernetes.kubeconfig", &next.Kubernetes.Kubeconfig, cur.Kubernetes.Kubeconfig)
 	keep("kubernetes.node_name", &next.Kubernetes.NodeName, cur.Kubernetes.NodeName)
 	if !reflect.DeepEqual(next.Libvirt, cur.Libvirt) && hasType(cur, config.TypeVM) && hasType(*next, config.TypeVM) {

@@ -94,7 +94,7 @@ type daemon struct {
 func newDaemon(cfg config.Config, f flags, fs *flag.FlagSet, logTo io.Writer) *daemon {
 	level := new(slog.LevelVar)
 	level.Set(parseLevel(cfg.LogLevel))
-	log := slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: level}))
+	log := slog.New(logHandler(cfg.LogFormat, logTo, &slog.HandlerOptions{Level: level}))
 	d := &daemon{
 		flags: f, fs: fs, log: log, level: level, cfg: cfg,
 		calls: newCallTracker(), notify: notifier{log: log}, health: &healthState{}, guestBoots: &guestBootRelay{},
@@ -381,4 +381,12 @@ func vmIdentities(cfg config.Config) cri.IDRange {
 		return cri.IDRange{}
 	}
 	return cri.IDRange{First: cfg.Libvirt.VMIDBase, End: uint32(min(uint64(cfg.Libvirt.VMIDBase)+uint64(cfg.Libvirt.VMIDCount), 1<<32-1))}
+}
+
+// logHandler is the log's handler for format (text or json, validated).
+func logHandler(format string, w io.Writer, opts *slog.HandlerOptions) slog.Handler {
+	if format == "json" {
+		return slog.NewJSONHandler(w, opts)
+	}
+	return slog.NewTextHandler(w, opts)
 }
