@@ -133,8 +133,10 @@ func (c *cli) templateWarm(args []string) error {
 		return err
 	}
 	defer done()
+	stop := c.progress(fmt.Sprintf("making the template of %s (%d vCPUs, %d MiB) for namespace %s", pos[0], *cpus, mem, *namespace))
 	resp, err := vmv1.NewVMServiceClient(conn).WarmTemplate(ctx, &vmv1.WarmTemplateRequest{Image: pos[0], Vcpus: uint32(*cpus), MemoryMib: mem,
 		Namespace: *namespace})
+	stop()
 	if err != nil {
 		return err
 	}
@@ -183,4 +185,34 @@ func parseMiB(s string) (uint64, error) {
 		return uint64((n*u.bytes + (1<<20 - 1)) / (1 << 20)), nil // rounded up, as kubelet's limit is
 	}
 	return 0, fmt.Errorf("not a size")
+}
+
+// progressEvery is how often a call that waits long says it still waits.
+var progressEvery = 15 * time.Second
+
+// progress says on stderr what a long call waits for, then every
+// progressEvery how long it has waited, until stop is called; nothing
+// with -o json (stderr stays for errors there too).
+func (c *cli) progress(what string) (stop func()) {
+	if c.output == "json" {
+		return func() {}
+	}
+	fmt.Fprintf(c.stderr, "%s ...\n", what)
+	start := time.Now()
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(progressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(c.stderr, "  still waiting: %s\n", time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	return func() { close(done); <-ended }
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -20,8 +21,25 @@ func (f *fakeVMService) ListTemplates(_ context.Context, r *vmv1.ListTemplatesRe
 
 func (f *fakeVMService) WarmTemplate(_ context.Context, r *vmv1.WarmTemplateRequest) (*vmv1.WarmTemplateResponse, error) {
 	f.got(r)
+	time.Sleep(warmTakes)
 	return &vmv1.WarmTemplateResponse{Template: &vmv1.Template{Key: "0123456789abcdef", Namespace: r.GetNamespace(), Image: r.GetImage(),
 		Vcpus: r.GetVcpus(), MemoryMib: r.GetMemoryMib(), Accel: "tcg", State: "ready"}}, nil
+}
+
+// warmTakes is how long the fake's WarmTemplate takes.
+var warmTakes time.Duration
+
+// TestTemplateWarmSaysItWaits: a warm that takes long says what it makes,
+// then how long it has waited, on stderr.
+func TestTemplateWarmSaysItWaits(t *testing.T) {
+	_, ep := serveFake(t)
+	warmTakes, progressEvery = 250*time.Millisecond, 100*time.Millisecond
+	defer func() { warmTakes, progressEvery = 0, 15*time.Second }()
+	code, _, errOut := runCLI("--endpoint", ep, "template", "warm", "img", "--memory", "1Gi")
+	if code != exitOK || !strings.Contains(errOut, "making the template of img (1 vCPUs, 1024 MiB) for namespace default ...") ||
+		!strings.Contains(errOut, "still waiting:") {
+		t.Fatalf("exit %d, stderr %q; want what it makes and that it still waits", code, errOut)
+	}
 }
 
 // TestTemplateWarm: warm sends its image, shape and namespace (kubectl's
