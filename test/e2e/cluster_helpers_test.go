@@ -200,7 +200,14 @@ type clusterPod struct {
 			RestartCount int             `json:"restartCount"`
 			Ready        bool            `json:"ready"`
 			State        json.RawMessage `json:"state"`
-			Resources    struct {
+			LastState    struct {
+				Terminated *struct {
+					ContainerID string `json:"containerID"`
+					ExitCode    int    `json:"exitCode"`
+					Reason      string `json:"reason"`
+				} `json:"terminated"`
+			} `json:"lastState"`
+			Resources struct {
 				Limits map[string]string `json:"limits"`
 			} `json:"resources"`
 		} `json:"containerStatuses"`
