@@ -44,7 +44,7 @@ echo "test/all.sh: logs in $logs"
 
 # The host lane, in this order. They run with make -o for what was made
 # once before them (build, bed, host-tools).
-host_lane=(e2e e2e-guest e2e-guest-instant e2e-migrate e2e-cluster e2e-kubelet chaos critest)
+host_lane=(e2e e2e-migrate e2e-guest e2e-guest-instant e2e-cluster e2e-kubelet chaos critest)
 # The node's critest starts once this host suite ended.
 node_critest_after=e2e-cluster
 made=(-o build -o bed -o host-tools)
