@@ -15,6 +15,9 @@
 // arguments, their placeholders replaced by the files' numbers, to
 // libvirt's.
 //
+// A crimux VM's qemu is then confined to its own VM's files with Landlock
+// (confine.go) before the wrapper execs it.
+//
 // It never runs a crimux VM's qemu outside the pod, or without what the
 // Placer hands it: when placement fails or crimux does not answer within
 // the wait, it exits non-zero with the reason on stderr, which libvirt
@@ -45,7 +48,11 @@ var (
 )
 
 func main() {
-	argv, err := qemuArgv(os.Args[1:])
+	argv, vm, err := qemuArgv(os.Args[1:])
+	if err == nil && vm {
+		// On this goroutine's thread, which execs next (confine locks it).
+		err = confine(argv)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "crimux-qemu-wrapper: %v\n", err)
 		os.Exit(1)
@@ -56,19 +63,19 @@ func main() {
 }
 
 // qemuArgv is qemu's argv for args (the wrapper's own, without argv[0]):
-// args as they are, and for a crimux VM, once placed, the arguments the
-// Placer handed over after them.
-func qemuArgv(args []string) ([]string, error) {
-	argv := append([]string{qemuBinary}, args...)
+// args as they are, and for a crimux VM (vm), once placed, the arguments
+// the Placer handed over after them.
+func qemuArgv(args []string) (argv []string, vm bool, err error) {
+	argv = append([]string{qemuBinary}, args...)
 	name, ok := placement.GuestName(args)
 	if !ok || !placement.IsCrimuxDomain(name) {
-		return argv, nil
+		return argv, false, nil
 	}
 	extra, err := place(name)
 	if err != nil {
-		return nil, fmt.Errorf("not starting qemu for domain %s: %w", name, err)
+		return nil, true, fmt.Errorf("not starting qemu for domain %s: %w", name, err)
 	}
-	return append(argv, extra...), nil
+	return append(argv, extra...), true, nil
 }
 
 // place asks the Placer to place this process as domain name and returns

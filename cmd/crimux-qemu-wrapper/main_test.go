@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crimux/crimux/internal/landlock"
 	"github.com/crimux/crimux/runtimes/libvirt/placement"
 )
 
@@ -22,7 +23,10 @@ import (
 // each file an argument "…fd=<n>" names.
 const (
 	wrapperEnv = "CRIMUX_TEST_WRAPPER_QEMU"
-	fakeQemu   = "fake-qemu"
+	// catEnv: paths the fake qemu reads and prints, named to it only
+	// here, as a header's data file would be.
+	catEnv   = "CRIMUX_TEST_QEMU_CAT"
+	fakeQemu = "fake-qemu"
 )
 
 func TestMain(m *testing.M) {
@@ -39,6 +43,10 @@ func TestMain(m *testing.M) {
 
 func runFakeQemu(args []string) int {
 	fmt.Printf("qemu %q\n", args)
+	for _, path := range strings.Fields(os.Getenv(catEnv)) {
+		b, err := os.ReadFile(path)
+		fmt.Printf("cat %s: %q %v\n", path, b, err)
+	}
 	for _, a := range args {
 		if _, fd, ok := strings.Cut(a, "fd="); ok {
 			n, err := strconv.Atoi(fd)
@@ -154,10 +162,67 @@ func TestWrapper(t *testing.T) {
 		}
 	})
 
+	t.Run("qemu opens only what its arguments name", func(t *testing.T) {
+		if landlock.ABI() == 0 {
+			t.Skip("this kernel has no Landlock")
+		}
+		vmDir, elsewhere := t.TempDir(), t.TempDir()
+		disk, host := filepath.Join(vmDir, "disk"), filepath.Join(elsewhere, "host-file")
+		for _, f := range []string{disk, host} {
+			if err := os.WriteFile(f, []byte("bytes of "+filepath.Base(f)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sock := socketPath(t)
+		serveOnce(t, sock, []string{})
+		// The disk is named on the command line; the host file only by
+		// what qemu reads (a header's data file).
+		t.Setenv(catEnv, disk+" "+host)
+		out, err := runWrapper(t, sock, append(name, "-blockdev", `{"driver":"file","filename":"`+disk+`"}`)...)
+		if err != nil {
+			t.Fatalf("wrapper: %v: %s", err, out)
+		}
+		if !strings.Contains(out, "cat "+disk+`: "bytes of disk" <nil>`) {
+			t.Errorf("qemu could not read its own disk:\n%s", out)
+		}
+		if !strings.Contains(out, "cat "+host+`: "" open `+host+": permission denied") {
+			t.Errorf("qemu read a file its command line does not name:\n%s", out)
+		}
+	})
+
 	t.Run("foreign domain", func(t *testing.T) {
 		out, err := runWrapper(t, "/nonexistent", "-name", "guest=other", "-S")
 		if want := `qemu ["-name" "guest=other" "-S"]`; err != nil || out != want {
 			t.Errorf("wrapper: %v: %q; want %q", err, out, want)
 		}
 	})
+}
+
+func TestArgDirs(t *testing.T) {
+	got := argDirs([]string{
+		"/usr/bin/qemu-system-x86_64",
+		"-blockdev", `{"driver":"file","filename":"/var/lib/crimux/pods/p1/disk.qcow2","node-name":"libvirt-1-storage"}`,
+		"-chardev", "socket,id=fs0,path=/var/lib/crimux/vms/v1/run/fs0.sock",
+		"-incoming", "unix:/run/crimux/migration/tok/mem.sock",
+		"-object", "memory-backend-file,id=ram,mem-path=/dev/hugepages/libvirt/qemu/1-x",
+		"-name", "guest=crimux-vm-1,debug-threads=on", "-drive", "file=/x", "-L", "/",
+	})
+	want := []string{"/var/lib/crimux/pods/p1", "/var/lib/crimux/vms/v1/run", "/run/crimux/migration/tok", "/dev/hugepages/libvirt/qemu"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("argDirs:\n got %q\nwant %q (nothing less than three deep: not /usr/bin, /var/lib/crimux, /)", got, want)
+	}
+}
+
+// TestArgFiles: a file argv names is allowed alone, however shallow its
+// directory (a kernel in /boot); a directory is never allowed as a file.
+func TestArgFiles(t *testing.T) {
+	dir := t.TempDir()
+	kernel := filepath.Join(dir, "vmlinuz")
+	if err := os.WriteFile(kernel, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := argFiles([]string{"/usr/bin/qemu-system-x86_64", "-kernel", kernel, "-L", dir, "-drive", "file=/nonexistent/x"})
+	if want := []string{"/usr/bin/qemu-system-x86_64", kernel}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("argFiles = %q, want %q", got, want)
+	}
 }
