@@ -254,7 +254,7 @@ func soakOut() string {
 }
 
 // publish checks the samples, prints the figures and writes them to
-// out.md (a section to paste into docs/benchmarks.md) and out.svg; once
+// out.md (a section to paste into a dated file under docs/bench/) and out.svg; once
 // only: deferred with cutShort, it does nothing after the end was
 // reached.
 func (s *soaker) publish(out string, cutShort bool) []soak.Growth {
@@ -288,7 +288,7 @@ func (s *soaker) publish(out string, cutShort bool) []soak.Growth {
 		s.t.Errorf("plot: %v", err)
 	}
 	var md bytes.Buffer
-	fmt.Fprintf(&md, "<!-- written by TestSoak (make soak) at %s UTC: paste into docs/benchmarks.md, \"An hour of churn\" -->\n\n",
+	fmt.Fprintf(&md, "<!-- written by TestSoak (make soak) at %s UTC: paste into a dated file under docs/bench/ (as history-2026-12.md, \"An hour of churn\") -->\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04"))
 	fmt.Fprintf(&md, "%s\n\n", summary)
 	if win.Scaled {

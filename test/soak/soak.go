@@ -1,7 +1,7 @@
 // Package soak owns the figures of the hour of churn (TestSoak in
 // test/e2e): the samples of crimux taken each minute, the check that none
 // of them grows once warmed up, and their table and plot for
-// docs/benchmarks.md. It does no I/O of its own but the writers it is
+// docs/bench/. It does no I/O of its own but the writers it is
 // given.
 package soak
 
