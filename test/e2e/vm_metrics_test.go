@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -21,15 +19,7 @@ func TestVMMetrics(t *testing.T) {
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg", "--metrics-address", addr)
 	c.crictl("pull", vmImage)
 	podID, _ := runVM(t, c, "vm-metrics", testCgroupParent(t))
-	scrape := func() string {
-		resp, err := http.Get("http://" + addr + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
-	}
+	scrape := func() string { return scrapeMetrics(t, addr) }
 	labels := `{container="vm",namespace="crimux-e2e",pod="vm-metrics"}`
 	testutil.Eventually(t, 30*time.Second, "the VM's series", func() error {
 		text := scrape()
