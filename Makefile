@@ -133,7 +133,7 @@ e2e-guest: build bed
 # e2e-guest-instant: the Debian guest's template made once, two VM pods
 # restored from it, each a machine of its own.
 e2e-guest-instant: build bed
-	CRIMUX_GUEST=1 $(E2E_ENV) $(GO) test -race -count=1 -v -timeout 30m -run '^TestVMGuestInstant$$' ./test/e2e/
+	CRIMUX_GUEST=1 $(E2E_ENV) $(GO) test -race -count=1 -v -timeout 30m -run '^TestVMGuestInstant(Bounded)?$$' ./test/e2e/
 
 # e2e-migrate: live migration between node one (the host's
 # libvirtd) and node two of the test bed (test/bed/node2-up.sh: its own

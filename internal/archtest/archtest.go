@@ -3,7 +3,9 @@
 // and testdata not) and checks them against a small table of forbidden
 // dependencies (rules.go). Its test runs under `make unit`, so a forbidden
 // import fails the build, naming the importer, the imported package and
-// the file.
+// the file. A second rule reads the code that takes tenants' volume paths
+// whole (tenantpaths.go, tenantrules.go): a path there is looked up, and
+// qemu-img run, only where the rule allows it, each with its reason.
 package archtest
 
 import (

@@ -33,14 +33,15 @@ const (
 var guestBootTimeout = slowed(8 * time.Minute)
 
 // startGuestCrimux skips the test unless CRIMUX_GUEST is set (make
-// target runs it), and starts crimux (TCG) with the Debian guest pulled.
-func startGuestCrimux(t *testing.T, target string) *crimux {
+// target runs it), and starts crimux (TCG, and args) with the Debian guest
+// pulled.
+func startGuestCrimux(t *testing.T, target string, args ...string) *crimux {
 	t.Helper()
 	if os.Getenv("CRIMUX_GUEST") == "" {
 		t.Skipf("the Debian guest boots for minutes under TCG: make %s runs this test (CRIMUX_GUEST=1)", target)
 	}
 	requireVM(t)
-	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
+	c := startCrimux(t, bed.containerd, append([]string{"--vm-accel", "tcg"}, args...)...)
 	if out, err := c.crictlTimeout(10*time.Minute, "pull", debianImage); err != nil {
 		t.Fatalf("crictl pull %s: %v\n%s", debianImage, err, out)
 	}
