@@ -26,6 +26,9 @@ func newFlagSet(c *cli, name, argsUsage, what string) *flag.FlagSet {
 		fmt.Fprintln(fs.Output(), "Flags:")
 		fs.PrintDefaults()
 	}
+	if c.onFlagSet != nil {
+		c.onFlagSet(fs)
+	}
 	return fs
 }
 

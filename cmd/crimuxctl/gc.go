@@ -89,7 +89,7 @@ func (c *cli) gcList(ctx context.Context, vms vmv1.VMServiceClient) error {
 	if err != nil {
 		return err
 	}
-	if c.output == "json" {
+	if c.machineReadable() {
 		return c.printProto(resp)
 	}
 	if len(resp.GetResources()) == 0 {
@@ -109,7 +109,7 @@ func (c *cli) gcCollect(ctx context.Context, vms vmv1.VMServiceClient, req *vmv1
 	if err != nil {
 		return err
 	}
-	if c.output == "json" {
+	if c.machineReadable() {
 		return c.printProto(resp)
 	}
 	done := "deleted"

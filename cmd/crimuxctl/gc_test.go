@@ -96,7 +96,7 @@ func TestGCExitCodes(t *testing.T) {
 		{[]string{"gc", "--adopt", "domain/a", "--delete", "domain/b"}, exitUsage, "one of --adopt and --delete"},
 		{[]string{"gc", "domain/crimux-abc"}, exitUsage, "want 0 argument"},
 		{[]string{"gc", "--adopt"}, exitUsage, "flag needs an argument"},
-		{[]string{"gc", "-o", "yaml"}, exitUsage, "table or json"},
+		{[]string{"gc", "-o", "xml"}, exitUsage, `-o "xml": want table, json or yaml`},
 		{[]string{"gc", "--adopt", "domain/crimux-nope"}, exitCall, `NotFound: domain/crimux-nope: domain "crimux-nope"`},
 	} {
 		f.got(nil)

@@ -2,13 +2,14 @@
 // and the VM API (crimux.vm.v1.VMService: VMs, reboot, snapshots, power
 // state), over crimux's socket.
 //
-//	crimuxctl [--endpoint unix:///run/crimux/crimux.sock] [-o table|json] [--timeout 30s] COMMAND
+//	crimuxctl [--endpoint unix:///run/crimux/crimux.sock] [-o table|json|yaml] [--timeout 30s] COMMAND
 //
 // Commands: version, runtimes, vm list|get|reboot|power|snapshot|migrate
 // (see "crimuxctl vm --help"), gc [--adopt|--delete KIND/NAME] (resources
 // of another crimux identity), template list|warm|rm (VM templates, for
 // instant start), store rebuild (a damaged VM store made again, with
-// crimux stopped: it talks to libvirtd, not to crimux). A VM is named
+// crimux stopped: it talks to libvirtd, not to crimux), completion
+// bash|zsh|fish (a shell completion script). A VM is named
 // by its pod sandbox ID or container ID as crictl shows them, or by
 // namespace/name.
 //
@@ -59,6 +60,8 @@ Commands:
   store rebuild
              with crimux stopped: rebuild a damaged VM store from libvirt's
              domains and the state dir (crimuxctl store rebuild --help)
+  completion bash|zsh|fish
+             the shell's completion script, e.g. source <(crimuxctl completion bash)
 
 A VM is named by its pod sandbox ID or container ID as crictl shows them
 (vm--...), or by its pod's namespace/name.
@@ -80,6 +83,9 @@ type cli struct {
 	stderr     io.Writer
 	// libvirt connects to libvirtd, for store rebuild (a fake in tests).
 	libvirt func(uri string) (rebuild.Domains, func() error, error)
+	// onFlagSet, if set, is given each command's flag set as it is made:
+	// completion reads the flags there.
+	onFlagSet func(*flag.FlagSet)
 }
 
 // usageError is bad usage: exit 2, with the command's help.
@@ -95,12 +101,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	c := &cli{stdout: stdout, stderr: stderr, libvirt: dialLibvirt}
-	fs := flag.NewFlagSet("crimuxctl", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	c.globalFlags(fs, "unix:///run/crimux/crimux.sock", "table")
-	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "deadline of the call (vm commands that wait on a guest extend it to their own --timeout plus a minute)")
-	showVersion := fs.Bool("version", false, "print crimuxctl's own version and exit (no daemon needed)")
-	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
+	fs, showVersion := c.rootFlagSet()
 	if err := c.parseFlags(fs, args); err != nil {
 		return c.exit(err)
 	}
@@ -114,24 +115,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
-	var err error
-	switch cmd, rest := fs.Arg(0), fs.Args()[1:]; cmd {
-	case "version", "runtimes":
-		err = c.runtimeCommand(cmd, rest)
-	case "vm":
-		err = c.vm(rest)
-	case "gc":
-		err = c.gc(rest)
-	case "template":
-		err = c.template(rest)
-	case "store":
-		err = c.store(rest)
-	default:
-		fmt.Fprintf(stderr, "crimuxctl: unknown command %q\n", cmd)
+	cmd, ok := lookup(commands(), fs.Arg(0))
+	if !ok {
+		fmt.Fprintf(stderr, "crimuxctl: unknown command %q\n", fs.Arg(0))
 		fs.Usage()
 		return exitUsage
 	}
-	return c.exit(err)
+	return c.exit(c.runCommand(cmd.name, cmd, fs.Args()[1:]))
+}
+
+// rootFlagSet is crimuxctl's flags before the command, and -version's
+// value.
+func (c *cli) rootFlagSet() (*flag.FlagSet, *bool) {
+	fs := flag.NewFlagSet("crimuxctl", flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	c.globalFlags(fs, "unix:///run/crimux/crimux.sock", "table")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "deadline of the call (vm commands that wait on a guest extend it to their own --timeout plus a minute)")
+	showVersion := fs.Bool("version", false, "print crimuxctl's own version and exit (no daemon needed)")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
+	return fs, showVersion
 }
 
 // exit maps an error to the exit code, printing it.
@@ -159,14 +161,14 @@ func (c *cli) exit(err error) int {
 // globalFlags defines the flags every command accepts, before or after it.
 func (c *cli) globalFlags(fs *flag.FlagSet, endpoint, output string) {
 	fs.StringVar(&c.endpoint, "endpoint", endpoint, "crimux socket")
-	fs.StringVar(&c.output, "o", output, "output format: table or json")
+	fs.StringVar(&c.output, "o", output, "output format: "+orList(outputFormats))
 }
 
 // dial connects to crimux and returns a context with the call's deadline
 // (at least minTimeout when the user did not choose one).
 func (c *cli) dial(minTimeout time.Duration) (*grpc.ClientConn, context.Context, context.CancelFunc, error) {
-	if c.output != "table" && c.output != "json" {
-		return nil, nil, nil, usagef("-o %q: want table or json", c.output)
+	if err := c.checkOutput(); err != nil {
+		return nil, nil, nil, err
 	}
 	conn, err := grpc.NewClient(c.endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -198,7 +200,7 @@ func (c *cli) runtimeCommand(cmd string, args []string) error {
 }
 
 // versions are crimuxctl's own version and the daemon's answer (nil when
-// it did not answer), as -o json prints them.
+// it did not answer), as -o json and -o yaml print them.
 type versions struct {
 	Client string                      `json:"client"`
 	Server *runtimeapi.VersionResponse `json:"server,omitempty"`
@@ -208,7 +210,7 @@ type versions struct {
 // daemon's; a daemon that does not answer is an error after it.
 func (c *cli) version(ctx context.Context, rs runtimeapi.RuntimeServiceClient) error {
 	v, err := rs.Version(ctx, &runtimeapi.VersionRequest{})
-	if c.output == "json" {
+	if c.machineReadable() {
 		if perr := c.printJSON(versions{Client: version.Version, Server: v}); perr != nil {
 			return perr
 		}
@@ -231,7 +233,7 @@ func (c *cli) runtimes(ctx context.Context, rs runtimeapi.RuntimeServiceClient) 
 	if err := json.Unmarshal([]byte(st.Info[statusinfo.Key]), &info); err != nil {
 		return fmt.Errorf("status info has no crimux runtimes: %w", err)
 	}
-	if c.output == "json" {
+	if c.machineReadable() {
 		return c.printJSON(info.Runtimes)
 	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
@@ -240,10 +242,4 @@ func (c *cli) runtimes(ctx context.Context, rs runtimeapi.RuntimeServiceClient) 
 		fmt.Fprintf(w, "%s\t%s\t%v\t%v\t%v\t%s\n", r.Name, r.Type, r.Handlers, r.Primary, r.Ready, r.Reason)
 	}
 	return w.Flush()
-}
-
-func (c *cli) printJSON(v any) error {
-	enc := json.NewEncoder(c.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/internal/version"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
@@ -102,6 +103,7 @@ func serveFake(t *testing.T) (*fakeVMService, string) {
 	f := &fakeVMService{}
 	g := grpc.NewServer()
 	vmv1.RegisterVMServiceServer(g, f)
+	runtimeapi.RegisterRuntimeServiceServer(g, fakeRuntime{})
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
 	return f, "unix://" + sock
@@ -216,7 +218,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"vm", "power", "vm--c1", "unspecified"}, exitUsage, "want running"},
 		{[]string{"vm", "reboot", "vm--c1", "--timeout", "1500ms"}, exitUsage, "whole seconds"},
 		{[]string{"vm", "reboot", "vm--c1", "--bogus"}, exitUsage, "flag provided but not defined"},
-		{[]string{"vm", "list", "-o", "yaml"}, exitUsage, "table or json"},
+		{[]string{"vm", "list", "-o", "xml"}, exitUsage, `-o "xml": want table, json or yaml`},
 		{[]string{"vm", "snapshot"}, exitUsage, "Usage: crimuxctl vm snapshot"},
 		{[]string{"frob"}, exitUsage, "unknown command"},
 		{[]string{}, exitUsage, "Usage: crimuxctl"},

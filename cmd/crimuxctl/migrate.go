@@ -71,7 +71,9 @@ func (m migrationRun) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
-	fmt.Fprintf(m.c.stdout, "migrating to %s (libvirt %s)\n", presp.GetTarget().GetAddress(), presp.GetTarget().GetLibvirtUri())
+	if !m.c.machineReadable() { // stdout is the one JSON or YAML document there
+		fmt.Fprintf(m.c.stdout, "migrating to %s (libvirt %s)\n", presp.GetTarget().GetAddress(), presp.GetTarget().GetLibvirtUri())
+	}
 	if err := m.follow(ctx, presp.GetTarget()); err != nil {
 		// The VM runs on the source: the target stops waiting for it.
 		fctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -86,7 +88,7 @@ func (m migrationRun) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
-	if m.c.output == "json" {
+	if m.c.machineReadable() {
 		return m.c.printProto(fresp)
 	}
 	fmt.Fprintf(m.c.stdout, "migrated: downtime %d ms, addresses %s\n", fresp.GetDowntimeMs(), strings.Join(fresp.GetAddresses(), ", "))
@@ -110,7 +112,7 @@ func (m migrationRun) follow(ctx context.Context, t *vmv1.MigrationTarget) error
 		if err != nil {
 			return err
 		}
-		if m.c.output != "json" {
+		if !m.c.machineReadable() {
 			fmt.Fprintln(m.c.stdout, progressLine(p))
 		}
 	}

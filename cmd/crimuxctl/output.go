@@ -1,26 +1,110 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"gopkg.in/yaml.v3"
 
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
 )
 
-// printProto writes a response as JSON with the .proto's field names,
-// every field present.
+// outputFormats are the values of -o: a table (or a sentence) for people,
+// or the response as JSON or YAML for programs.
+var outputFormats = []string{"table", "json", "yaml"}
+
+// checkOutput refuses an -o that is none of outputFormats.
+func (c *cli) checkOutput() error {
+	if !slices.Contains(outputFormats, c.output) {
+		return usagef("-o %q: want %s", c.output, orList(outputFormats))
+	}
+	return nil
+}
+
+// machineReadable says -o asks for the response itself (JSON or YAML),
+// not for text.
+func (c *cli) machineReadable() bool { return c.output != "table" }
+
+// orList is "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
+// printProto writes a response with the .proto's field names, every
+// field present, as JSON or YAML.
 func (c *cli) printProto(m proto.Message) error {
 	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(c.stdout, "%s\n", b)
+	return c.printEncoded(b)
+}
+
+// printJSON writes v as its JSON encoding says, as JSON or YAML.
+func (c *cli) printJSON(v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return c.printEncoded(b)
+}
+
+// printEncoded writes a JSON document as it is for -o json, and for -o
+// yaml as YAML with the same keys in the same order, so that the two
+// name every field alike.
+func (c *cli) printEncoded(doc []byte) error {
+	if c.output == "yaml" {
+		var err error
+		if doc, err = jsonToYAML(doc); err != nil {
+			return err
+		}
+		_, err = c.stdout.Write(doc)
+		return err
+	}
+	_, err := fmt.Fprintf(c.stdout, "%s\n", doc)
 	return err
+}
+
+// jsonToYAML re-encodes JSON, a subset of YAML, in YAML's block style.
+// Scalars keep their tags: a string YAML would read as something else
+// (a number in a string, as protojson writes 64-bit integers, "true",
+// "null") stays quoted.
+func jsonToYAML(doc []byte) ([]byte, error) {
+	var n yaml.Node
+	if err := yaml.Unmarshal(doc, &n); err != nil {
+		return nil, err
+	}
+	blockStyle(&n)
+	var out bytes.Buffer
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := enc.Encode(&n); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// blockStyle drops the flow style and quotes JSON's syntax gave n and
+// what it holds: the encoder then chooses block style and quotes only
+// where YAML needs them.
+func blockStyle(n *yaml.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
 }
 
 func (c *cli) vmTable(vms []*vmv1.VM) error {

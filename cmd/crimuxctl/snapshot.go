@@ -21,33 +21,6 @@ with a letter or digit; unique per VM.
 Run "crimuxctl vm snapshot COMMAND --help" for the flags of a command.
 `
 
-func (c *cli) vmSnapshot(args []string) error {
-	if len(args) == 0 || asksHelp(args[:1]) || args[0] == "help" {
-		out := c.stderr
-		if len(args) > 0 {
-			out = c.stdout
-		}
-		fmt.Fprint(out, snapshotUsage)
-		if len(args) == 0 {
-			return errUsagePrinted
-		}
-		return nil
-	}
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "create":
-		return c.snapshotCreate(rest)
-	case "list", "ls":
-		return c.snapshotList(rest)
-	case "restore":
-		return c.snapshotRestore(rest)
-	case "delete", "rm":
-		return c.snapshotDelete(rest)
-	default:
-		fmt.Fprintf(c.stderr, "crimuxctl vm snapshot: unknown command %q\n\n%s", cmd, snapshotUsage)
-		return errUsagePrinted
-	}
-}
-
 func (c *cli) snapshotCreate(args []string) error {
 	fs := newFlagSet(c, "vm snapshot create", "VM NAME",
 		"Snapshots the VM's disk (qcow2 internal snapshot), with its memory when it runs or is paused.")
@@ -57,7 +30,7 @@ func (c *cli) snapshotCreate(args []string) error {
 		if err != nil {
 			return err
 		}
-		if c.output == "json" {
+		if c.machineReadable() {
 			return c.printProto(resp)
 		}
 		fmt.Fprintf(c.stdout, "%s: snapshot %s created (%s)\n", pos[0], pos[1], snapshotKind(resp.GetSnapshot()))
@@ -72,7 +45,7 @@ func (c *cli) snapshotList(args []string) error {
 		if err != nil {
 			return err
 		}
-		if c.output == "json" {
+		if c.machineReadable() {
 			return c.printProto(resp)
 		}
 		return c.snapshotTable(resp.GetSnapshots(), "")
@@ -88,7 +61,7 @@ func (c *cli) snapshotRestore(args []string) error {
 		if err != nil {
 			return err
 		}
-		if c.output == "json" {
+		if c.machineReadable() {
 			return c.printProto(resp)
 		}
 		fmt.Fprintf(c.stdout, "%s: snapshot %s restored; power state %s\n", pos[0], pos[1], powerName(resp.GetState()))
@@ -103,7 +76,7 @@ func (c *cli) snapshotDelete(args []string) error {
 		if err != nil {
 			return err
 		}
-		if c.output == "json" {
+		if c.machineReadable() {
 			return c.printProto(resp)
 		}
 		fmt.Fprintf(c.stdout, "%s: snapshot %s deleted\n", pos[0], pos[1])

@@ -33,24 +33,26 @@ func dialLibvirt(uri string) (rebuild.Domains, func() error, error) {
 	return l, closeConn, err
 }
 
-func (c *cli) store(args []string) error {
-	if len(args) == 0 || args[0] != "rebuild" {
-		if asksHelp(args) || len(args) == 0 {
-			fmt.Fprintln(c.stderr, "Usage: crimuxctl store rebuild [flags] (crimuxctl store rebuild --help)")
-			return errUsagePrinted
-		}
-		return usagef("store: unknown command %q: want rebuild", args[0])
-	}
+const storeUsage = `Usage: crimuxctl store rebuild [flags]
+
+Commands:
+  rebuild    with crimux stopped: rebuild a damaged VM store from libvirt's
+             domains and the state dir
+
+Run "crimuxctl store rebuild --help" for its flags.
+`
+
+func (c *cli) storeRebuild(args []string) error {
 	fs := newFlagSet(c, "store rebuild", "", storeRebuildWhat)
 	cfgPath := fs.String("config", config.DefaultPath, "crimux's config file: its state_dir and [libvirt] uri are the defaults of the flags below")
 	stateDir := fs.String("state-dir", "", "crimux's state dir (default: the config's state_dir)")
 	uri := fs.String("libvirt-uri", "", "libvirtd's URI (default: the config's [libvirt] uri)")
 	dry := fs.Bool("dry-run", false, "say what would be rebuilt and left alone; change nothing")
-	if _, err := c.parse(fs, args[1:], 0); err != nil {
+	if _, err := c.parse(fs, args, 0); err != nil {
 		return err
 	}
-	if c.output != "table" && c.output != "json" {
-		return usagef("-o %q: want table or json", c.output)
+	if err := c.checkOutput(); err != nil {
+		return err
 	}
 	explicit := false
 	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
@@ -65,7 +67,7 @@ func (c *cli) store(args []string) error {
 	}
 	defer closeConn()
 	rep, err := rebuild.Run(opts, l)
-	if rep != nil && c.output == "json" {
+	if rep != nil && c.machineReadable() {
 		if perr := c.printJSON(rep); perr != nil {
 			return perr
 		}

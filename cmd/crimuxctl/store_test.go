@@ -21,7 +21,8 @@ func storeCLI(args ...string) (code int, stdout, stderr, uri string) {
 			uri = u
 			return virtfake.New(), func() error { return nil }, nil
 		}}
-	code = c.exit(c.store(args))
+	store, _ := lookup(commands(), "store")
+	code = c.exit(c.runCommand("store", store, args))
 	return code, out.String(), errOut.String(), uri
 }
 

@@ -38,31 +38,6 @@ const defaultNamespace = "default"
 // settles and is saved.
 const templateWarmCall = 12 * time.Minute
 
-func (c *cli) template(args []string) error {
-	if len(args) == 0 || asksHelp(args[:1]) || args[0] == "help" {
-		out := c.stderr
-		if len(args) > 0 {
-			out = c.stdout
-		}
-		fmt.Fprint(out, templateUsage)
-		if len(args) == 0 {
-			return errUsagePrinted
-		}
-		return nil
-	}
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "list", "ls":
-		return c.templateList(rest)
-	case "warm":
-		return c.templateWarm(rest)
-	case "rm", "remove":
-		return c.templateRemove(rest)
-	default:
-		fmt.Fprintf(c.stderr, "crimuxctl template: unknown command %q\n\n%s", cmd, templateUsage)
-		return errUsagePrinted
-	}
-}
-
 func (c *cli) templateList(args []string) error {
 	fs := newFlagSet(c, "template list", "", "Lists the VM templates.")
 	if _, err := c.parse(fs, args, 0); err != nil {
@@ -77,7 +52,7 @@ func (c *cli) templateList(args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.output == "json" {
+	if c.machineReadable() {
 		return c.printProto(resp)
 	}
 	if len(resp.GetTemplates()) == 0 {
@@ -140,7 +115,7 @@ func (c *cli) templateWarm(args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.output == "json" {
+	if c.machineReadable() {
 		return c.printProto(resp)
 	}
 	t := resp.GetTemplate()
@@ -160,8 +135,12 @@ func (c *cli) templateRemove(args []string) error {
 		return err
 	}
 	defer done()
-	if _, err := vmv1.NewVMServiceClient(conn).RemoveTemplate(ctx, &vmv1.RemoveTemplateRequest{Key: pos[0]}); err != nil {
+	resp, err := vmv1.NewVMServiceClient(conn).RemoveTemplate(ctx, &vmv1.RemoveTemplateRequest{Key: pos[0]})
+	if err != nil {
 		return err
+	}
+	if c.machineReadable() {
+		return c.printProto(resp)
 	}
 	fmt.Fprintf(c.stdout, "template %s removed\n", pos[0])
 	return nil
@@ -192,9 +171,9 @@ var progressEvery = 15 * time.Second
 
 // progress says on stderr what a long call waits for, then every
 // progressEvery how long it has waited, until stop is called; nothing
-// with -o json (stderr stays for errors there too).
+// with -o json or yaml (stderr stays for errors there too).
 func (c *cli) progress(what string) (stop func()) {
-	if c.output == "json" {
+	if c.machineReadable() {
 		return func() {}
 	}
 	fmt.Fprintf(c.stderr, "%s ...\n", what)

@@ -39,37 +39,6 @@ const (
 	snapshotCall = 5 * time.Minute
 )
 
-func (c *cli) vm(args []string) error {
-	if len(args) == 0 || asksHelp(args[:1]) || args[0] == "help" {
-		out := c.stderr
-		if len(args) > 0 {
-			out = c.stdout
-		}
-		fmt.Fprint(out, vmUsage)
-		if len(args) == 0 {
-			return errUsagePrinted
-		}
-		return nil
-	}
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "list", "ls":
-		return c.vmList(rest)
-	case "get":
-		return c.vmGet(rest)
-	case "reboot":
-		return c.vmReboot(rest)
-	case "power":
-		return c.vmPower(rest)
-	case "snapshot", "snapshots":
-		return c.vmSnapshot(rest)
-	case "migrate":
-		return c.vmMigrate(rest)
-	default:
-		fmt.Fprintf(c.stderr, "crimuxctl vm: unknown command %q\n\n%s", cmd, vmUsage)
-		return errUsagePrinted
-	}
-}
-
 // vmRef parses a VM argument: namespace/name, else an ID.
 func vmRef(arg string) (*vmv1.VMRef, error) {
 	ns, name, isPod := strings.Cut(arg, "/")
@@ -112,7 +81,7 @@ func (c *cli) vmList(args []string) error {
 		if err != nil {
 			return err
 		}
-		if c.output == "json" {
+		if c.machineReadable() {
 			return c.printProto(resp)
 		}
 		return c.vmTable(resp.GetVms())
@@ -126,7 +95,7 @@ func (c *cli) vmGet(args []string) error {
 		if err != nil {
 			return err
 		}
-		if c.output == "json" {
+		if c.machineReadable() {
 			return c.printProto(resp)
 		}
 		return c.vmDetails(resp.GetVm())
@@ -146,7 +115,7 @@ func (c *cli) vmReboot(args []string) error {
 		if err != nil {
 			return err
 		}
-		if c.output == "json" {
+		if c.machineReadable() {
 			return c.printProto(resp)
 		}
 		switch {
@@ -180,7 +149,7 @@ func (c *cli) vmPower(args []string) error {
 		if err != nil {
 			return err
 		}
-		if c.output == "json" {
+		if c.machineReadable() {
 			return c.printProto(resp)
 		}
 		forced := ""

@@ -6,6 +6,7 @@
 //	kubectl crimux snapshot|restore POD NAME
 //	kubectl crimux console POD
 //	kubectl crimux version
+//	kubectl crimux completion bash|zsh|fish
 //
 // The VM verbs set the pod's request annotation (nodeagent/doc.go) and
 // wait for its node agent's answer, which they print (request.go);
@@ -68,6 +69,11 @@ Usage:
       The VM's serial console on this terminal (kubectl attach -it).
   kubectl crimux version
       kubectl-crimux's version (also --version).
+  kubectl crimux completion bash|zsh|fish
+      The shell's completion script for kubectl-crimux, e.g.
+      source <(kubectl crimux completion bash). For "kubectl crimux" in
+      kubectl's own completion, put on the PATH an executable
+      kubectl_complete-crimux that runs: kubectl-crimux __complete "$@"
 
 Flags:
   --to NODE             the node to move the VM to (migrate)
@@ -107,6 +113,12 @@ func main() {
 type clientFunc func(o options) (kubernetes.Interface, string, error)
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, client clientFunc) int {
+	if len(args) > 0 && args[0] == completeCommand {
+		// The words are the command line as typed, flags and all: they
+		// are completed, not parsed.
+		complete(args[1:], stdout)
+		return 0
+	}
 	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
 		args = []string{"version"}
 	}
@@ -122,21 +134,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, client cl
 		fmt.Fprint(stderr, usage)
 		return 1
 	}
-	switch cmd, rest := pos[0], pos[1:]; cmd {
-	case "help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	case "version":
-		fmt.Fprintf(stdout, "kubectl-crimux %s\n", version.Version)
-		return 0
-	case "migrate":
-		err = migrateCommand(ctx, o, rest, stdout, stderr, client)
-	case "console":
-		err = consoleCommand(o, rest)
-	case "start", "stop", "pause", "resume", "hibernate", "reboot", "snapshot", "restore":
-		err = requestCommand(ctx, o, cmd, rest, stdout, client)
-	default:
-		err = fmt.Errorf("unknown command %q (want migrate, start, stop, pause, resume, hibernate, reboot, snapshot, restore, console or version; kubectl crimux --help)", cmd)
+	if cmd, ok := lookup(pos[0]); ok {
+		err = cmd.run(invocation{ctx: ctx, o: o, stdout: stdout, stderr: stderr, client: client}, pos[1:])
+	} else {
+		err = fmt.Errorf("unknown command %q (want %s; kubectl crimux --help)", pos[0], commandNames())
 	}
 	if err != nil {
 		if !errors.Is(err, errReported) {
@@ -192,14 +193,7 @@ func migrateCommand(ctx context.Context, o options, args []string, stdout, stder
 // parseArgs reads the flags wherever they are ("migrate vm1 --to n2" and
 // "--to n2 migrate vm1" alike; "--" ends them) and returns the rest.
 func parseArgs(args []string) (o options, pos []string, err error) {
-	fs := flag.NewFlagSet("kubectl-crimux", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&o.to, "to", "", "")
-	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "")
-	fs.StringVar(&o.namespace, "namespace", "", "")
-	fs.StringVar(&o.namespace, "n", "", "")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "")
-	fs.StringVar(&o.context, "context", "", "")
+	fs := newFlagSet(&o)
 	defer func() { fs.Visit(func(f *flag.Flag) { o.timeoutSet = o.timeoutSet || f.Name == "timeout" }) }()
 	for {
 		if err = fs.Parse(args); err != nil {
@@ -214,6 +208,19 @@ func parseArgs(args []string) (o options, pos []string, err error) {
 		}
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
+}
+
+// newFlagSet is the flags of every command, set into o.
+func newFlagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("kubectl-crimux", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.to, "to", "", "")
+	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "")
+	fs.StringVar(&o.namespace, "namespace", "", "")
+	fs.StringVar(&o.namespace, "n", "", "")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "")
+	fs.StringVar(&o.context, "context", "", "")
+	return fs
 }
 
 // newClient reaches the cluster as kubectl does: --kubeconfig, else
