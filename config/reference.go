@@ -16,7 +16,8 @@ const ReferencePath = "docs/config.md"
 // LiveKeys are the keys a reload (SIGHUP, systemctl reload crimux)
 // applies to the running crimux; a reload leaves every other key as crimux
 // started with it, and logs the ones it ignored (cmd/crimux/reload.go).
-var LiveKeys = map[string]bool{"log_level": true, "runtime": true}
+var LiveKeys = map[string]bool{"log_level": true, "runtime": true,
+	"libvirt.agent_calls_per_vm": true, "libvirt.agent_calls_per_node": true, "libvirt.guest_boot_timeout": true}
 
 // RefKey is one key of the configuration as the reference gives it.
 type RefKey struct {
@@ -101,6 +102,10 @@ func referenceOf(text string) ([]RefKey, error) {
 	}
 	return keys, nil
 }
+
+// IsLive says whether a reload applies key (a [[runtime]] entry's keys
+// are live as a whole).
+func IsLive(key string) bool { return live(key) }
 
 // live: a reload applies key (itself, or its whole table, is live).
 func live(key string) bool {

@@ -6,6 +6,9 @@
 //	crimux_vms{power_state}                          VMs by power state, read from the VM runtime at scrape time
 //	crimux_vm_*{namespace,pod,container}             each VM's power state, CPU, memory, disk and network I/O,
 //	                                                 read at scrape time: a VM's series go with it (vmsamples.go)
+//	crimux_agent_calls_*, crimux_templates{state},   the VM runtime's node-wide bounds: guest-agent call slots and
+//	crimux_template_bytes, crimux_image_cache_*,     caps, templates, image cache, guests stuck booting; read at
+//	crimux_guest_boots_stuck                         scrape time from its own state (vmnode.go)
 //	crimux_runtime_ready{runtime,type}               1 when the runtime's last health check found it ready
 //	crimux_reconnects_total{target}                  connections to libvirtd or containerd re-made after a loss
 //	crimux_gc_removals_total{kind}                   what garbage collection removed
@@ -54,6 +57,10 @@ type Options struct {
 	// VMSamples are each VM's figures (crimux_vm_*); nil when no VM
 	// runtime is configured. Called at every scrape.
 	VMSamples func() ([]vmtypes.VMSample, error)
+	// VMNode is the VM runtime's node-wide state (vmnode.go); nil, or
+	// a nil sample, when no VM runtime is configured. Called at every
+	// scrape.
+	VMNode func(ctx context.Context) (*vmtypes.NodeSample, error)
 }
 
 // Metrics is one registry of crimux's metrics.
@@ -107,6 +114,9 @@ func New(opts Options) *Metrics {
 	m.reg.MustRegister(m.migrations.collectors()...)
 	if opts.VMSamples != nil {
 		m.reg.MustRegister(&vmSampleCollector{samples: opts.VMSamples})
+	}
+	if opts.VMNode != nil {
+		m.reg.MustRegister(&vmNodeCollector{sample: opts.VMNode})
 	}
 	for _, r := range []string{"success", "failure"} {
 		m.reloads.WithLabelValues(r)

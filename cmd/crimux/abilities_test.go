@@ -83,3 +83,31 @@ func TestFactoriesCountIntoMetrics(t *testing.T) {
 		t.Errorf("libvirt.Options.Counters = %v, want the daemon's metrics", c)
 	}
 }
+
+// reconfigurable records the live libvirt keys a reload hands it.
+type reconfigurable struct {
+	plainBackend
+	got *libvirt.Live
+}
+
+func (r reconfigurable) Reconfigure(l libvirt.Live) { *r.got = l }
+
+// TestLiveVMReachesTheVMRuntime: a reload hands the live libvirt keys of
+// the new config to a backend with the ability (the VM runtime's), and
+// to no other.
+func TestLiveVMReachesTheVMRuntime(t *testing.T) {
+	var got libvirt.Live
+	reg, err := registry.New(context.Background(), config.Default(), map[string]registry.Factory{
+		config.TypeContainer: backendFactory{plainBackend{}}, config.TypeVM: backendFactory{reconfigurable{got: &got}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := config.Default().Libvirt
+	l.AgentCallsPerVM, l.AgentCallsPerNode, l.GuestBootTimeout = 1, 3, config.Duration{Duration: time.Minute}
+	liveVM(reg, l)
+	want := libvirt.Live{AgentCalls: libvirt.AgentCaps{PerVM: 1, PerNode: 3}, GuestBootTimeout: time.Minute}
+	if got != want {
+		t.Fatalf("the VM runtime got %+v, want %+v", got, want)
+	}
+}

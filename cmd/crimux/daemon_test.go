@@ -62,6 +62,7 @@ func startTestDaemon(t *testing.T, configTOML string) *testDaemon {
 		t.Fatal(err)
 	}
 	td.d = newDaemon(cfg, f, fs, td.logs)
+	td.d.reloads = reloadStatus{dir: dir}
 	td.d.newFactories = func(cfg config.Config, _ *slog.Logger) map[string]registry.Factory {
 		fac := containerd.Factory{Defaults: cfg.Containerd}
 		return map[string]registry.Factory{config.TypeContainer: fac, config.TypeVM: fac}
@@ -162,12 +163,17 @@ handlers = ["runc2"]
 		t.Errorf("failed reloads counted %v, want 3", got)
 	}
 
-	// The metrics address cannot change while crimux runs: logged, not
-	// applied. The reload also drops runc2.
-	td.reload(t, "metrics_address = \"127.0.0.1:1\"\n"+oneRuntime, "settings ignored until crimux restarts")
-	if logs := td.logs.String(); !strings.Contains(logs, "keys=[metrics_address]") {
-		t.Errorf("the ignored setting is not named:\n%s", logs)
+	// The metrics address cannot change while crimux runs: the reload
+	// that changes it fails, naming it, and applies nothing (runc2 stays);
+	// the status crimux reload reads says so.
+	td.reload(t, "metrics_address = \"127.0.0.1:1\"\n"+oneRuntime, "metrics_address cannot change while crimux runs")
+	if err := td.runPod("runc2"); err != nil {
+		t.Fatalf("RunPodSandbox(runc2) after a reload refused for metrics_address: %v (nothing may be applied)", err)
 	}
+	if b, err := os.ReadFile(reloadStatusPath(td.d.reloads.dir, os.Getpid())); err != nil || !strings.Contains(string(b), " failed: metrics_address cannot change") {
+		t.Fatalf("reload status: %q, %v; want failed naming metrics_address", b, err)
+	}
+	td.reload(t, oneRuntime, "config reloaded")
 	if err := td.runPod("runc2"); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("RunPodSandbox(runc2) after the reload that removed it: %v, want InvalidArgument", err)
 	}
@@ -253,21 +259,20 @@ func TestCallTrackerWaitsForOldCalls(t *testing.T) {
 	}
 }
 
-func TestKeepRestartOnly(t *testing.T) {
+func TestRestartOnlyChanges(t *testing.T) {
 	cur := config.Default()
 	next := config.Default()
 	next.Listen, next.StateDir, next.MetricsAddress = "/run/x.sock", "/var/lib/x", "127.0.0.1:1"
 	next.Libvirt.Accel = "kvm"
+	next.Libvirt.Migration.Address = "10.0.0.1:7345"
 	next.LogLevel = "debug"
-	ignored := keepRestartOnly(cur, &next)
-	want := []string{"listen", "state_dir", "metrics_address", "libvirt (the VM runtime is kept)"}
-	if fmt.Sprint(ignored) != fmt.Sprint(want) {
-		t.Errorf("ignored = %q, want %q", ignored, want)
+	next.Libvirt.AgentCallsPerVM, next.Libvirt.AgentCallsPerNode = 1, 2
+	next.Libvirt.GuestBootTimeout = config.Duration{Duration: time.Second}
+	want := []string{"listen", "state_dir", "metrics_address", "libvirt.accel", "libvirt.migration.address"}
+	if got := restartOnlyChanges(cur, next); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("restartOnlyChanges = %q, want %q (log_level and the live libvirt keys change live)", got, want)
 	}
-	if next.Listen != cur.Listen || next.StateDir != cur.StateDir || next.MetricsAddress != cur.MetricsAddress {
-		t.Errorf("restart-only settings not kept: %+v", next)
-	}
-	if next.LogLevel != "debug" {
-		t.Errorf("log_level = %q: a live setting was reset", next.LogLevel)
+	if got := restartOnlyChanges(cur, cur); len(got) != 0 {
+		t.Errorf("restartOnlyChanges of the same config = %q", got)
 	}
 }

@@ -30,6 +30,8 @@ func main() {
 		switch os.Args[1] {
 		case "config":
 			os.Exit(configCmd(os.Args[2:]))
+		case "reload":
+			os.Exit(reloadCommand(os.Args[2:], os.Stdout, os.Stderr))
 		case virtiofs.HelperCommand: // run by crimux itself: runtimes/libvirt/virtiofs
 			os.Exit(virtiofs.HelperMain(os.Args[2:]))
 		}
@@ -92,7 +94,7 @@ func parseFlags(args []string) (flags, *flag.FlagSet, error) {
 	fs.StringVar(&f.logFormat, "log-format", "", "text or json (default text)")
 	fs.StringVar(&f.metricsAddress, "metrics-address", "", "serve Prometheus metrics over HTTP on host:port, e.g. 127.0.0.1:9117 (default: off)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: crimux [flags] | crimux config default | crimux config check FILE | crimux version\n\nFlags override the config file:\n")
+		fmt.Fprintf(fs.Output(), "Usage: crimux [flags] | crimux config default | crimux config check FILE | crimux reload --pid PID | crimux version\n\nFlags override the config file:\n")
 		fs.PrintDefaults()
 	}
 	err := fs.Parse(args)

@@ -25,7 +25,7 @@ import (
 // it (and waits until it has). It runs after recovery, so it finds the VMs
 // crimux already had. An agent that cannot start is logged, not fatal:
 // CRI matters more. A config reload does not restart it: the kubernetes
-// section is restart-only (keepRestartOnly).
+// section is restart-only (restartOnlyChanges).
 func (d *daemon) startNodeAgent(ctx context.Context) (stop func()) {
 	k := d.cfg.Kubernetes
 	if k.Kubeconfig == "" {

@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -11,6 +11,7 @@ import (
 
 	"github.com/crimux/crimux/config"
 	"github.com/crimux/crimux/registry"
+	"github.com/crimux/crimux/runtimes/libvirt"
 )
 
 // maxDrain bounds how long a reload waits for the calls in flight on the
@@ -20,9 +21,11 @@ const maxDrain = 5 * time.Minute
 // reload re-reads the config on SIGHUP, with the same flags over it, and
 // swaps in a registry built from it: runtimes can be added and removed
 // without a restart, and the backends of unchanged runtimes are taken over
-// as they are (registry.Rebuild), so running pods are not disturbed. An
-// invalid config, or runtimes that cannot be built, leave the old config in
-// force, and the log says why.
+// as they are (registry.Rebuild), so running pods are not disturbed; a
+// kept VM runtime takes the live libvirt keys (liveVM). An invalid
+// config, runtimes that cannot be built, or a changed key that only a
+// restart applies leave the old config in force, whole: the log, the
+// metrics and the reload status (crimux reload, systemctl reload) say why.
 func (d *daemon) reload(ctx context.Context) {
 	d.notify.send(reloading())
 	err := d.applyConfig(ctx)
@@ -30,6 +33,7 @@ func (d *daemon) reload(ctx context.Context) {
 	if err != nil {
 		d.log.Error("config reload failed; the old config stays in force", "config", d.flags.configPath, "err", err)
 	}
+	d.reloads.record(err, d.log)
 	d.notify.send("READY=1")
 }
 
@@ -38,7 +42,10 @@ func (d *daemon) applyConfig(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("invalid config: %w", err)
 	}
-	ignored := keepRestartOnly(d.cfg, &cfg)
+	if keys := restartOnlyChanges(d.cfg, cfg); len(keys) > 0 {
+		return fmt.Errorf("%s cannot change while crimux runs: restart crimux to apply the new value (nothing of this config was applied)",
+			strings.Join(keys, ", "))
+	}
 	old := d.cri.Registry()
 	reg, closeOld, err := registry.Rebuild(ctx, cfg, d.newFactories(cfg, d.log), old)
 	if err != nil {
@@ -52,42 +59,60 @@ func (d *daemon) applyConfig(ctx context.Context) error {
 		}
 		closeOld()
 	}()
+	liveVM(reg, cfg.Libvirt)
 	d.level.Set(parseLevel(cfg.LogLevel))
 	d.cfg = cfg
 	d.log.Info("config reloaded", "config", d.flags.configPath, "runtimes", runtimeNames(reg))
-	if len(ignored) > 0 {
-		d.log.Warn("config reload: settings ignored until crimux restarts", "keys", ignored)
-	}
 	return nil
 }
 
-// keepRestartOnly resets in next the settings that cannot change while
-// crimux runs to their values in force, and names the ones that differed:
-// the socket, the state dir, the metrics address, the log format and the node agent's
-// settings (the agent is not restarted by a reload); the libvirt and
-// containerd connection settings too where the runtime using them is kept
-// (they apply to runtimes the reload creates).
-func keepRestartOnly(cur config.Config, next *config.Config) []string {
-	var ignored []string
-	keep := func(key string, dst *string, v string) {
-		if *dst != v {
-			ignored = append(ignored, key)
-			*dst = v
+// liveVM hands the live libvirt keys to the VM runtimes of reg (a new one
+// has them already).
+func liveVM(reg *registry.Registry, l config.Libvirt) {
+	for _, rt := range reg.Backends() {
+		if vm, ok := registry.Ability[libvirt.Reconfigurer](rt); ok {
+			vm.Reconfigure(libvirt.Live{
+				AgentCalls:       libvirt.AgentCaps{PerVM: l.AgentCallsPerVM, PerNode: l.AgentCallsPerNode},
+				GuestBootTimeout: l.GuestBootTimeout.Duration,
+			})
 		}
 	}
-	keep("listen", &next.Listen, cur.Listen)
-	keep("state_dir", &next.StateDir, cur.StateDir)
-	keep("metrics_address", &next.MetricsAddress, cur.MetricsAddress)
-	keep("log_format", &next.LogFormat, cur.LogFormat)
-	keep("kubernetes.kubeconfig", &next.Kubernetes.Kubeconfig, cur.Kubernetes.Kubeconfig)
-	keep("kubernetes.node_name", &next.Kubernetes.NodeName, cur.Kubernetes.NodeName)
-	if !reflect.DeepEqual(next.Libvirt, cur.Libvirt) && hasType(cur, config.TypeVM) && hasType(*next, config.TypeVM) {
-		ignored = append(ignored, "libvirt (the VM runtime is kept)")
+}
+
+// restartOnlyChanges names the keys that differ between cur, the config
+// in force, and next but cannot change while crimux runs: the socket,
+// the state dir, the metrics address, the log format and the node
+// agent's settings; every libvirt key but the live ones while a VM
+// runtime is kept (a reload that adds the VM runtime builds it with
+// next's); containerd.call_timeout while a container runtime is kept.
+func restartOnlyChanges(cur, next config.Config) []string {
+	var keys []string
+	for _, k := range []struct {
+		key       string
+		cur, next string
+	}{
+		{"listen", cur.Listen, next.Listen},
+		{"state_dir", cur.StateDir, next.StateDir},
+		{"metrics_address", cur.MetricsAddress, next.MetricsAddress},
+		{"log_format", cur.LogFormat, next.LogFormat},
+		{"kubernetes.kubeconfig", cur.Kubernetes.Kubeconfig, next.Kubernetes.Kubeconfig},
+		{"kubernetes.node_name", cur.Kubernetes.NodeName, next.Kubernetes.NodeName},
+	} {
+		if k.cur != k.next {
+			keys = append(keys, k.key)
+		}
 	}
-	if next.Containerd.CallTimeout != cur.Containerd.CallTimeout && hasType(cur, config.TypeContainer) {
-		ignored = append(ignored, "containerd.call_timeout (for connections kept)")
+	if hasType(cur, config.TypeVM) && hasType(next, config.TypeVM) {
+		for _, key := range config.Changed("libvirt", cur.Libvirt, next.Libvirt) {
+			if !config.IsLive(key) {
+				keys = append(keys, key)
+			}
+		}
 	}
-	return ignored
+	if next.Containerd.CallTimeout != cur.Containerd.CallTimeout && hasType(cur, config.TypeContainer) && hasType(next, config.TypeContainer) {
+		keys = append(keys, "containerd.call_timeout")
+	}
+	return keys
 }
 
 func hasType(cfg config.Config, typ string) bool {

@@ -89,6 +89,8 @@ type daemon struct {
 	// guestBoots hands the VM runtime's guest-boot reports to the node
 	// agent while one runs.
 	guestBoots *guestBootRelay
+	// reloads writes each reload's outcome for crimux reload.
+	reloads reloadStatus
 }
 
 func newDaemon(cfg config.Config, f flags, fs *flag.FlagSet, logTo io.Writer) *daemon {
@@ -98,8 +100,10 @@ func newDaemon(cfg config.Config, f flags, fs *flag.FlagSet, logTo io.Writer) *d
 	d := &daemon{
 		flags: f, fs: fs, log: log, level: level, cfg: cfg,
 		calls: newCallTracker(), notify: notifier{log: log}, health: &healthState{}, guestBoots: &guestBootRelay{},
+		reloads: reloadStatus{dir: DefaultReloadStatusDir},
 	}
-	d.metrics = metrics.New(metrics.Options{Version: version.Version, VMPowerStates: d.vmPowerStates, VMSamples: d.vmSamples})
+	d.metrics = metrics.New(metrics.Options{Version: version.Version, VMPowerStates: d.vmPowerStates, VMSamples: d.vmSamples,
+		VMNode: d.vmNode})
 	d.newFactories = d.factories
 	return d
 }
@@ -219,6 +223,7 @@ func (d *daemon) serve(ctx context.Context, hup <-chan os.Signal) error {
 	d.cri.ReserveIDs(vmIdentities(d.cfg))
 	d.vm = vmapi.New(d.cri.Registry, d.log)
 	defer func() { d.cri.Registry().Close() }()
+	defer d.reloads.remove()
 	lis, err := listen(d.cfg.Listen)
 	if err != nil {
 		return err

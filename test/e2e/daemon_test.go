@@ -186,7 +186,7 @@ func TestSystemdUnitAndInstall(t *testing.T) {
 	text := string(b)
 	for _, want := range []string{"Type=notify", "NotifyAccess=main", "WatchdogSec=30s", "Restart=always", "KillMode=process",
 		"After=containerd.service libvirtd.service", "Before=kubelet.service",
-		"ExecReload=/bin/kill -HUP $MAINPID",
+		"ExecReload=" + prefix + "/bin/crimux reload --pid $MAINPID",
 		"ExecStart=" + prefix + "/bin/crimux --config " + etc + "/crimux/config.toml"} {
 		if !strings.Contains(text, want+"\n") {
 			t.Errorf("installed unit lacks %q:\n%s", want, text)

@@ -58,6 +58,32 @@ func nodeReload(t *testing.T) {
 		t.Fatalf("reload restarted crimux (%s -> %s)", pid, now)
 	}
 	checkVMKept(t)
+	nodeReloadRefused(t, pid)
+}
+
+// nodeReloadRefused: systemctl reload with listen changed in the config
+// file fails (the unit's ExecReload, crimux reload, exits non-zero), the
+// journal names the key, and crimux serves on as it was, same pid, same
+// socket.
+func nodeReloadRefused(t *testing.T, pid string) {
+	since := nodeRun(t, "date +%s")
+	out := nodeRun(t, `cp /etc/crimux/config.toml /tmp/crimux-config.bak &&
+sed -i 's|^listen = .*|listen = "/run/crimux/elsewhere.sock"|' /etc/crimux/config.toml &&
+grep -q '^listen = "/run/crimux/elsewhere.sock"' /etc/crimux/config.toml || exit 9
+systemctl reload crimux >/dev/null 2>&1; rc=$?
+cp /tmp/crimux-config.bak /etc/crimux/config.toml
+echo "rc=$rc"`)
+	if out != "rc=1" {
+		t.Fatalf("systemctl reload with listen changed: %s; want it to fail (rc=1)", out)
+	}
+	if j := nodeRun(t, fmt.Sprintf("journalctl -u crimux --since @%s --no-pager", since)); !strings.Contains(j, "listen cannot change while crimux runs") {
+		t.Fatalf("the journal does not name listen after the refused reload:\n%s", tail(j, 20))
+	}
+	if now := crimuxMainPID(t); now != pid {
+		t.Fatalf("the refused reload restarted crimux (%s -> %s)", pid, now)
+	}
+	nodeRun(t, "crictl version >/dev/null && test -S /run/crimux/crimux.sock && ! test -e /run/crimux/elsewhere.sock")
+	checkVMKept(t)
 }
 
 func nodeStop(t *testing.T) {

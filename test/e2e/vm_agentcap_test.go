@@ -48,10 +48,12 @@ const (
 // per-VM cap (agent_calls_per_vm, 4 by default) go to libvirtd, the others
 // are refused at once with ResourceExhausted naming the cap; meanwhile
 // another VM pod is run, created, started, stopped and removed, each step
-// within lifecycleStepBound.
+// within lifecycleStepBound. Then the cap is changed by a config reload
+// (checkAgentCapReloaded).
 func TestAgentCallsAreCapped(t *testing.T) {
 	requireVM(t)
-	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
+	cfg := agentCapConfig(t)
+	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg", "--config", cfg)
 	c.crictl("pull", vmImage)
 	rt, _ := c.client()
 	modDir := virtioConsoleDir(t)
@@ -83,6 +85,7 @@ func TestAgentCallsAreCapped(t *testing.T) {
 	if slow := during.over(lifecycleStepBound); slow != "" {
 		t.Fatalf("another VM pod's life while a guest's agent calls wait: %s took longer than %v (baseline %s)", slow, lifecycleStepBound, baseline)
 	}
+	checkAgentCapReloaded(t, c, rt, v.ctrID, cfg)
 }
 
 // virtioConsoleDir is a directory holding the host's virtio_console

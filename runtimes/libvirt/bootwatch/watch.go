@@ -57,10 +57,25 @@ type watch struct {
 	stuck bool
 }
 
+// SetTimeout changes Timeout (a config reload): the watches running take
+// it at their next look; 0 watches no VM started from now on.
+func (w *Watcher) SetTimeout(d time.Duration) {
+	w.mu.Lock()
+	w.Timeout = d
+	w.mu.Unlock()
+}
+
+// CurrentTimeout is Timeout as SetTimeout last set it.
+func (w *Watcher) CurrentTimeout() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.Timeout
+}
+
 // Watch starts watching VM id, started at since, replacing a watch of it
 // running already (a new boot).
 func (w *Watcher) Watch(id string, since time.Time, sign Sign) {
-	if w.Timeout <= 0 {
+	if w.CurrentTimeout() <= 0 {
 		return
 	}
 	wt := &watch{since: since, sign: sign, stop: make(chan struct{})}
@@ -139,7 +154,7 @@ func (w *Watcher) look(id string, wt *watch) bool {
 	switch {
 	case seen:
 		delete(w.watches, id)
-	case !wt.stuck && time.Since(wt.since) >= w.Timeout:
+	case !wt.stuck && w.Timeout > 0 && time.Since(wt.since) >= w.Timeout:
 		wt.stuck, report = true, true
 	}
 	w.mu.Unlock()

@@ -139,3 +139,22 @@ func TestZeroTimeoutWatchesNothing(t *testing.T) {
 	w.Watch("a", time.Now().Add(-time.Hour), (&switchSign{}).sign)
 	rec.none(t, 20*time.Millisecond)
 }
+
+// TestSetTimeoutReachesRunningWatches: a reload's shorter timeout makes
+// a watch already running report its VM stuck; 0 stops reporting.
+func TestSetTimeoutReachesRunningWatches(t *testing.T) {
+	rec := newRecorder()
+	w := &Watcher{Timeout: time.Hour, Every: time.Millisecond, Reports: rec}
+	w.Watch("a", time.Now(), (&switchSign{}).sign)
+	rec.none(t, 20*time.Millisecond)
+	w.SetTimeout(10 * time.Millisecond)
+	if got := rec.next(t); got != (report{id: "a"}) {
+		t.Fatalf("report %+v, want a stuck under the new timeout", got)
+	}
+	w.SetTimeout(0)
+	w.Watch("b", time.Now().Add(-time.Hour), (&switchSign{}).sign)
+	rec.none(t, 20*time.Millisecond)
+	if got := w.CurrentTimeout(); got != 0 {
+		t.Fatalf("CurrentTimeout() = %v after SetTimeout(0)", got)
+	}
+}

@@ -54,7 +54,7 @@ func (b bootReports) Booted(id, how string, after time.Duration, late bool) {
 	b.r.Log.Info("VM guest booted", "container", id, "sign", how, "after", after, "late", late)
 	if late {
 		msg := fmt.Sprintf("the guest's operating system showed itself %s after the VM started (%s), later than %s",
-			after, how, b.r.Boots.Timeout)
+			after, how, b.r.Boots.CurrentTimeout())
 		b.r.note(id, msg)
 		b.r.guestBootNotice(id, true, msg)
 	}

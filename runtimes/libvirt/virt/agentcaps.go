@@ -80,6 +80,11 @@ type slotWaiter struct {
 
 // NewAgentSlots counts against caps (a 0 field is its default's).
 func NewAgentSlots(caps AgentCaps) *AgentSlots {
+	return &AgentSlots{caps: caps.orDefaults(), vms: map[string]int{}, answered: map[string]time.Time{}}
+}
+
+// orDefaults is caps with each 0 field its default's.
+func (caps AgentCaps) orDefaults() AgentCaps {
 	if caps.PerVM <= 0 {
 		caps.PerVM = DefaultAgentCaps.PerVM
 	}
@@ -89,11 +94,26 @@ func NewAgentSlots(caps AgentCaps) *AgentSlots {
 	if caps.Wait <= 0 {
 		caps.Wait = DefaultAgentCaps.Wait
 	}
-	return &AgentSlots{caps: caps, vms: map[string]int{}, answered: map[string]time.Time{}}
+	return caps
 }
 
 // Caps are the caps counted against.
-func (s *AgentSlots) Caps() AgentCaps { return s.caps }
+func (s *AgentSlots) Caps() AgentCaps {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.caps
+}
+
+// SetCaps counts against caps from now on (a config reload): the calls
+// in flight keep their slots, the waiting calls that the new caps let
+// through go at once, and a lowered cap refuses new calls until enough
+// of those in flight end.
+func (s *AgentSlots) SetCaps(caps AgentCaps) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.caps = caps.orDefaults()
+	s.grant()
+}
 
 // InFlight is how many calls are in flight to domain's agent and on the
 // node.
@@ -116,8 +136,9 @@ func (s *AgentSlots) Waiting() int {
 func (s *AgentSlots) Take(domain string) (release func(), err error) {
 	// The VM is busy, not stuck, if it answered a call from one Wait
 	// before this one until the refusal.
-	busySince := time.Now().Add(-s.caps.Wait)
 	s.mu.Lock()
+	wait := s.caps.Wait
+	busySince := time.Now().Add(-wait)
 	if s.fits(domain) {
 		s.take(domain)
 		s.mu.Unlock()
@@ -126,7 +147,7 @@ func (s *AgentSlots) Take(domain string) (release func(), err error) {
 	w := &slotWaiter{domain: domain, granted: make(chan struct{})}
 	s.line = append(s.line, w)
 	s.mu.Unlock()
-	timer := time.NewTimer(s.caps.Wait)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-w.granted:

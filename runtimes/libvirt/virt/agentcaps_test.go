@@ -296,3 +296,46 @@ func TestAgentSlotsRefusedAfterWaiting(t *testing.T) {
 		t.Fatalf("%d calls left in line after the refusal", n)
 	}
 }
+
+// TestAgentSlotsSetCaps: a raised cap lets a waiting call through at
+// once; a lowered one refuses a new call while the calls in flight fill
+// it, and the new caps name themselves in the refusal.
+func TestAgentSlotsSetCaps(t *testing.T) {
+	t.Parallel()
+	s := virt.NewAgentSlots(virt.AgentCaps{PerVM: 1, PerNode: 8, Wait: 10 * time.Second})
+	first, err := s.Take("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		release, err := s.Take("a")
+		if err == nil {
+			release()
+		}
+		got <- err
+	}()
+	waitWaiting(t, s, 1)
+	s.SetCaps(virt.AgentCaps{PerVM: 2, PerNode: 8, Wait: 10 * time.Millisecond})
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("the waiting call after the cap was raised to 2: %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the waiting call still waits after the per-VM cap was raised to 2")
+	}
+	if c := s.Caps(); c.PerVM != 2 || c.Wait != 10*time.Millisecond {
+		t.Fatalf("Caps() = %+v after SetCaps", c)
+	}
+	s.SetCaps(virt.AgentCaps{PerVM: 1, PerNode: 8, Wait: 10 * time.Millisecond})
+	if _, err := s.Take("a"); err == nil || !strings.Contains(err.Error(), "agent_calls_per_vm = 1") {
+		t.Fatalf("a second call to a with the cap lowered to 1 and one in flight: %v, want refused naming the cap", err)
+	}
+	first()
+	release, err := s.Take("a")
+	if err != nil {
+		t.Fatalf("a call once the one in flight ended: %v", err)
+	}
+	release()
+}

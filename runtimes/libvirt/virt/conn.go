@@ -69,6 +69,9 @@ func NewConn(uri string, log *slog.Logger, onConnect func(context.Context, Libvi
 // before Run. Without it the bounds are DefaultAgentCaps.
 func (c *Conn) SetAgentCaps(caps AgentCaps) { c.agents = NewAgentSlots(caps) }
 
+// UpdateAgentCaps changes the caps of a running Conn (AgentSlots.SetCaps).
+func (c *Conn) UpdateAgentCaps(caps AgentCaps) { c.agents.SetCaps(caps) }
+
 // Done is closed when Run has returned and the connection is closed.
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
