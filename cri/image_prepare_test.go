@@ -28,9 +28,9 @@ func (b *preparingBackend) PrepareImage(_ context.Context, ref string) error {
 	return b.err
 }
 
-// TestPullImagePrepares (issue 37): a pull through crimux has the VM
-// runtime prepare the image's files before it returns, so CreateContainer
-// finds them ready; a failure to prepare does not fail the pull.
+// TestPullImagePrepares: a pull through crimux has the VM runtime prepare
+// the image's files before it returns, so CreateContainer finds them
+// ready; a failure to prepare does not fail the pull.
 func TestPullImagePrepares(t *testing.T) {
 	for name, prepErr := range map[string]error{"prepared": nil, "preparing fails": errors.New("hostile disk")} {
 		t.Run(name, func(t *testing.T) {

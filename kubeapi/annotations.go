@@ -9,6 +9,8 @@ const (
 	AnnotationRebootRequest   = "crimux.io/reboot-request"
 	AnnotationSnapshotRequest = "crimux.io/snapshot-request"
 	AnnotationRestoreRequest  = "crimux.io/restore-request"
+	// AnnotationSnapshotDeleteRequest: <snapshot name>, deleted once.
+	AnnotationSnapshotDeleteRequest = "crimux.io/snapshot-delete-request"
 )
 
 // Result annotations, written by the node agent.
@@ -18,4 +20,10 @@ const (
 	AnnotationRebootResult       = "crimux.io/reboot-result"
 	AnnotationSnapshotResult     = "crimux.io/snapshot-result"
 	AnnotationRestoreResult      = "crimux.io/restore-result"
+	// AnnotationSnapshotDeleteResult: "<name>: deleted" or
+	// "<name>: failed: <why>".
+	AnnotationSnapshotDeleteResult = "crimux.io/snapshot-delete-result"
+	// AnnotationSnapshots: the VM's snapshots, a JSON array of
+	// SnapshotEntry (snapshots.go).
+	AnnotationSnapshots = "crimux.io/snapshots"
 )

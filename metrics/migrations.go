@@ -10,8 +10,8 @@ const (
 	MigrationFailed    = "failed"
 )
 
-// migrations are live migrations as this node takes part in them (issue
-// 42): how many ended, and how far the VMs leaving now are.
+// migrations are live migrations as this node takes part in them: how
+// many ended, and how far the VMs leaving now are.
 type migrations struct {
 	ended *prometheus.CounterVec
 	// remaining and dirtyRate follow each VM leaving now, by its

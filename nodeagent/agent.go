@@ -194,6 +194,7 @@ func (a *Agent) handle(ctx context.Context, store cache.Store, item queueItem) (
 func (a *Agent) forget(uid types.UID) {
 	a.rec.sent.forget(uid)
 	a.rec.forgetMigration(uid)
+	delete(a.rec.listed, uid)
 	if err := a.rec.records.remove(uid); err != nil {
 		a.log.Warn("node agent: record of a deleted pod not removed", "uid", string(uid), "err", err)
 	}

@@ -12,13 +12,15 @@ const (
 	ReasonRebooted          = "Rebooted"
 	ReasonSnapshotCreated   = "SnapshotCreated"
 	ReasonSnapshotRestored  = "SnapshotRestored"
+	ReasonSnapshotDeleted   = "SnapshotDeleted"
 
-	ReasonInvalidPowerState = "InvalidPowerState"
-	ReasonPowerStateFailed  = "PowerStateFailed"
-	ReasonRebootFailed      = "RebootFailed"
-	ReasonSnapshotFailed    = "SnapshotFailed"
-	ReasonRestoreFailed     = "RestoreFailed"
-	ReasonNotAVM            = "NotAVM"
+	ReasonInvalidPowerState    = "InvalidPowerState"
+	ReasonPowerStateFailed     = "PowerStateFailed"
+	ReasonRebootFailed         = "RebootFailed"
+	ReasonSnapshotFailed       = "SnapshotFailed"
+	ReasonRestoreFailed        = "RestoreFailed"
+	ReasonSnapshotDeleteFailed = "SnapshotDeleteFailed"
+	ReasonNotAVM               = "NotAVM"
 )
 
 // requestAnnotations are the annotations that make a pod the agent's
@@ -26,7 +28,8 @@ const (
 // migration's two (set by kubectl crimux migrate) make a pod a source or
 // a target (kubeapi/migration.go).
 var requestAnnotations = []string{
-	kubeapi.AnnotationPowerState, kubeapi.AnnotationRestoreRequest, kubeapi.AnnotationSnapshotRequest, kubeapi.AnnotationRebootRequest,
+	kubeapi.AnnotationPowerState, kubeapi.AnnotationRestoreRequest, kubeapi.AnnotationSnapshotDeleteRequest,
+	kubeapi.AnnotationSnapshotRequest, kubeapi.AnnotationRebootRequest,
 	kubeapi.AnnotationMigrateTo, kubeapi.AnnotationMigrateFrom,
 }
 

@@ -13,6 +13,7 @@
 //	crimux.io/reboot-request: <token>
 //	crimux.io/snapshot-request: <snapshot name>
 //	crimux.io/restore-request: <snapshot name>
+//	crimux.io/snapshot-delete-request: <snapshot name>
 //
 // crimux.io/power-state is declarative (level-triggered): the agent
 // compares it with the VM's power state and calls SetPowerState only when
@@ -22,7 +23,7 @@
 // power state. A value that is not one of the four changes nothing and is
 // reported. Values are case-sensitive.
 //
-// The three -request annotations are edge-triggered by value: each
+// The four -request annotations are edge-triggered by value: each
 // distinct value is done exactly once per pod, even across crimux
 // restarts; to reboot again, set a new token (a time stamp will do); to
 // take another snapshot, name a new one. An empty value is no request.
@@ -31,21 +32,25 @@
 // <state_dir>/nodeagent/<uid>.json holding each kind's last value and its
 // phase: "started" is written (atomically, fsynced) when the VM API is
 // about to act — its checks passed, libvirt not asked yet
-// (vmtypes.WithBeforeAct) — then "done" or "failed". A value found "started" after a
+// (vmtypes.WithBeforeAct) — then "done" or "failed". A value found
+// "started" after a
 // restart (crimux stopped while it was under way) is not done again: it is
 // reported as done, noting that crimux restarted meanwhile. A value
 // already done or failed is reported again only if the pod has no result
 // for it. The record goes when the pod is deleted (or, if that happened
 // while crimux was down, at start-up).
 //
-// One pass over a pod acts in this order: power state, restore, snapshot,
-// reboot. The power state first, because it is the declared state the
+// One pass over a pod acts in this order: power state, restore, delete,
+// snapshot, reboot. The power state first, because it is the declared state the
 // other actions start from (a reboot needs a running VM: power-state
 // Running with a reboot-request boots the VM, then reboots it). Restore
 // before snapshot, so that a snapshot asked for with a restore captures the
 // restored VM (restore a base, branch off it under a new name) rather than
-// the state being thrown away. Reboot last, so the guest restarts on the
-// disk and state it keeps. A restore returns the VM to the power state of
+// the state being thrown away. Delete between the two: after the restore,
+// so that one annotate can go back to a snapshot and drop it; before the
+// snapshot, so that the place it frees under the VM's cap is there for the
+// snapshot asked for with it (rotating at the cap in one pass). Reboot
+// last, so the guest restarts on the disk and state it keeps. A restore returns the VM to the power state of
 // its snapshot; if crimux.io/power-state says otherwise, the next pass
 // (queued at once, with backoff) applies it.
 //
@@ -57,21 +62,33 @@
 //	crimux.io/reboot-result: <token>: rebooted (soft) | rebooted (hard ...) | failed: <message>
 //	crimux.io/snapshot-result: <name>: created | failed: <message>
 //	crimux.io/restore-result: <name>: restored (<power state>) | failed: <message>
+//	crimux.io/snapshot-delete-result: <name>: deleted | failed: <message>
+//	crimux.io/snapshots: [{"name":...,"created":<RFC 3339>,"description":...},...]
 //
 // A refusal is a failure like any other: a snapshot-request past the VM's
 // cap of snapshots ([libvirt] max_snapshots_per_vm) is reported as
 // "<name>: failed: ... its cap (libvirt.max_snapshots_per_vm = N): delete
 // one first: resource exhausted", and, being failed, not taken up again:
-// after deleting a snapshot (crimuxctl vm snapshot delete), name a new one.
+// after deleting a snapshot (snapshot-delete-request, or crimuxctl vm
+// snapshot delete), name a new one.
+//
+// crimux.io/snapshots lists the VM's snapshots, oldest first
+// (kubeapi/snapshots.go has the format and its bounds), for kubectl
+// crimux snapshot list. The agent lists them (ListSnapshots) on the first
+// pass it makes over the pod after it starts, when the pod lacks the
+// list, and after each restore, delete or snapshot that was done; not on
+// other passes, so snapshots made or deleted on the node (crimuxctl) show
+// after the next of these. A list that fails is tried on the next pass.
 //
 // observed-power-state is kept current on VM pods carrying any request
 // annotation. power-state-error is removed once the VM is in the declared
 // state (or the annotation is gone). Each action and each refusal is also
 // a Kubernetes Event on the pod (source crimux, reporting controller
 // crimux.io/node-agent, instance the node's name): Normal
-// PowerStateChanged, Rebooted, SnapshotCreated, SnapshotRestored; Warning
-// InvalidPowerState, PowerStateFailed, RebootFailed, SnapshotFailed,
-// RestoreFailed, NotAVM. Events go out once a pass's patch is written; a
+// PowerStateChanged, Rebooted, SnapshotCreated, SnapshotRestored,
+// SnapshotDeleted; Warning InvalidPowerState, PowerStateFailed,
+// RebootFailed, SnapshotFailed, RestoreFailed, SnapshotDeleteFailed,
+// NotAVM. Events go out once a pass's patch is written; a
 // result reported again after an outage is announced again.
 //
 // The agent also records the VM runtime's word on a guest's boot
@@ -124,7 +141,8 @@
 //
 // Files: agent.go (the informer, the queue, the worker), informer.go
 // (list-watch and event handlers), reconcile.go (one pass over a pod),
-// power.go and requests.go (the two kinds of request), migrate*.go (live
+// power.go and requests.go (the two kinds of request), snapshots.go (the
+// list of snapshots), migrate*.go (live
 // migration: the protocol, a source's steps, its Migrate goroutine, a
 // target's steps), records.go (the
 // per-pod records), sent.go (patches the informer has not shown yet),

@@ -28,7 +28,10 @@ type fakeVMs struct {
 	state vmv1.PowerState
 	calls []string
 	// Errors of the calls; nil: success.
-	getErr, setErr, rebootErr, snapshotErr, restoreErr error
+	getErr, setErr, rebootErr, snapshotErr, restoreErr, deleteErr, listErr error
+	// snapshots are the VM's, oldest first: CreateSnapshot adds one,
+	// DeleteSnapshot removes one (NotFound if it has none of that name).
+	snapshots []*vmv1.Snapshot
 	// restoreState is the state RestoreSnapshot leaves the VM in.
 	restoreState vmv1.PowerState
 	// reboot is what RebootVM answers.
@@ -59,7 +62,7 @@ func (f *fakeVMs) call(ctx context.Context, format string, args ...any) error {
 	f.calls = append(f.calls, fmt.Sprintf(format, args...))
 	during, refuse := f.during, f.refuse
 	f.mu.Unlock()
-	if format == "GetVM" {
+	if reads[format] {
 		return ctx.Err()
 	}
 	if refuse != nil {
@@ -74,11 +77,28 @@ func (f *fakeVMs) call(ctx context.Context, format string, args ...any) error {
 	return ctx.Err()
 }
 
-// actions are the calls other than GetVM.
+// reads are the calls that change nothing: no before-act hook, not
+// actions.
+var reads = map[string]bool{"GetVM": true, "ListSnapshots": true}
+
+// actions are the calls other than reads.
 func (f *fakeVMs) actions() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.DeleteFunc(slices.Clone(f.calls), func(c string) bool { return c == "GetVM" })
+	return slices.DeleteFunc(slices.Clone(f.calls), func(c string) bool { return reads[c] })
+}
+
+// count is how many calls of name (a read) were made.
+func (f *fakeVMs) count(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if c == name {
+			n++
+		}
+	}
+	return n
 }
 
 func (f *fakeVMs) reset() {
@@ -133,7 +153,38 @@ func (f *fakeVMs) CreateSnapshot(ctx context.Context, req *vmv1.CreateSnapshotRe
 	if f.snapshotErr != nil {
 		return nil, f.snapshotErr
 	}
-	return &vmv1.CreateSnapshotResponse{Snapshot: &vmv1.Snapshot{Name: req.GetSnapshotName()}}, nil
+	s := &vmv1.Snapshot{Name: req.GetSnapshotName(), Description: req.GetDescription(), CreatedAt: int64(1796126400 + len(f.snapshots))}
+	f.snapshots = append(f.snapshots, s)
+	return &vmv1.CreateSnapshotResponse{Snapshot: s}, nil
+}
+
+func (f *fakeVMs) DeleteSnapshot(ctx context.Context, req *vmv1.DeleteSnapshotRequest) (*vmv1.DeleteSnapshotResponse, error) {
+	if err := f.call(ctx, "DeleteSnapshot %s", req.GetSnapshotName()); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.deleteErr != nil {
+		return nil, f.deleteErr
+	}
+	i := slices.IndexFunc(f.snapshots, func(s *vmv1.Snapshot) bool { return s.GetName() == req.GetSnapshotName() })
+	if i < 0 {
+		return nil, fmt.Errorf("snapshot_name %q: the VM has no snapshot of that name: %w", req.GetSnapshotName(), errdefs.ErrNotFound)
+	}
+	f.snapshots = slices.Delete(f.snapshots, i, i+1)
+	return &vmv1.DeleteSnapshotResponse{}, nil
+}
+
+func (f *fakeVMs) ListSnapshots(ctx context.Context, _ *vmv1.ListSnapshotsRequest) (*vmv1.ListSnapshotsResponse, error) {
+	if err := f.call(ctx, "ListSnapshots"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	return &vmv1.ListSnapshotsResponse{Snapshots: slices.Clone(f.snapshots)}, nil
 }
 
 func (f *fakeVMs) RestoreSnapshot(ctx context.Context, req *vmv1.RestoreSnapshotRequest) (*vmv1.RestoreSnapshotResponse, error) {

@@ -21,7 +21,7 @@ import (
 // missing there is refused on every pod, a request there could be set by
 // a node.
 func TestPolicyAdmitsEveryResult(t *testing.T) {
-	want := []string{kubeapi.AnnotationObservedPowerState, kubeapi.AnnotationPowerStateError}
+	want := []string{kubeapi.AnnotationObservedPowerState, kubeapi.AnnotationPowerStateError, kubeapi.AnnotationSnapshots}
 	for _, k := range requestKinds {
 		want = append(want, k.result)
 	}
@@ -36,6 +36,14 @@ func TestPolicyAdmitsEveryResult(t *testing.T) {
 	slices.Sort(keys)
 	if !slices.Equal(keys, want) {
 		t.Errorf("the policy's results are %q, the agent writes %q", keys, want)
+	}
+	for _, k := range requestAnnotations {
+		if slices.Contains(keys, k) {
+			t.Errorf("the policy's results hold the request %s: a node could set it", k)
+		}
+	}
+	if !slices.Contains(requestAnnotations, kubeapi.AnnotationSnapshotDeleteRequest) {
+		t.Errorf("requestAnnotations %q lack %s: a pod carrying it alone is never looked at", requestAnnotations, kubeapi.AnnotationSnapshotDeleteRequest)
 	}
 }
 

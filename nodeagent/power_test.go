@@ -67,9 +67,11 @@ func TestPowerStateNotAppliedWhenEqual(t *testing.T) {
 			if a := h.vms.actions(); len(a) > 0 || len(events) > 0 {
 				t.Errorf("calls %q, events %v; want none", a, events)
 			}
-			// Only the observed state is written, once.
-			if len(patches) != 1 || len(patches[0]) != 1 || *patches[0][kubeapi.AnnotationObservedPowerState] != name {
-				t.Errorf("patches = %v, want observed-power-state %s alone", patches, name)
+			// Only the observed state is written, once, with the VM's
+			// (no) snapshots listed on the pass that first sees the pod.
+			if len(patches) != 1 || len(patches[0]) != 2 || *patches[0][kubeapi.AnnotationObservedPowerState] != name ||
+				*patches[0][kubeapi.AnnotationSnapshots] != "[]" {
+				t.Errorf("patches = %v, want observed-power-state %s and snapshots [] alone", patches, name)
 			}
 			if _, patches, _ = h.pass(); len(patches) > 0 {
 				t.Errorf("second pass patched %v", patches)

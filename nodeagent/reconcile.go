@@ -36,6 +36,10 @@ type reconciler struct {
 	// Migrate goroutine hands its progress and its end to the worker.
 	// nil: nobody to ask (tests pass over the pod themselves).
 	enqueue func(key string)
+	// listed are the pods whose crimux.io/snapshots this agent wrote
+	// since it started and that no snapshot request changed since
+	// (snapshots.go). Worker-only.
+	listed map[types.UID]bool
 }
 
 // pass is one reconcile of one pod: what it found and what it reports.
@@ -55,6 +59,9 @@ type pass struct {
 	// powerFailed: applying it failed in this pass.
 	declared    vmv1.PowerState
 	powerFailed bool
+	// snapshotsChanged: a request of the pass changed the VM's snapshots;
+	// snapshotsListed: the pass lists them in crimux.io/snapshots.
+	snapshotsChanged, snapshotsListed bool
 	// changes are the annotations to patch (nil: remove), events what to
 	// announce once they are written.
 	changes map[string]*string
@@ -104,6 +111,7 @@ func (r *reconciler) reconcile(ctx context.Context, pod *corev1.Pod) (again bool
 	}
 	r.applyPowerState(ctx, p)
 	reqErr := errors.Join(migErr, r.applyRequests(ctx, p))
+	r.publishSnapshots(ctx, p)
 	if ctx.Err() != nil {
 		// Stopping: a value under way stays started in its record and is
 		// reported by the next crimux; nothing is written now.
@@ -113,6 +121,7 @@ func (r *reconciler) reconcile(ctx context.Context, pod *corev1.Pod) (again bool
 	if err := r.report(ctx, p); err != nil {
 		return false, errors.Join(reqErr, err)
 	}
+	r.snapshotsPublished(p)
 	drifted := p.declared != vmv1.PowerState_POWER_STATE_UNSPECIFIED && p.state != p.declared && !p.powerFailed
 	return drifted, reqErr
 }

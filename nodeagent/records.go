@@ -28,9 +28,9 @@ const (
 )
 
 // record is what the agent remembers of one pod across restarts: per
-// request kind (reboot, snapshot, restore), the last value it took up;
-// on a migration source, under "migrate" (migrateKind), the token of its
-// last Migrate, started before the call.
+// request kind (reboot, snapshot, restore, snapshot-delete), the last
+// value it took up; on a migration source, under "migrate"
+// (migrateKind), the token of its last Migrate, started before the call.
 type record struct {
 	UID       types.UID               `json:"uid"`
 	Namespace string                  `json:"namespace"`

@@ -26,14 +26,26 @@ type requestKind struct {
 	done, failed string
 	// act calls the VM API and says what it did.
 	act func(ctx context.Context, r *reconciler, p *pass, value string) (string, error)
+	// snapshots: done, it changed the VM's snapshots (or which one is
+	// current), so crimux.io/snapshots is listed again (snapshots.go).
+	snapshots bool
 }
 
 // requestKinds, in the order a pass takes them up (doc.go says why).
+// Delete goes between restore and snapshot: after the restore, so that
+// one annotate can go back to a snapshot and drop it (restore s1, delete
+// s1) rather than fail the restore of a snapshot just deleted; before
+// the snapshot, so that deleting one frees its place under the VM's cap
+// (libvirt.max_snapshots_per_vm) for the snapshot asked for with it:
+// rotating (delete the oldest, take a new one) works in one pass at the
+// cap. Restore still precedes snapshot, as doc.go has it.
 var requestKinds = []requestKind{
 	{name: "restore", request: kubeapi.AnnotationRestoreRequest, result: kubeapi.AnnotationRestoreResult,
-		done: ReasonSnapshotRestored, failed: ReasonRestoreFailed, act: restore},
+		done: ReasonSnapshotRestored, failed: ReasonRestoreFailed, act: restore, snapshots: true},
+	{name: "snapshot-delete", request: kubeapi.AnnotationSnapshotDeleteRequest, result: kubeapi.AnnotationSnapshotDeleteResult,
+		done: ReasonSnapshotDeleted, failed: ReasonSnapshotDeleteFailed, act: deleteSnapshot, snapshots: true},
 	{name: "snapshot", request: kubeapi.AnnotationSnapshotRequest, result: kubeapi.AnnotationSnapshotResult,
-		done: ReasonSnapshotCreated, failed: ReasonSnapshotFailed, act: snapshot},
+		done: ReasonSnapshotCreated, failed: ReasonSnapshotFailed, act: snapshot, snapshots: true},
 	{name: "reboot", request: kubeapi.AnnotationRebootRequest, result: kubeapi.AnnotationRebootResult,
 		done: ReasonRebooted, failed: ReasonRebootFailed, act: reboot},
 }
@@ -102,6 +114,8 @@ func (r *reconciler) applyRequest(ctx context.Context, p *pass, k requestKind, r
 	st := requestState{Value: value, Phase: phaseDone, Outcome: outcome, At: r.now()}
 	if err != nil {
 		st.Phase, st.Outcome = phaseFailed, "failed: "+err.Error()
+	} else if k.snapshots {
+		p.snapshotsChanged = true
 	}
 	rec.Requests[k.name] = st
 	if err := r.records.save(*rec); err != nil {
@@ -169,4 +183,18 @@ func restore(ctx context.Context, r *reconciler, p *pass, name string) (string, 
 		return "restored (" + name + ")", nil
 	}
 	return "restored", nil
+}
+
+// deleteSnapshot deletes snapshot name. The VM API's DeleteSnapshot acts
+// right after finding the snapshot, without announcing it
+// (vmtypes.BeforeAct), so the value is recorded started here, just
+// before the call: a crimux stopped during it does not delete again (and
+// report a snapshot gone by its own hand as not found) but reports the
+// value done, outcome unknown. The window this opens, the VM API's
+// checks (the name, the snapshot there), is as short as the call.
+func deleteSnapshot(ctx context.Context, r *reconciler, p *pass, name string) (string, error) {
+	if _, err := r.vms.DeleteSnapshot(ctx, &vmv1.DeleteSnapshotRequest{Vm: p.ref, SnapshotName: name}); err != nil {
+		return "", err
+	}
+	return "deleted", nil
 }

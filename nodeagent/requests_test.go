@@ -237,8 +237,8 @@ func TestEmptyRequestValueIsNoRequest(t *testing.T) {
 	if got := h.vms.actions(); len(got) > 0 {
 		t.Errorf("calls = %q for an empty value", got)
 	}
-	if len(patches) != 1 || len(patches[0]) != 1 || patches[0][kubeapi.AnnotationObservedPowerState] == nil {
-		t.Errorf("patches = %v, want observed-power-state alone", patches)
+	if len(patches) != 1 || len(patches[0]) != 2 || patches[0][kubeapi.AnnotationObservedPowerState] == nil || patches[0][kubeapi.AnnotationSnapshots] == nil {
+		t.Errorf("patches = %v, want observed-power-state and the snapshots (first sight) alone", patches)
 	}
 }
 

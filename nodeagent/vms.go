@@ -17,6 +17,8 @@ type VMService interface {
 	RebootVM(context.Context, *vmv1.RebootVMRequest) (*vmv1.RebootVMResponse, error)
 	CreateSnapshot(context.Context, *vmv1.CreateSnapshotRequest) (*vmv1.CreateSnapshotResponse, error)
 	RestoreSnapshot(context.Context, *vmv1.RestoreSnapshotRequest) (*vmv1.RestoreSnapshotResponse, error)
+	DeleteSnapshot(context.Context, *vmv1.DeleteSnapshotRequest) (*vmv1.DeleteSnapshotResponse, error)
+	ListSnapshots(context.Context, *vmv1.ListSnapshotsRequest) (*vmv1.ListSnapshotsResponse, error)
 
 	// Live migration (kubeapi/migration.go). Migrate is the server's
 	// own streaming method: in-process, the agent hands it a stream of

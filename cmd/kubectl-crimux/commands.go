@@ -27,6 +27,7 @@ type command struct {
 	name string
 	run  func(in invocation, args []string) error
 	args []string // words completion offers for its arguments
+	subs []string // its sub-verbs, which completion offers as commands
 }
 
 // requestVerbs are the commands that set a VM pod's request annotation
@@ -40,6 +41,10 @@ func commands() []command {
 		return migrateCommand(in.ctx, in.o, args, in.stdout, in.stderr, in.client)
 	}}}
 	for _, verb := range requestVerbs {
+		if verb == "snapshot" { // and its list and delete (snapshot.go)
+			cmds = append(cmds, command{name: verb, run: snapshotCommand, subs: snapshotVerbs})
+			continue
+		}
 		cmds = append(cmds, command{name: verb, run: func(in invocation, args []string) error {
 			return requestCommand(in.ctx, in.o, verb, args, in.stdout, in.client)
 		}})
@@ -96,7 +101,11 @@ func completionTree() *completion.Command {
 	flags := completion.FlagsOf(newFlagSet(&o), nil)
 	root := &completion.Command{Name: "kubectl-crimux", Flags: flags}
 	for _, c := range commands() {
-		root.Subs = append(root.Subs, &completion.Command{Name: c.name, Flags: flags, Args: c.args})
+		cmd := &completion.Command{Name: c.name, Flags: flags, Args: c.args}
+		for _, s := range c.subs {
+			cmd.Subs = append(cmd.Subs, &completion.Command{Name: s, Flags: flags})
+		}
+		root.Subs = append(root.Subs, cmd)
 	}
 	return root
 }

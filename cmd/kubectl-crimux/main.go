@@ -3,14 +3,17 @@
 //
 //	kubectl crimux migrate POD --to NODE [--timeout 15m] [-n NAMESPACE]
 //	kubectl crimux start|stop|pause|resume|hibernate|reboot POD
-//	kubectl crimux snapshot|restore POD NAME
+//	kubectl crimux snapshot [create]|restore POD NAME
+//	kubectl crimux snapshot list POD
+//	kubectl crimux snapshot delete POD NAME
 //	kubectl crimux console POD
 //	kubectl crimux version
 //	kubectl crimux completion bash|zsh|fish
 //
 // The VM verbs set the pod's request annotation (nodeagent/doc.go) and
 // wait for its node agent's answer, which they print (request.go);
-// console is kubectl attach -it.
+// snapshot list prints the snapshots the agent lists on the pod
+// (snapshot.go); console is kubectl attach -it.
 //
 // migrate live-migrates a running VM pod to another node: it makes the
 // target pod there (POD's spec, bound to NODE, with crimux.io/migrate-from)
@@ -59,12 +62,18 @@ Usage:
   kubectl crimux reboot POD
       Reboots the guest (crimux.io/reboot-request with a new token: the
       ACPI button, a reset if it has not restarted in 30 s).
-  kubectl crimux snapshot POD NAME
+  kubectl crimux snapshot POD NAME     (also: snapshot create POD NAME)
   kubectl crimux restore POD NAME
       Takes, or goes back to, snapshot NAME of the VM (its disk, and its
       memory while it runs). Each name is done once: name a new one.
-      crimuxctl vm snapshot list and delete, on the node, list and delete
-      them.
+  kubectl crimux snapshot delete POD NAME
+      Deletes snapshot NAME (crimux.io/snapshot-delete-request), making
+      room under the VM's cap of snapshots.
+  kubectl crimux snapshot list POD
+      The VM's snapshots (NAME, CREATED, DESCRIPTION) as the pod's node
+      agent lists them in crimux.io/snapshots: at its start, and after
+      each snapshot, restore or delete. crimuxctl vm snapshot list, on
+      the node, asks the VM itself.
   kubectl crimux console POD
       The VM's serial console on this terminal (kubectl attach -it).
   kubectl crimux version

@@ -18,7 +18,7 @@ import (
 )
 
 // The VM verbs (start, stop, pause, resume, hibernate, reboot, snapshot,
-// restore) are thin clients of the node agent's annotations (nodeagent/
+// snapshot delete, restore) are thin clients of the node agent's annotations (nodeagent/
 // doc.go): each sets one request annotation on the pod and waits until
 // the agent on the pod's node answers it in a result annotation.
 
@@ -78,6 +78,11 @@ func newRequest(verb string, args []string) (request, []string, error) {
 			key, result = kubeapi.AnnotationRestoreRequest, kubeapi.AnnotationRestoreResult
 		}
 		return resultRequest(verb, key, args[1], result), args[:1], nil
+	case "snapshot delete":
+		if len(args) != 2 {
+			return request{}, nil, fmt.Errorf("%s takes a pod and a snapshot name, got %d arguments: kubectl crimux %s POD NAME", verb, len(args), verb)
+		}
+		return deleteRequest(args[1]), args[:1], nil
 	}
 	return request{}, nil, fmt.Errorf("unknown command %q", verb)
 }
@@ -89,8 +94,8 @@ func rebootToken() string {
 	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
 }
 
-// errAlreadyAsked: a snapshot or restore of that name was asked for
-// before; the agent does each name once.
+// errAlreadyAsked: a snapshot, restore or delete of that name was asked
+// for before; the agent does each name once.
 var errAlreadyAsked = errors.New("was asked for before: the node agent does each name once; name a new one")
 
 // send sets r on pod ns/name and waits, at most timeout, for its answer,
@@ -103,7 +108,11 @@ func (r request) send(ctx context.Context, c kubernetes.Interface, ns, name stri
 		return err
 	}
 	if r.key != kubeapi.AnnotationPowerState && r.key != kubeapi.AnnotationRebootRequest && pod.Annotations[r.key] == r.value {
-		return fmt.Errorf("%s %s of pod %s/%s %w", r.verb, r.value, ns, name, errAlreadyAsked)
+		err := fmt.Errorf("%s %s of pod %s/%s %w", r.verb, r.value, ns, name, errAlreadyAsked)
+		if outcome, _, done := r.answer(pod.Annotations); done {
+			err = fmt.Errorf("%w (its answer: %s)", err, outcome)
+		}
+		return err
 	}
 	if _, err := patchAnnotations(ctx, c, pod, map[string]*string{r.key: &r.value}); err != nil {
 		return fmt.Errorf("pod %s/%s: set %s: %w", ns, name, r.key, err)

@@ -41,14 +41,17 @@ func randomSuffix() string {
 // agent keeps what it did per pod UID). crimux.io/power-state is kept: it
 // is declarative, the state the user wants the VM in wherever it runs.
 var notCopied = map[string]bool{
-	kubeapi.AnnotationObservedPowerState: true,
-	kubeapi.AnnotationPowerStateError:    true,
-	kubeapi.AnnotationRebootRequest:      true,
-	kubeapi.AnnotationRebootResult:       true,
-	kubeapi.AnnotationSnapshotRequest:    true,
-	kubeapi.AnnotationSnapshotResult:     true,
-	kubeapi.AnnotationRestoreRequest:     true,
-	kubeapi.AnnotationRestoreResult:      true,
+	kubeapi.AnnotationObservedPowerState:    true,
+	kubeapi.AnnotationPowerStateError:       true,
+	kubeapi.AnnotationRebootRequest:         true,
+	kubeapi.AnnotationRebootResult:          true,
+	kubeapi.AnnotationSnapshotRequest:       true,
+	kubeapi.AnnotationSnapshotResult:        true,
+	kubeapi.AnnotationRestoreRequest:        true,
+	kubeapi.AnnotationRestoreResult:         true,
+	kubeapi.AnnotationSnapshotDeleteRequest: true,
+	kubeapi.AnnotationSnapshotDeleteResult:  true,
+	kubeapi.AnnotationSnapshots:             true,
 }
 
 // copied reports whether S's annotation key goes to T.

@@ -33,7 +33,7 @@ func TestDomainGolden(t *testing.T) {
 				Backing: &Disk{Path: "/var/lib/crimux/images/sha256-ab/disk.qcow2", Format: "raw"}}
 			s.CIData = "/var/lib/crimux/vms/c0ffee/cidata.iso"
 		},
-		// Issue 36: qemu runs as the VM's own identity, and the overlay's
+		// qemu runs as the VM's own identity, and the overlay's
 		// backing chain is named in full (never read from its header).
 		"disk-boot-own-identity": func(s *Spec) {
 			s.Disk = &Disk{Path: "/var/lib/crimux/pods/5a5a/disk.qcow2", Format: "qcow2",

@@ -21,7 +21,7 @@ func caps(add, drop []string) *runtimeapi.Capability {
 	return &runtimeapi.Capability{AddCapabilities: add, DropCapabilities: drop}
 }
 
-// TestShareRightsFrom (issue 36): what virtiofsd may do for the guest is
+// TestShareRightsFrom: what virtiofsd may do for the guest is
 // what the container's security context gives a container.
 func TestShareRightsFrom(t *testing.T) {
 	all := VirtiofsdCaps

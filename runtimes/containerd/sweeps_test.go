@@ -40,12 +40,11 @@ func recordedParents(t *testing.T, dir string) string {
 	return strings.Join(out, ",")
 }
 
-// TestSweepsArePerContainerd (issue 13, defect 9): backends of two
-// containerds keep their records apart, so neither sweep judges the
-// other's pods by its own list; backends in front of one containerd (two
-// entries, or a reload's old and new backend) share one sweep, whose
-// reaper sees every one's task-making calls, and which stops with the
-// last of them.
+// TestSweepsArePerContainerd: backends of two containerds keep their
+// records apart, so neither sweep judges the other's pods by its own list;
+// backends in front of one containerd (two entries, or a reload's old and
+// new backend) share one sweep, whose reaper sees every one's task-making
+// calls, and which stops with the last of them.
 func TestSweepsArePerContainerd(t *testing.T) {
 	// The sweeps run at once in the background: the pods' parents must
 	// exist, or a sweep drops their records as gone.

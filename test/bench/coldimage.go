@@ -21,10 +21,10 @@ import (
 // layers are the reference extraction's input.
 const vmImageLayout = "/opt/crimux-testbed/images/crimux/vm-busybox"
 
-// phaseColdImage (issue 18): CreateContainer of a VM whose image crimux
-// has never unpacked, for the busybox test image (53 MiB of files) and
-// for a 1 GiB raw disk of real data (bigimage). Each round stops crimux, empties its image
-// cache, starts it again and times one VM pod's CreateContainer (the
+// phaseColdImage: CreateContainer of a VM whose image crimux has never
+// unpacked, for the busybox test image (53 MiB of files) and for a 1 GiB
+// raw disk of real data (bigimage). Each round stops crimux, empties its
+// image cache, starts it again and times one VM pod's CreateContainer (the
 // image is pulled already, as kubelet leaves it); the reference,
 // alternating with it, extracts the same gzip layers on the same disk with
 // tar -xzf, in order, and sync.

@@ -16,13 +16,13 @@ import (
 	"github.com/crimux/crimux/test/bench/stats"
 )
 
-// The usable guest's figure (issue 14): from RunPodSandbox until the
-// guest agent of the Debian guest (crimux/vm-debian: its own disk, GRUB,
-// systemd, cloud-init from a cidata volume) answers guest-ping, through
-// crimux and through libvirt directly with the same disk, the same
-// domain and a cidata volume of the same content: crimux's guest has a
-// NIC with the addressing its pod's CNI result gave, the direct path's
-// one with addressing of the same shape (directGuestNet).
+// The usable guest's figure: from RunPodSandbox until the guest agent of
+// the Debian guest (crimux/vm-debian: its own disk, GRUB, systemd,
+// cloud-init from a cidata volume) answers guest-ping, through crimux and
+// through libvirt directly with the same disk, the same domain and a
+// cidata volume of the same content: crimux's guest has a NIC with the
+// addressing its pod's CNI result gave, the direct path's one with
+// addressing of the same shape (directGuestNet).
 
 const (
 	debianImage       = "127.0.0.1:5117/crimux/vm-debian:latest"

@@ -19,15 +19,15 @@ import (
 	"github.com/crimux/crimux/test/bench/stats"
 )
 
-// The instant start's figures (issue 39): the Debian guest pod of the
-// guest phase (2 vCPUs, 1 GiB), asking for its template (the pod
-// annotation crimux.io/start: template), restored from it and made
-// itself, timed as vm_guest_ready_s times the cold boot: from
-// RunPodSandbox until its guest agent answers guest-ping. The template is
-// made first through the VM API (WarmTemplate), untimed. A clone that
-// booted instead (its log says so) is a failed round, never a sample.
-// instant_burst.go starts many clones at once; instant_mem.go reads what
-// a clone's qemu holds of the host's memory beside a cold-booted one's.
+// The instant start's figures: the Debian guest pod of the guest phase
+// (2 vCPUs, 1 GiB), asking for its template (the pod annotation
+// crimux.io/start: template), restored from it and made itself, timed as
+// vm_guest_ready_s times the cold boot: from RunPodSandbox until its guest
+// agent answers guest-ping. The template is made first through the VM API
+// (WarmTemplate), untimed. A clone that booted instead (its log says so)
+// is a failed round, never a sample. instant_burst.go starts many clones
+// at once; instant_mem.go reads what a clone's qemu holds of the host's
+// memory beside a cold-booted one's.
 
 var instantFigures = []string{"vm_instant_ready_s", "vm_instant_over_guest_ratio",
 	"vm_instant_burst_20_p50_s", "vm_instant_burst_20_p95_s",

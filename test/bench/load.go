@@ -9,18 +9,18 @@ import (
 	"github.com/crimux/crimux/test/bench/stats"
 )
 
-// The load figures (issue 41, item 6): crimux's ContainerStatus while
-// exec sessions run in VM guests and many CRI clients poll it, against
-// the same status asked of an idle crimux. A probe (one client in a
-// process of its own, load_probe.go, a call every probeEvery) asks the status of a VM and of a
-// container through crimux in turn, and of the container on
-// containerd's socket for context: first alone, then while
-// -load-exec-sessions sessions run `sh -c 'echo x; sleep 1'` again and
-// again in -load-vms guests of the agent image (kubectl exec's path:
-// CRI Exec and the streaming server) and -load-clients clients, each on
-// a connection of its own, poll every -load-client-period as kubelet's
-// relist does (ListPodSandbox, ListContainers, one container's status).
-// Every failed call of any of them counts in load_errors.
+// The load figures: crimux's ContainerStatus while exec sessions run in VM
+// guests and many CRI clients poll it, against the same status asked of an
+// idle crimux. A probe (one client in a process of its own, load_probe.go,
+// a call every probeEvery) asks the status of a VM and of a container
+// through crimux in turn, and of the container on containerd's socket for
+// context: first alone, then while -load-exec-sessions sessions run
+// `sh -c 'echo x; sleep 1'` again and again in -load-vms guests of the
+// agent image (kubectl exec's path: CRI Exec and the streaming server) and
+// -load-clients clients, each on a connection of its own, poll every
+// -load-client-period as kubelet's relist does (ListPodSandbox,
+// ListContainers, one container's status). Every failed call of any of
+// them counts in load_errors.
 
 var loadFigures = []string{"load_status_idle_p99_ms", "load_status_p99_ms", "load_status_p99_over_idle_ratio",
 	"load_status_vm_p99_over_idle_ratio", "load_status_container_p99_over_idle_ratio", "load_status_direct_p99_over_idle_ratio", "load_exec_sessions", "load_exec_p50_ms", "load_exec_p99_ms", "load_errors"}

@@ -8,7 +8,7 @@
 // benchstat (`benchstat -col /path samples.txt`).
 //
 // `make bench` builds crimux, brings the test bed up and runs this with
-// the issue's counts. Smaller counts for development:
+// the default counts. Smaller counts for development:
 //
 //	bench -rpc-calls 200 -list-pods 20 -lifecycle-rounds 4 -vm-rounds 2 -burst 5 ...
 //
@@ -50,7 +50,7 @@ import (
 	"github.com/crimux/crimux/test/bench/runs"
 )
 
-// options are the flags; the defaults are issue 8's counts.
+// options are the flags; the defaults are make bench's counts.
 type options struct {
 	crimuxBin, wrapper, containerd, out, samples, logDir, phases string
 	vmNetwork                                                    string
@@ -113,7 +113,7 @@ func parseFlags() options {
 	flag.IntVar(&o.listPods, "list-pods", 200, "pods running for the list figures")
 	flag.IntVar(&o.listCalls, "list-calls", 500, "list calls per path (a list takes 1-5 ms: 500 keep the median steady)")
 	flag.IntVar(&o.lifecycleRounds, "lifecycle-rounds", 20, "pod lifecycle rounds per path")
-	flag.IntVar(&o.vmRounds, "vm-rounds", 6, "VM start rounds per path (10 before issue 18 added the 1 GiB image, the raw forwarder, the direct burst and 1,000 pods: the run stays within 15 minutes)")
+	flag.IntVar(&o.vmRounds, "vm-rounds", 6, "VM start rounds per path (few enough that the run, with the 1 GiB image, the raw forwarder, the direct burst and 1,000 pods, stays within 15 minutes)")
 	flag.IntVar(&o.coldRounds, "cold-rounds", 3, "cold-image CreateContainer rounds (crimux restarted with an empty image cache each)")
 	flag.IntVar(&o.coldBigRounds, "cold-big-rounds", 2, "the same with the 1 GiB image (made once, about a minute, kept in the bed's registry); 0: none")
 	flag.IntVar(&o.guestRounds, "guest-rounds", 1, "Debian guest boots per path (30-40 s each under TCG; 2 take the run past 15 minutes on a slow day)")
@@ -123,7 +123,7 @@ func parseFlags() options {
 	flag.IntVar(&o.migrateBandwidthMiB, "migrate-bandwidth-mib", -1, "the memory stream's cap of both paths in the migrate phase, MiB/s: node one's libvirt.migration.bandwidth_mib and virsh migrate --bandwidth (-1: crimux's default, 64; 0: no cap)")
 	flag.IntVar(&o.importRounds, "import-rounds", 5, "imports of the 1 GiB disk into an empty loop device per path (vmimport.go: 1-4 s each; 3 were too few on a busy host)")
 	flag.IntVar(&o.vmMiB, "vm-mib", 128, "memory of the VMs that boot (start, console, snapshots)")
-	flag.IntVar(&o.snapshotRounds, "snapshot-rounds", 3, "snapshot create+restore rounds per path (5 before issue 18)")
+	flag.IntVar(&o.snapshotRounds, "snapshot-rounds", 3, "snapshot create+restore rounds per path")
 	flag.IntVar(&o.burst, "burst", 50, "VM pods created at once")
 	flag.IntVar(&o.burstMiB, "burst-mib", 128, "memory of each burst VM (the test kernel needs 128 MiB to boot)")
 	flag.IntVar(&o.burstRootWeight, "burst-root-weight", 0, "CPU weight of the bench's root cgroup during the burst, in tasks (1024 cpu.shares each), where both paths' guests run (crimux's in their pods' cgroups, the direct path's placed beside them); 0: the host's CPUs, as kubelet weighs its pods' root by the node's allocatable CPU")
@@ -132,7 +132,7 @@ func parseFlags() options {
 	flag.IntVar(&o.scalePods, "scale-pods", 1000, "pods crimux keeps for the scale figures (recovery, RSS, ListContainers): "+
 		"the container pods, the burst VMs, stopped VM pods and pause-only pods up to this (0: none)")
 	flag.IntVar(&o.scaleStoppedVMs, "scale-stopped-vms", 250, "of the scale pods, VM pods defined but not started "+
-		"(the issue's example; the rest are pause-only pods, which cost a host 3-4 times as much to make and remove, but each VM pod adds to crimux's recovery: docs/benchmarks.md, 2026-12-03 16:30)")
+		"(the rest are pause-only pods, which cost a host 3-4 times as much to make and remove, but each VM pod adds to crimux's recovery: docs/benchmarks.md, 2026-12-03 16:30)")
 	flag.IntVar(&o.loadVMs, "load-vms", 4, "VM pods of the agent image the load phase's exec sessions go into (TCG guests: few, on 2 cores)")
 	flag.IntVar(&o.loadSessions, "load-exec-sessions", 100, "exec sessions the load phase keeps running, spread over -load-vms guests")
 	flag.IntVar(&o.loadClients, "load-clients", 200, "CRI clients of the load phase, each on a connection of its own")

@@ -22,13 +22,12 @@ import (
 	"github.com/crimux/crimux/test/bench/stats"
 )
 
-// The live migration figures (issue 42, item 3 of what it must show): a
-// running VM pod of the agent image moved by crimux from node one (the
-// bench's crimux) to a target pod waiting on node two (migrate_node2.go),
-// against the same domain moved between the same two libvirtds with
-// virsh migrate (migrate_direct.go), rounds alternating which path goes
-// first; libvirt's downtime, and a probe of the pause from the guest's
-// side (migrate_probe.go).
+// The live migration figures: a running VM pod of the agent image moved by
+// crimux from node one (the bench's crimux) to a target pod waiting on
+// node two (migrate_node2.go), against the same domain moved between the
+// same two libvirtds with virsh migrate (migrate_direct.go), rounds
+// alternating which path goes first; libvirt's downtime, and a probe of
+// the pause from the guest's side (migrate_probe.go).
 
 var migrateFigures = []string{"vm_migrate_512m_total_s", "vm_migrate_direct_512m_total_s", "vm_migrate_over_direct_ratio",
 	"vm_migrate_downtime_ms", "vm_migrate_downtime_probe_ms"}

@@ -19,18 +19,17 @@ import (
 	"github.com/crimux/crimux/test/bench/stats"
 )
 
-// The import figure (issue 38, durable VMs): the 1 GiB bench image's
-// disk (bigimage's data, as a qcow2) imported into an empty block volume
-// by crimux's code (rootvol), against qemu-img doing the same by hand.
-// Each path has a loop device of its own on a sparse file, written once
-// by an untimed import (a used volume: the filesystem under it allocates
-// and discards nothing while timed) and emptied, as crimux sees it, by
-// zeroing its first MiB before each import. Both paths end with the
-// volume flushed (crimux's import mark is fsync'd; the direct path
-// fsyncs the device): a loop device, not a plain file, since a volume is
-// what crimux imports into.
-// The phase needs neither the bed nor crimux's daemon: `-phases import`
-// runs it alone.
+// The import figure (durable VMs): the 1 GiB bench image's disk
+// (bigimage's data, as a qcow2) imported into an empty block volume by
+// crimux's code (rootvol), against qemu-img doing the same by hand. Each
+// path has a loop device of its own on a sparse file, written once by an
+// untimed import (a used volume: the filesystem under it allocates and
+// discards nothing while timed) and emptied, as crimux sees it, by zeroing
+// its first MiB before each import. Both paths end with the volume flushed
+// (crimux's import mark is fsync'd; the direct path fsyncs the device): a
+// loop device, not a plain file, since a volume is what crimux imports
+// into. The phase needs neither the bed nor crimux's daemon:
+// `-phases import` runs it alone.
 
 const (
 	// importDir keeps the source disk (made once: 10 s here) and

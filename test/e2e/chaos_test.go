@@ -22,7 +22,8 @@ const (
 	vmNetnsDir = "/run/crimux/netns"
 )
 
-// chaosCycles and chaosMinKills are the numbers.
+// chaosCycles is how many pod cycles the chaos test runs; chaosMinKills,
+// the fewest SIGKILLs of crimux that make the run count.
 const (
 	chaosCycles   = 200
 	chaosMinKills = 30

@@ -44,7 +44,7 @@ spec:
     image: ` + kubeletCtrImage + `
 `
 
-// TestClusterNodeAgentCredentialsAreNarrow (issue 36; make e2e-cluster): with the
+// TestClusterNodeAgentCredentialsAreNarrow (make e2e-cluster): with the
 // node agent's own credentials (the test bed's client certificate for
 // crimux-node-agent:<node> in crimux:node-agents) and its manifests applied
 // as shipped, the agent writes its result annotations, and events its node

@@ -27,10 +27,10 @@ spec:
       limits: {cpu: "1", memory: 128Mi}
 `
 
-// checkGuestNotBootedEvent (issue 37): the stuck VM pod is Running, and
-// the node agent has said on it, with a Warning event GuestNotBooted, that
-// its guest showed no operating system within guest_boot_timeout (30 s
-// here); kubectl logs shows crimux's note. The pod is deleted after.
+// checkGuestNotBootedEvent: the stuck VM pod is Running, and the node
+// agent has said on it, with a Warning event GuestNotBooted, that its
+// guest showed no operating system within guest_boot_timeout (30 s here);
+// kubectl logs shows crimux's note. The pod is deleted after.
 func checkGuestNotBootedEvent(t *testing.T, k8s string) {
 	t.Helper()
 	testutil.Eventually(t, 3*time.Minute, "a GuestNotBooted event on vm-stuck", func() error {

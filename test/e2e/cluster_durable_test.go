@@ -70,7 +70,7 @@ spec:
       resources: {requests: {storage: 4Gi}}
 `
 
-// TestClusterDurableVM (issue 38; make e2e-cluster): a StatefulSet VM on a
+// TestClusterDurableVM (make e2e-cluster): a StatefulSet VM on a
 // block claim (a static local PV on a loop device): the first pod imports
 // the image into the volume; a file the guest writes survives kubectl
 // delete pod (the pod comes back on the same disk, not imported again)

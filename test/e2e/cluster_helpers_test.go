@@ -254,8 +254,8 @@ func startClusterNode(t *testing.T, k8s, libvirt string, images ...string) *daem
 	t.Helper()
 	wrapper := installKubeletWrapper(t)
 	prepareKubeletCgroups(t)
-	c := startDaemon(t, fmt.Sprintf("[libvirt]\nemulator = %q\nplacement_socket = %q\n%s[kubernetes]\nkubeconfig = %q\nnode_name = %q\n",
-		wrapper, kubeletPlacementSocket, libvirt, filepath.Join(clusterPKI, "crimux.kubeconfig"), kubeletNode), nil, "--vm-accel", "tcg")
+	c := startDaemon(t, fmt.Sprintf("metrics_address = \"127.0.0.1:%d\"\n[libvirt]\nemulator = %q\nplacement_socket = %q\n%s[kubernetes]\nkubeconfig = %q\nnode_name = %q\n",
+		freePort(t), wrapper, kubeletPlacementSocket, libvirt, filepath.Join(clusterPKI, "crimux.kubeconfig"), kubeletNode), nil, "--vm-accel", "tcg")
 	t.Cleanup(func() { removeClusterPods(c.crimux) })
 	for _, image := range images {
 		if out, err := c.crictlTimeout(10*time.Minute, "pull", image); err != nil {

@@ -21,9 +21,9 @@ var migratePod = debianVMPod("vm-mig", "")
 // second, as long as the SSH session that started it lives.
 const migrateCounter = `i=0; while :; do i=$((i+1)); echo $i >/dev/shm/crimux-count; sleep 0.2; done`
 
-// TestVMMigrateKubectl (issue 42; make e2e-migrate): the bed's cluster
-// with a kubelet on each node; the Debian guest runs on node one with a
-// process counting in memory, started by an open SSH session (kubectl
+// TestVMMigrateKubectl (make e2e-migrate): the bed's cluster with a
+// kubelet on each node; the Debian guest runs on node one with a process
+// counting in memory, started by an open SSH session (kubectl
 // port-forward), and a file written to its root disk. kubectl crimux
 // migrate moves it to node two: the counter goes on from where it was (no
 // reboot: memory moved), the session's processes are there, the file is

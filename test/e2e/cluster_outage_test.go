@@ -14,12 +14,12 @@ import (
 	"github.com/crimux/crimux/internal/testutil"
 )
 
-// checkAPIServerOutage (issue 16): kube-apiserver stopped and started
-// again under a running node agent. Meanwhile the VM keeps its qemu, and
-// a change made on the node (the VM paused with crimuxctl, against its
-// declared crimux.io/power-state Running) is undone once the API server
-// is back, once; no request already done (snapshot, restore, reboot) is
-// done, or announced, again.
+// checkAPIServerOutage: kube-apiserver stopped and started again under a
+// running node agent. Meanwhile the VM keeps its qemu, and a change made
+// on the node (the VM paused with crimuxctl, against its declared
+// crimux.io/power-state Running) is undone once the API server is back,
+// once; no request already done (snapshot, restore, reboot) is done, or
+// announced, again.
 func checkAPIServerOutage(t *testing.T, c *daemonRun, v vmPodRef) {
 	t.Helper()
 	domain := domainOf(v.ctrID)

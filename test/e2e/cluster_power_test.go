@@ -81,7 +81,7 @@ func (v vmPodRef) setPowerByAnnotation(t *testing.T, state string) clusterPod {
 	return p
 }
 
-// checkPowerStatesByAnnotation (issue 16): each power state from kubectl
+// checkPowerStatesByAnnotation: each power state from kubectl
 // annotate, as the domain shows it; an invalid value reported and
 // ignored; an exec probe on a VM that is off errors (kubelet discards
 // the probe: no restart) while kubectl exec says why.
@@ -103,7 +103,11 @@ func checkPowerStatesByAnnotation(t *testing.T, v vmPodRef) {
 		t.Fatalf("after Hibernate and Running: /root/power-marker = %q, want the file written before (same disk, same memory)", got)
 	}
 
-	v.setPowerByAnnotation(t, "Shutdown")
+	// Shutdown and back through the plugin's verbs, thin clients of the
+	// same annotation that wait for the node agent's answer.
+	if out := kubectlCrimux(t, v.k8s, "stop", v.name, "-n", clusterNamespace); !strings.Contains(out, "power state Shutdown") {
+		t.Fatalf("kubectl crimux stop: %q, want the VM observed Shutdown", out)
+	}
 	if st := virsh(t, "domstate", domain); st != "shut off" {
 		t.Fatalf("Shutdown: domstate %q, want shut off", st)
 	}
@@ -116,7 +120,13 @@ func checkPowerStatesByAnnotation(t *testing.T, v vmPodRef) {
 		t.Fatal(err)
 	}
 	v.requireSameContainer(t, p, "30 s of liveness probes on a VM shut down by its user")
-	v.setPowerByAnnotation(t, "Running")
+	if out := kubectlCrimux(t, v.k8s, "start", v.name, "-n", clusterNamespace); !strings.Contains(out, "power state Running") {
+		t.Fatalf("kubectl crimux start: %q, want the VM observed Running", out)
+	}
+	if p, err = getPod(v.k8s, v.name); err != nil {
+		t.Fatal(err)
+	}
+	v.requireSameContainer(t, p, "kubectl crimux stop and start")
 	guestRead(t, v, "cat /root/power-marker") // booted again, from the same disk
 
 	// Paused through the plugin, which sets the annotation and waits for
@@ -191,6 +201,28 @@ func checkSnapshotByAnnotation(t *testing.T, v vmPodRef) {
 	if out := kubectlCrimux(t, v.k8s, "snapshot", v.name, "s2", "-n", clusterNamespace); !strings.Contains(out, ": created") {
 		t.Fatalf("kubectl crimux snapshot: %q, want s2 created", out)
 	}
+	if out := kubectlCrimux(t, v.k8s, "snapshot", "list", v.name, "-n", clusterNamespace); !snapshotListed(out, "s1") || !snapshotListed(out, "s2") {
+		t.Fatalf("kubectl crimux snapshot list:\n%s\nwant s1 and s2", out)
+	}
+	if out := kubectlCrimux(t, v.k8s, "snapshot", "delete", v.name, "s2", "-n", clusterNamespace); !strings.Contains(out, "snapshot s2 deleted") {
+		t.Fatalf("kubectl crimux snapshot delete: %q, want s2 deleted", out)
+	}
+	if out := kubectlCrimux(t, v.k8s, "snapshot", "list", v.name, "-n", clusterNamespace); !snapshotListed(out, "s1") || snapshotListed(out, "s2") {
+		t.Fatalf("kubectl crimux snapshot list after deleting s2:\n%s\nwant s1 alone", out)
+	}
+	if out := virsh(t, "snapshot-list", "--name", domainOf(v.ctrID)); strings.Contains(out, "s2") || !strings.Contains(out, "s1") {
+		t.Fatalf("virsh snapshot-list after kubectl crimux snapshot delete s2: %q, want s1 alone", out)
+	}
+}
+
+// snapshotListed: kubectl crimux snapshot list's table has a row of name.
+func snapshotListed(table, name string) bool {
+	for _, line := range strings.Split(table, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == name {
+			return true
+		}
+	}
+	return false
 }
 
 // checkRebootOnceAcrossRestart: a reboot request with crimux killed

@@ -19,12 +19,12 @@ func resizePatch(cpu, memory string) string {
 		cpu, memory, cpu, memory)
 }
 
-// checkResize (issue 16): kubectl patch pod --subresource resize of a
-// running VM, 1 to 2 CPUs and +256 MiB: the guest sees 2 CPUs and the
-// memory, the pod's cgroup and the VM API follow, the pod's resize
-// completes; back to 1 CPU and -128 MiB likewise; more memory than the
-// VM can grow to is refused and kubelet says why on the pod. The pod
-// keeps its container all along. It returns the guest's memory total.
+// checkResize: kubectl patch pod --subresource resize of a running VM,
+// 1 to 2 CPUs and +256 MiB: the guest sees 2 CPUs and the memory, the pod's
+// cgroup and the VM API follow, the pod's resize completes; back to 1 CPU
+// and -128 MiB likewise; more memory than the VM can grow to is refused
+// and kubelet says why on the pod. The pod keeps its container all along.
+// It returns the guest's memory total.
 func checkResize(t *testing.T, c *daemonRun, v vmPodRef) (memMiB int) {
 	t.Helper()
 	before := guestMemTotal(t, v)

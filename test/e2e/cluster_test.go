@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -142,6 +143,10 @@ func TestClusterVMPods(t *testing.T) {
 	checkGuestNotBootedEvent(t, k8s)
 	streamUntil(t, time.Minute, "\n", "login:", filepath.Join(k8s, "kubectl"),
 		"--kubeconfig", filepath.Join(clusterPKI, "admin.kubeconfig"), "-n", clusterNamespace, "attach", "-i", "vm")
+	// kubectl crimux console is kubectl attach -i -t, run from PATH.
+	t.Setenv("PATH", k8s+":"+os.Getenv("PATH"))
+	streamUntil(t, time.Minute, "\n", "login:", filepath.Join(filepath.Dir(bed.crimuxBin), "kubectl-crimux"),
+		"--kubeconfig", filepath.Join(clusterPKI, "admin.kubeconfig"), "-n", clusterNamespace, "console", "vm")
 
 	// The node agent: power state, snapshots and reboots from annotations.
 	v := vmPodRef{k8s: k8s, name: "vm", uid: vm.Metadata.UID, ctrID: vmID}
@@ -152,7 +157,50 @@ func TestClusterVMPods(t *testing.T) {
 	requireSizeAfterReboot(t, v, grown)
 	checkAPIServerOutage(t, c, v)
 
+	metrics := scrapeAddr(t, c)
+	requireVMSeries(t, metrics, "vm", true)
 	requireDeleteLeavesNothing(t, c, k8s, vm, vmID)
+	requireVMSeries(t, metrics, "vm", false)
+}
+
+// scrapeAddr is where the cluster node's crimux serves its metrics
+// (startClusterNode's metrics_address).
+func scrapeAddr(t *testing.T, c *daemonRun) string {
+	t.Helper()
+	b, err := os.ReadFile(c.configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "metrics_address = "); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	t.Fatalf("no metrics_address in %s", c.configPath)
+	return ""
+}
+
+// requireVMSeries: crimux's metrics have the per-VM series of the
+// cluster namespace's pod, labelled with its names, or (want false) none
+// once it is deleted.
+func requireVMSeries(t *testing.T, addr, pod string, want bool) {
+	t.Helper()
+	labels := fmt.Sprintf(`namespace=%q,pod=%q`, clusterNamespace, pod)
+	testutil.Eventually(t, time.Minute, fmt.Sprintf("crimux_vm_ series of pod %s present: %v", pod, want), func() error {
+		var found []string
+		for _, line := range strings.Split(scrapeMetrics(t, addr), "\n") {
+			if strings.HasPrefix(line, "crimux_vm_") && strings.Contains(line, labels) {
+				found = append(found, line)
+			}
+		}
+		if want && !slices.ContainsFunc(found, func(l string) bool { return strings.HasPrefix(l, "crimux_vm_cpu_seconds_total{") }) {
+			return fmt.Errorf("no crimux_vm_cpu_seconds_total with %s among %d series", labels, len(found))
+		}
+		if !want && len(found) > 0 {
+			return fmt.Errorf("series of the deleted pod: %v", found)
+		}
+		return nil
+	})
 }
 
 // checkPodOverhead: the RuntimeClass overhead (256Mi) reached the pod's

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// TestDistTarball (issue 37): make dist makes a versioned tarball a node
+// TestDistTarball: make dist makes a versioned tarball a node
 // installs from alone: static binaries, the unit, kubelet's drop-in, the
 // manifests, install.sh and SHA256SUMS, with its own .sha256 beside it.
 // Its install.sh installs what make install does (TestSystemdUnitAndInstall

@@ -88,11 +88,11 @@ func killDaemon(t *testing.T, pidFile string) int {
 	return pid
 }
 
-// TestVirtlogdKilledWhileGuestWrites (issue 41, item 2): virtlogd, which
-// holds every VM's console log, is SIGKILLed while a guest writes 300
-// numbered lines to its console, and started again (as systemd would):
-// the VM keeps running, and its CRI log (what kubectl logs shows) has
-// every line once — none lost, none doubled.
+// TestVirtlogdKilledWhileGuestWrites: virtlogd, which holds every VM's
+// console log, is SIGKILLed while a guest writes 300 numbered lines to its
+// console, and started again (as systemd would): the VM keeps running, and
+// its CRI log (what kubectl logs shows) has every line once — none lost,
+// none doubled.
 func TestVirtlogdKilledWhileGuestWrites(t *testing.T) {
 	requireVM(t)
 	c := startVMAPICrimux(t)
@@ -189,13 +189,13 @@ func (e *callErrors) unclear(unknownToo bool) []string {
 	return out
 }
 
-// TestLibvirtdKilledDuringVMBurst (issue 41, item 2): 20 VM pods made at
-// once, each call retried as kubelet's sync loop would, while libvirtd is
-// SIGKILLed 2 s into the burst and started again 3 s later: every pod ends
-// with its VM running and booted once (one qemu, one boot marker), each
-// call that failed meanwhile said why (a gRPC code other than Unknown),
-// and once the pods are removed nothing is left (the chaos test's host
-// counts: domains, disks, netns, cgroups, IPs).
+// TestLibvirtdKilledDuringVMBurst: 20 VM pods made at once, each call
+// retried as kubelet's sync loop would, while libvirtd is SIGKILLed 2 s
+// into the burst and started again 3 s later: every pod ends with its VM
+// running and booted once (one qemu, one boot marker), each call that
+// failed meanwhile said why (a gRPC code other than Unknown), and once the
+// pods are removed nothing is left (the chaos test's host counts: domains,
+// disks, netns, cgroups, IPs).
 func TestLibvirtdKilledDuringVMBurst(t *testing.T) {
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg", "--log-level", "info")
@@ -259,12 +259,12 @@ func restartContainerd(t *testing.T, pause time.Duration) {
 	}
 }
 
-// TestContainerdKilledDuringPull (issue 41, item 2): containerd is
-// SIGKILLed while a pull through crimux downloads a 96 MiB layer no one
-// has pulled before (an image made for the test and served by the bed's
-// registry), and started again: the pull fails with a clear error
-// (Unavailable), the pull kubelet tries next succeeds, and the image is
-// the one served (its manifest digest).
+// TestContainerdKilledDuringPull: containerd is SIGKILLed while a pull
+// through crimux downloads a 96 MiB layer no one has pulled before (an
+// image made for the test and served by the bed's registry), and started
+// again: the pull fails with a clear error (Unavailable), the pull kubelet
+// tries next succeeds, and the image is the one served (its manifest
+// digest).
 func TestContainerdKilledDuringPull(t *testing.T) {
 	requireBed(t)
 	c := startCrimux(t, bed.containerd)
@@ -336,12 +336,11 @@ func freshImage(t *testing.T, size int) (ref, digest string) {
 	return "127.0.0.1:5117/" + repo + ":latest", img.Root().Digest
 }
 
-// TestContainerdKilledDuringPodBurst (issue 41, item 2): 10 container
-// pods made at once through crimux, each call retried as kubelet would,
-// while containerd is SIGKILLed 1 s into the burst and started again 2 s
-// later: every pod ends with its container running, each failed call said
-// why, and once the pods are removed nothing is left (netns, cgroups,
-// IPs).
+// TestContainerdKilledDuringPodBurst: 10 container pods made at once
+// through crimux, each call retried as kubelet would, while containerd is
+// SIGKILLed 1 s into the burst and started again 2 s later: every pod ends
+// with its container running, each failed call said why, and once the pods
+// are removed nothing is left (netns, cgroups, IPs).
 func TestContainerdKilledDuringPodBurst(t *testing.T) {
 	requireBed(t)
 	c := startCrimux(t, bed.containerd, "--log-level", "info")

@@ -55,13 +55,13 @@ func fill(t *testing.T, dir string, left int64) string {
 	return f
 }
 
-// TestFullStateDisk (issue 41, item 1; make e2e-faults): crimux's state
-// dir on a small filesystem of its own, filled while a VM writes its
-// disk: qemu pauses the VM (its CRI status says PausedNoSpace, its log
-// says why), a new VM pod is refused with ResourceExhausted naming the
-// state dir, and so is a snapshot; once space is freed the VM is resumed
-// by crimux, finishes its write, and new pods and snapshots are made
-// again, with nothing to repair.
+// TestFullStateDisk (make e2e-faults): crimux's state dir on a small
+// filesystem of its own, filled while a VM writes its disk: qemu pauses
+// the VM (its CRI status says PausedNoSpace, its log says why), a new VM
+// pod is refused with ResourceExhausted naming the state dir, and so is a
+// snapshot; once space is freed the VM is resumed by crimux, finishes its
+// write, and new pods and snapshots are made again, with nothing to
+// repair.
 func TestFullStateDisk(t *testing.T) {
 	requireVM(t)
 	dir := smallStateFS(t, 768<<20)

@@ -80,13 +80,12 @@ func configArg(c *crimux) string {
 	return ""
 }
 
-// TestDamagedStoreRebuilt (issue 41, item 4; make e2e-faults): crimux
-// SIGKILLed under a running VM pod, its store cut short: crimux refuses
-// to start, naming the file and `crimuxctl store rebuild`; the rebuild
-// moves the store aside and proves the pod from its domain and
-// directories; crimux then starts and crictl sees the same pod and VM,
-// field for field, the same qemu still running, which stop and remove
-// as any, leaving nothing behind.
+// TestDamagedStoreRebuilt (make e2e-faults): crimux SIGKILLed under a
+// running VM pod, its store cut short: crimux refuses to start, naming the
+// file and `crimuxctl store rebuild`; the rebuild moves the store aside
+// and proves the pod from its domain and directories; crimux then starts
+// and crictl sees the same pod and VM, field for field, the same qemu
+// still running, which stop and remove as any, leaving nothing behind.
 func TestDamagedStoreRebuilt(t *testing.T) {
 	requireVM(t)
 	ctl := ctlBin(t)

@@ -90,7 +90,7 @@ func guestPodJSON(t *testing.T, parent, userData, pubKey string) string {
 
 // guestContainerJSON: two vCPUs (TCG runs one host thread each) and 1 GiB,
 // with shared, a host directory, mounted read-only at /srv/shared (cloud-init
-// mounts it in the guest: issue 15) and the block device dev at /dev/xvdb.
+// mounts it in the guest) and the block device dev at /dev/xvdb.
 func guestContainerJSON(t *testing.T, shared, dev string) string {
 	return writeJSON(t, "guestctr.json", fmt.Sprintf(`{
   "metadata": {"name": "vm"},

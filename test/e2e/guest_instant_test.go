@@ -16,7 +16,7 @@ import (
 	"github.com/crimux/crimux/internal/testutil"
 )
 
-// TestVMGuestInstant (issue 39; make e2e-guest-instant): the Debian guest's
+// TestVMGuestInstant (make e2e-guest-instant): the Debian guest's
 // template is made once (crimuxctl template warm), then two VM pods are
 // restored from it, one by RuntimeClass vm-instant, one by the annotation
 // crimux.io/start: template. Each answers crictl exec within 3 s of its

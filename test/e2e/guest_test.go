@@ -16,7 +16,7 @@ import (
 	"github.com/crimux/crimux/internal/testutil"
 )
 
-// TestVMGuest (issue 14; make e2e-guest): a stock-style cloud guest as a
+// TestVMGuest (make e2e-guest): a stock-style cloud guest as a
 // VM pod through crimux with crictl, booted once: Debian from its own disk,
 // its hostname, user-data and SSH key from crimux's cloud-init volume;
 // crictl exec (streaming and --sync, stdin, exit codes) through the guest

@@ -133,8 +133,8 @@ func startCrimuxOn(t *testing.T, prefix []string, bin, containerdEndpoint string
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	sock := filepath.Join(bed.runDir, fmt.Sprintf("e2e-%d.sock", time.Now().UnixNano()%1e9))
 	args := append([]string{
-		// unix:// as kubelet and crictl write it (issue 37): every e2e
-		// test serves on an address given so.
+		// unix:// as kubelet and crictl write it: every e2e test serves
+		// on an address given so.
 		"--config", filepath.Join(dir, "absent.toml"), "--listen", "unix://" + sock,
 		"--state-dir", filepath.Join(dir, "state"), "--containerd-endpoint", containerdEndpoint, "--log-level", "debug",
 		"--cni-conf-dir", bed.cniConfDir,

@@ -71,12 +71,12 @@ func runAsCompromisedQemu(t *testing.T, idA identity, leafA, domain string) (str
 	return strings.TrimSpace(string(out)), err
 }
 
-// TestHostileNeighbour (issue 13): two VM pods A and B run; the qemu
-// wrapper, run as A's qemu from inside A's cgroup with B's
-// domain name (what a compromised qemu of A can do), is refused: it is
-// not placed in B's cgroup, B's processes and limits do not change, and
-// it is handed nothing (B's tap, B's pod traffic). Again while B is
-// hibernated, when no qemu of B holds its place.
+// TestHostileNeighbour: two VM pods A and B run; the qemu wrapper, run as
+// A's qemu from inside A's cgroup with B's domain name (what a compromised
+// qemu of A can do), is refused: it is not placed in B's cgroup, B's
+// processes and limits do not change, and it is handed nothing (B's tap,
+// B's pod traffic). Again while B is hibernated, when no qemu of B holds
+// its place.
 func TestHostileNeighbour(t *testing.T) {
 	c := startVMAPICrimux(t)
 	a := startTestVM(t, c, "hostile-a")
@@ -119,10 +119,10 @@ func writableLayer(t *testing.T, c *crimux, id string) uint64 {
 	return c.stat(t, id).WritableBytes
 }
 
-// TestDiskGrowthIsTheWritableLayer (issue 13, the disk bomb's other
-// half): what the guest writes to its disk grows its overlay, which crictl
-// stats (and so kubelet's ephemeral-storage eviction) sees as the
-// container's writable layer.
+// TestDiskGrowthIsTheWritableLayer (the disk bomb's other half): what
+// the guest writes to its disk grows its overlay, which crictl stats (and
+// so kubelet's ephemeral-storage eviction) sees as the container's
+// writable layer.
 func TestDiskGrowthIsTheWritableLayer(t *testing.T) {
 	c := startVMAPICrimux(t)
 	v := startTestVM(t, c, "disk-growth")

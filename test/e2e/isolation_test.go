@@ -131,16 +131,14 @@ func pathsOf(t *testing.T, c *crimux, v *testVM) vmPaths {
 // image of its own (its own digest, so its own image cache entry).
 const vmImageOther = "127.0.0.1:5117/crimux/vm-busybox-b:latest"
 
-// TestTwoTenants (issue 36, defect 1): VM pods A and B run from one image,
-// C from another. Each qemu runs as a uid and gid of its own, neither
-// root nor libvirt's shared qemu user. Acting as A's qemu (its uid, gids,
-// no capabilities), every reach into B and into C fails: signal or ptrace
-// its qemu, read its /proc/<pid>/environ, read its cloud-init ISO, open
-// its root disk, open its image's disk for writing, connect to its
-// console socket. The same identity does reach A's own (the harness acts
-// with A's rights, so the test can fail). B and C keep running, their
-// qemu the same processes. On c78de64 all qemu ran as libvirt-qemu and
-// every reach but the image disk's write succeeded.
+// TestTwoTenants: VM pods A and B run from one image, C from another. Each
+// qemu runs as a uid and gid of its own, neither root nor libvirt's shared
+// qemu user. Acting as A's qemu (its uid, gids, no capabilities), every
+// reach into B and into C fails: signal or ptrace its qemu, read its
+// /proc/<pid>/environ, read its cloud-init ISO, open its root disk, open
+// its image's disk for writing, connect to its console socket. The same
+// identity does reach A's own (the harness acts with A's rights, so the
+// test can fail). B and C keep running, their qemu the same processes.
 func TestTwoTenants(t *testing.T) {
 	requireVM(t)
 	c := startVMAPICrimux(t)
@@ -240,14 +238,14 @@ func qemuUserUID(t *testing.T) uint32 {
 	return 1<<32 - 1
 }
 
-// TestRewrittenDiskHeaderIsRefused (issue 36, defect 2): A's qemu, which
-// may write its pod disk, rewrites the header to name a root-only host
-// file as a raw backing file and exits (SIGKILLs itself, so nothing of
-// qemu's own writes the header again), and A's container exits. The next container
-// of the pod (kubelet's restart) does not start: the error says the root
-// disk changed and names it; the host file keeps its owner, mode and
-// content, and no qemu runs. On c78de64 the new container reused the disk
-// after an Lstat, and libvirt chowned the host file to libvirt-qemu.
+// TestRewrittenDiskHeaderIsRefused: A's qemu, which may write its pod
+// disk, rewrites the header to name a root-only host file as a raw backing
+// file and exits (SIGKILLs itself, so nothing of qemu's own writes the
+// header again), and A's container exits. The next container of the pod
+// (kubelet's restart) does not start: the error says the root disk changed
+// and names it; the host file keeps its owner, mode and content, and no
+// qemu runs. (Had the new container reused the disk after an Lstat alone,
+// libvirt would chown the host file to libvirt-qemu.)
 func TestRewrittenDiskHeaderIsRefused(t *testing.T) {
 	requireVM(t)
 	c := startVMAPICrimux(t)

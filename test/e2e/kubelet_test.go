@@ -80,10 +80,10 @@ spec:
 }
 
 // vmManifest: no pod overhead here, the guest gets 512Mi less qemu's
-// 256Mi. It has two volumes (issue 15): an emptyDir, and a hostPath
-// directory standing in for a ConfigMap (a standalone kubelet has no API
-// server to read one from; both reach the guest the same way, as a
-// directory kubelet hands crimux as a CRI mount).
+// 256Mi. It has two volumes: an emptyDir, and a hostPath directory
+// standing in for a ConfigMap (a standalone kubelet has no API server to
+// read one from; both reach the guest the same way, as a directory kubelet
+// hands crimux as a CRI mount).
 var vmManifest = vmManifestOf("kl-vm", "512Mi") + `    volumeMounts:
     - {name: scratch, mountPath: /scratch}
     - {name: config, mountPath: /etc/app, readOnly: true}
@@ -98,9 +98,9 @@ var vmManifest = vmManifestOf("kl-vm", "512Mi") + `    volumeMounts:
 const kubeletConfigDir = "/var/lib/crimux-kubelet-e2e-config"
 
 // smallVMManifest is a VM pod whose 128Mi limit cannot hold a guest and
-// qemu's overhead (issue 14: reproduced, qemu was OOM-killed in the pod
-// and restarted again and again): crimux refuses it at CreateContainer,
-// and kubelet shows why.
+// qemu's overhead (started, its qemu would be OOM-killed in the pod and
+// restarted again and again): crimux refuses it at CreateContainer, and
+// kubelet shows why.
 var smallVMManifest = vmManifestOf("kl-vm-small", "128Mi")
 
 // kubeletConfigNoEviction ends every test kubelet's configuration:
@@ -785,10 +785,10 @@ func prepareConfigDir(t *testing.T) {
 	writeFile(t, filepath.Join(kubeletConfigDir, "settings"), "CRIMUX-CONFIG-ONE")
 }
 
-// checkVMVolumes (issue 15): the VM pod's emptyDir and its read-only
-// ConfigMap-like directory reach the guest as virtio-fs shares named
-// after their mount paths; the guest's write lands in kubelet's emptyDir,
-// a change of the directory on the host shows in the guest.
+// checkVMVolumes: the VM pod's emptyDir and its read-only ConfigMap-like
+// directory reach the guest as virtio-fs shares named after their mount
+// paths; the guest's write lands in kubelet's emptyDir, a change of the
+// directory on the host shows in the guest.
 func checkVMVolumes(t *testing.T, c *daemonRun, k *kubeletRun, vmID string) {
 	t.Helper()
 	v := &testVM{c: c.crimux, ctrID: vmID, domain: domainOf(vmID)}

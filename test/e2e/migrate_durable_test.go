@@ -8,15 +8,15 @@ import (
 	"github.com/crimux/crimux/internal/testutil"
 )
 
-// TestVMMigrateDurable (issue 42, "What to build" 3): a durable VM (its
-// root disk on a block volume, crimux.io/root-disk) moves live from node
-// one to node two with its volume shared, not copied: a loop device both
-// nodes reach at one path, as a SAN LUN or a Ceph RBD image of a
-// ReadWriteMany claim would be. The target pod names the same volume;
-// its log says the VM arrives on it, nothing imported. On node two the
-// counter went on, the file is there, and what the guest writes there
-// lands on the volume: the next pod on node one, on the same volume,
-// boots that disk as it is (no import) and reads it.
+// TestVMMigrateDurable: a durable VM (its root disk on a block volume,
+// crimux.io/root-disk) moves live from node one to node two with its
+// volume shared, not copied: a loop device both nodes reach at one path,
+// as a SAN LUN or a Ceph RBD image of a ReadWriteMany claim would be. The
+// target pod names the same volume; its log says the VM arrives on it,
+// nothing imported. On node two the counter went on, the file is there,
+// and what the guest writes there lands on the volume: the next pod on
+// node one, on the same volume, boots that disk as it is (no import) and
+// reads it.
 func TestVMMigrateDurable(t *testing.T) {
 	requireNode2(t)
 	vol := blockVolume(t, 64<<20) // /dev is one devtmpfs: node two sees the device at the same path

@@ -12,16 +12,16 @@ import (
 	"github.com/crimux/crimux/internal/testutil"
 )
 
-// TestVMMigrate (issue 42): a running VM pod moves, live, from node one
-// (the host's libvirtd) to node two (test/bed/node2-up.sh: a libvirtd of
-// its own in namespaces of its own, TLS between the two) with crimuxctl
-// vm migrate between the two nodes' crimux. A counter in the guest's
-// memory goes on from where it was and its uptime with it (moved, not
-// rebooted), a file written to its root disk is there, the guest has the
-// target pod's address, its qemu runs in the target pod's cgroup; the
-// source's container exited Migrated, its pod makes no VM again, and
-// removing it leaves nothing on node one. Before it, node two refuses
-// descriptions of the VM that node one did not seal as they are.
+// TestVMMigrate: a running VM pod moves, live, from node one (the host's
+// libvirtd) to node two (test/bed/node2-up.sh: a libvirtd of its own in
+// namespaces of its own, TLS between the two) with crimuxctl vm migrate
+// between the two nodes' crimux. A counter in the guest's memory goes on
+// from where it was and its uptime with it (moved, not rebooted), a file
+// written to its root disk is there, the guest has the target pod's
+// address, its qemu runs in the target pod's cgroup; the source's
+// container exited Migrated, its pod makes no VM again, and removing it
+// leaves nothing on node one. Before it, node two refuses descriptions of
+// the VM that node one did not seal as they are.
 func TestVMMigrate(t *testing.T) {
 	g := newMigrationRig(t, "")
 	g.requireForgedSourceRefused(t)
@@ -61,7 +61,7 @@ func TestVMMigrate(t *testing.T) {
 	requireNoVMDirs(t, g.n1)
 }
 
-// TestVMMigrateTargetKilled (issue 42): the target's crimux is SIGKILLed
+// TestVMMigrateTargetKilled: the target's crimux is SIGKILLed
 // in the middle of a migration (its memory stream capped at 2 MiB/s, so
 // there is a middle): the VM runs on on node one as it was, the target
 // pod's container exits MigrationFailed once its crimux is back, and
@@ -86,11 +86,11 @@ func TestVMMigrateTargetKilled(t *testing.T) {
 	g.requireNothingOnNode2(t)
 }
 
-// TestVMMigrateLinkCut (issue 42): the link between the nodes goes down
-// in the middle of a migration: node one's crimux aborts it once no
-// byte has moved for its progress timeout (5 s here), the VM runs on on
-// node one as it was, crimuxctl tells the target, whose container exits
-// MigrationFailed, and removing it leaves nothing on node two.
+// TestVMMigrateLinkCut: the link between the nodes goes down in the middle
+// of a migration: node one's crimux aborts it once no byte has moved for
+// its progress timeout (5 s here), the VM runs on on node one as it was,
+// crimuxctl tells the target, whose container exits MigrationFailed, and
+// removing it leaves nothing on node two.
 func TestVMMigrateLinkCut(t *testing.T) {
 	g := newMigrationRig(t, "bandwidth_mib = 2\nprogress_timeout = \"5s\"\n")
 	run := g.startMigrate(t)

@@ -61,7 +61,7 @@ spec:
     command: ["sh", "-c", "echo ` + ctrMarker + `; exec sleep 100000"]
 `
 
-// TestNodeKubelet (issue 37): the cluster's VM scenarios on the cgroup-v2
+// TestNodeKubelet: the cluster's VM scenarios on the cgroup-v2
 // node, whose kubelet runs as a systemd unit with the systemd driver:
 // RuntimeClass vm, the overhead in the pod's slice, kubectl logs, exec,
 // port-forward and attach, the power-state annotation, in-place resize,

@@ -15,9 +15,9 @@ import (
 	"github.com/crimux/crimux/internal/testutil"
 )
 
-// The power cut (issue 41, item 3): the cgroup-v2 node's qemu gets
-// system_reset on its monitor while a durable VM pod (its root disk on a
-// claim) and a container pod run. Nothing is shut down: the guest kernel's page cache,
+// The power cut: the cgroup-v2 node's qemu gets system_reset on its
+// monitor while a durable VM pod (its root disk on a claim) and a
+// container pod run. Nothing is shut down: the guest kernel's page cache,
 // /run, every qemu and every namespace are gone at once.
 
 // nodeDurableDir is the node's directory behind the durable VM's volume.

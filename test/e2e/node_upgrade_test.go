@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// nodeUpgrade (issue 37): the node runs crimux of upgradeFrom under its
-// unit, with that release's own default config (a node of that release),
-// and on it a running VM pod with a snapshot and a paused one; then the
-// release tarball (make dist, in the node as /root/crimux-release.tar.gz:
+// nodeUpgrade: the node runs crimux of upgradeFrom under its unit, with
+// that release's own default config (a node of that release), and on it a
+// running VM pod with a snapshot and a paused one; then the release
+// tarball (make dist, in the node as /root/crimux-release.tar.gz:
 // test/node/up.sh) is installed by its install.sh, which keeps the config,
 // and `systemctl restart crimux` replaces the binary. Every VM keeps its
 // qemu, the paused one its state, the snapshot is listed.

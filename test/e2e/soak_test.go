@@ -17,7 +17,7 @@ import (
 	"github.com/crimux/crimux/test/soak"
 )
 
-// soakLimit is the growth allowed after the warm-up (issue 41: 5 %).
+// soakLimit is the growth allowed after the warm-up: 5 %.
 const soakLimit = 0.05
 
 // The soak's VMs run through a qemu wrapper of its own, asking a
@@ -34,22 +34,22 @@ const (
 // would be compared with processes minutes old.
 const soakMinAge = 20 * time.Second
 
-// TestSoak (issue 41, item 5): an hour of churn. For CRIMUX_SOAK (60m
-// under make soak), against one crimux with the VM API and its metrics,
-// rounds of two container pods and one or two VM pods
-// made, booted and removed (each call retried until it succeeds, as
-// kubelet would), a crictl exec into each container (streamed and --sync
-// in turn), and on a VM that lives through the whole run a snapshot made
-// and deleted and a pause and resume with crimuxctl; crimux is SIGKILLed
-// and restarted every 3–5 minutes, at whatever moment. Between rounds,
-// once a minute, with only the long-lived VM left, it samples crimux's
-// RSS, goroutines, open fds, store size and libvirt connections
-// (soaker.sample); from the 10th minute on none may grow more than 5 %
-// (test/soak.Check: the median of minutes 10–20 against the median of
-// the last 10). At the end every pod is removed, one collector pass runs
-// (a restart), and the host counts (the chaos test's) must show nothing
-// leaked and no VM recreated. The samples, their verdict and a plot go
-// to CRIMUX_SOAK_OUT.{md,svg} when set (make soak: docs/bench/soak-60m).
+// TestSoak: an hour of churn. For CRIMUX_SOAK (60m under make soak),
+// against one crimux with the VM API and its metrics, rounds of two
+// container pods and one or two VM pods made, booted and removed (each
+// call retried until it succeeds, as kubelet would), a crictl exec into
+// each container (streamed and --sync in turn), and on a VM that lives
+// through the whole run a snapshot made and deleted and a pause and resume
+// with crimuxctl; crimux is SIGKILLed and restarted every 3–5 minutes, at
+// whatever moment. Between rounds, once a minute, with only the long-lived
+// VM left, it samples crimux's RSS, goroutines, open fds, store size and
+// libvirt connections (soaker.sample); from the 10th minute on none may
+// grow more than 5 % (test/soak.Check: the median of minutes 10–20 against
+// the median of the last 10). At the end every pod is removed, one
+// collector pass runs (a restart), and the host counts (the chaos test's)
+// must show nothing leaked and no VM recreated. The samples, their verdict
+// and a plot go to CRIMUX_SOAK_OUT.{md,svg} when set (make soak:
+// docs/bench/soak-60m).
 //
 // Run it alone: a kubelet on the bed's containerd (make e2e-kubelet,
 // e2e-cluster) kills the running pods it does not know, the soak's

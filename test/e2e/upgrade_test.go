@@ -10,7 +10,7 @@ import (
 
 // upgradeFrom is the commit the upgrade test starts from: the last crimux
 // before per-VM identities, named backing chains and the store's format
-// version (issue 36/37's base).
+// version.
 const upgradeFrom = "c78de64"
 
 // buildCrimuxAt builds crimux as it was at commit, from this repository's
@@ -36,7 +36,7 @@ func buildCrimuxAt(t *testing.T, commit string) string {
 	return bin
 }
 
-// TestUpgradeKeepsEveryVM (issue 37): a crimux of an earlier commit runs
+// TestUpgradeKeepsEveryVM: a crimux of an earlier commit runs
 // a VM pod that is running, one that is paused, one with a snapshot, and
 // a container pod; it is replaced by this crimux on the same state dir
 // and socket (what the unit's restart after install.sh does). Every VM

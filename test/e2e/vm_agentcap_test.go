@@ -36,15 +36,14 @@ const (
 	lifecycleStepBound = 30 * time.Second
 )
 
-// TestAgentCallsAreCapped (issue 36, defect 6): a guest whose agent
-// never answers cannot stall the node's VMs. The busybox test VM has no
-// agent, and libvirt refuses a call to an agent that is not connected at
-// once (in milliseconds: the test logs it); so the test's guest loads
-// virtio_console (the host's module, from a virtio-fs share) and holds the
-// agent's port open without answering, which is what a hung
-// qemu-guest-agent looks like to libvirt: each call waits for the agent's
-// 5 s timeout, one at a time per domain. Then 50
-// parallel ExecSyncs (20 s timeout each) reach the VM: at most the
+// TestAgentCallsAreCapped: a guest whose agent never answers cannot stall
+// the node's VMs. The busybox test VM has no agent, and libvirt refuses a
+// call to an agent that is not connected at once (in milliseconds: the
+// test logs it); so the test's guest loads virtio_console (the host's
+// module, from a virtio-fs share) and holds the agent's port open without
+// answering, which is what a hung qemu-guest-agent looks like to libvirt:
+// each call waits for the agent's 5 s timeout, one at a time per domain.
+// Then 50 parallel ExecSyncs (20 s timeout each) reach the VM: at most the
 // per-VM cap (agent_calls_per_vm, 4 by default) go to libvirtd, the others
 // are refused at once with ResourceExhausted naming the cap; meanwhile
 // another VM pod is run, created, started, stopped and removed, each step

@@ -21,7 +21,7 @@ var badVMImages = []struct {
 	{"kernel symlink leaving the image", "127.0.0.1:5117/crimux/vm-bad-symlink:latest", []string{"symlink"}},
 	{"qcow2 with a backing file", "127.0.0.1:5117/crimux/vm-bad-backing:latest", []string{"backing"}},
 	{"qcow2 with an external data file", "127.0.0.1:5117/crimux/vm-bad-datafile:latest", []string{"data"}},
-	// The disk bomb (issue 13): refused naming its size and the cap.
+	// The disk bomb: refused naming its size and the cap.
 	{"qcow2 declaring 1 PiB", "127.0.0.1:5117/crimux/vm-bad-bomb:latest", []string{"1125899906842624", "1 PiB", "68719476736", "max_disk_virtual_size_gib"}},
 }
 
@@ -61,7 +61,7 @@ func TestVMBadInput(t *testing.T) {
 		createFails(t, vmContainerJSON(t, vmImage, vmMemory, `"crimux.io/kernel-args": "console=ttyS0 init=\"/bin/sh"`),
 			"InvalidArgument", "crimux.io/kernel-args")
 	})
-	// cloud-init input (issue 14), on the container's annotations.
+	// cloud-init input, on the container's annotations.
 	for _, bad := range []struct{ name, annotations, field string }{
 		{"malformed user-data", `"crimux.io/cloud-init-user-data": "#cloud-config\nusers: [unclosed\n"`, "crimux.io/cloud-init-user-data"},
 		{"user-data neither YAML nor a script", `"crimux.io/cloud-init-user-data": "rm -rf /"`, "crimux.io/cloud-init-user-data"},
@@ -78,7 +78,7 @@ func TestVMBadInput(t *testing.T) {
 			createFails(t, vmContainerJSON(t, bad.image, vmMemory, ""), "InvalidArgument", bad.words...)
 		})
 	}
-	// Storage (issue 15): each bad device or mount is refused naming it.
+	// Storage: each bad device or mount is refused naming it.
 	regular, dir := filepath.Join(t.TempDir(), "not-a-device"), t.TempDir()
 	if err := os.WriteFile(regular, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
@@ -122,7 +122,7 @@ func TestVMBadInput(t *testing.T) {
 	})
 }
 
-// TestVMDoesNotFitItsPod (issue 14): a VM pod whose cgroup allows 128 MiB
+// TestVMDoesNotFitItsPod: a VM pod whose cgroup allows 128 MiB
 // (a 128 MiB limit and no pod overhead: the annotation route) cannot hold
 // a guest and qemu: CreateContainer refuses it up front, naming the
 // numbers and the fix, instead of a qemu OOM-killed again and again.

@@ -11,12 +11,12 @@ import (
 	"time"
 )
 
-// Traffic shaping of VM pods (issue 40): a pod's
-// kubernetes.io/ingress-bandwidth and kubernetes.io/egress-bandwidth
-// annotations reach the bed's bandwidth plugin through CNI's bandwidth
-// capability, as containerd passes a container pod's. The plugin puts a
-// token bucket (tbf) on the pod's host veth for what reaches the guest,
-// and redirects what the guest sends to an ifb with a tbf of its own.
+// Traffic shaping of VM pods: a pod's kubernetes.io/ingress-bandwidth and
+// kubernetes.io/egress-bandwidth annotations reach the bed's bandwidth
+// plugin through CNI's bandwidth capability, as containerd passes a
+// container pod's. The plugin puts a token bucket (tbf) on the pod's host
+// veth for what reaches the guest, and redirects what the guest sends to
+// an ifb with a tbf of its own.
 
 // bandwidthConfDir is the bed's network config with the bandwidth plugin
 // chained last, as test/bed/up.sh writes it, in a conf dir of the test's

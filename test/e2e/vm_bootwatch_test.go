@@ -33,13 +33,12 @@ func inspectCtr(t *testing.T, c *crimux, id string) ctrStatus {
 	return st
 }
 
-// TestGuestNotBootedIsVisible (issue 37): a VM whose guest never gets past
+// TestGuestNotBootedIsVisible: a VM whose guest never gets past
 // its boot sector (crimux/vm-stuck: SeaBIOS boots a sector that halts) is
 // not only Running: once [libvirt] guest_boot_timeout has passed with no
 // sign of an operating system, its CRI status says GuestNotBooted (crictl
 // inspect) and its log (crictl logs) says why; a guest that boots (the
-// busybox test VM, started beside it) is told nothing. On 0e536c8 both
-// were Running with no reason, for good.
+// busybox test VM, started beside it) is told nothing.
 func TestGuestNotBootedIsVisible(t *testing.T) {
 	requireVM(t)
 	cfg := filepath.Join(t.TempDir(), "crimux.toml")

@@ -14,10 +14,10 @@ import (
 	"github.com/crimux/crimux/internal/testutil"
 )
 
-// CNI 1.1 for VM pods (issue 43) against the bed's real plugins
-// (containernetworking/plugins v1.10.0 in bed.cniBinDir): GC releases
-// what host-local holds for attachments nobody has, STATUS decides the
-// VM runtime's network readiness.
+// CNI 1.1 for VM pods against the bed's real plugins
+// (containernetworking/plugins v1.10.0 in bed.cniBinDir): GC releases what
+// host-local holds for attachments nobody has, STATUS decides the VM
+// runtime's network readiness.
 
 // vmGCInterval is the collector's period TestVMNetworkGC runs crimux
 // with ([libvirt] gc_interval; a minute by default).

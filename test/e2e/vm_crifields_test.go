@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestVMRefusedCRIFields (issue 40): a field the VM runtime refuses
+// TestVMRefusedCRIFields: a field the VM runtime refuses
 // (converter/vm/crifields, docs/cri-fields.md) sent by crictl through
 // crimux fails RunPodSandbox or CreateContainer with InvalidArgument
 // naming the field by its path, and leaves nothing: no pod, no container,

@@ -15,10 +15,10 @@ import (
 	"github.com/crimux/crimux/internal/testutil"
 )
 
-// Dual stack and IPv6 (issue 40): the bed's network gives every pod an
-// IPv4 and an IPv6 address (fd00:88:77::/64); the test VM takes its IPv6
-// address from crimux's router advertisement and DHCPv6 (crimux-dhcp6c in
-// its initramfs), prints CRIMUX-NET6: <ip> and CRIMUX-DNS6: <servers>, and
+// Dual stack and IPv6: the bed's network gives every pod an IPv4 and an
+// IPv6 address (fd00:88:77::/64); the test VM takes its IPv6 address from
+// crimux's router advertisement and DHCPv6 (crimux-dhcp6c in its
+// initramfs), prints CRIMUX-NET6: <ip> and CRIMUX-DNS6: <servers>, and
 // answers HTTP on :8080 over both families.
 
 const (

@@ -16,9 +16,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A VM's root disk on a volume (issue 38): crimux.io/root-disk names a
-// volumeDevices devicePath (a block volume) or a volumeMounts mountPath
-// (a filesystem volume).
+// A VM's root disk on a volume: crimux.io/root-disk names a volumeDevices
+// devicePath (a block volume) or a volumeMounts mountPath (a filesystem
+// volume).
 
 // durableVolume is one way to give a VM pod its root volume.
 type durableVolume struct {
@@ -109,7 +109,7 @@ func crimuxNotes(t *testing.T, c *crimux, ctrID string) string {
 	return stderr.String()
 }
 
-// TestVMDurableRootDisk (issue 38; make e2e-vm-durable): a VM pod whose
+// TestVMDurableRootDisk (make e2e-vm-durable): a VM pod whose
 // root disk is a block device, then one whose root disk is a directory:
 // the first pod imports the image (its log says so), the guest writes a
 // file and a snapshot is taken; the pod is removed; a new pod on the same
@@ -215,7 +215,7 @@ func volumeSum(t *testing.T, vol durableVolume) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// TestVMDurableBadInput (issue 38): each bad root volume is refused at
+// TestVMDurableBadInput: each bad root volume is refused at
 // CreateContainer with a code and a message naming the volume, leaving
 // nothing behind and the volume as it was: one smaller than the image's
 // disk, one whose qcow2 names a backing file, data that is not a qcow2

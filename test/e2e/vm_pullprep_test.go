@@ -21,13 +21,12 @@ func cacheEntries(t *testing.T, c *crimux) []string {
 	return full
 }
 
-// TestPullPreparesTheVMDisk (issue 37): pulling a VM image through crimux
-// prepares its files (the image cache entry) before PullImage returns, so
-// the VM's CreateContainer takes well under crictl's default 2 s timeout
-// (≤ 1 s) whatever the image's size. An image crimux did not pull (pulled
-// straight from containerd) still works: it is prepared at create, as
-// before. On c78de64 the cache entry appeared only at the first create,
-// which missed crictl's default timeout for the 380 MB Debian image.
+// TestPullPreparesTheVMDisk: pulling a VM image through crimux prepares
+// its files (the image cache entry) before PullImage returns, so the VM's
+// CreateContainer takes well under crictl's default 2 s timeout (≤ 1 s)
+// whatever the image's size: prepared at the first create instead, the
+// 380 MB Debian image misses that timeout. An image crimux did not pull
+// (pulled straight from containerd) still works: it is prepared at create.
 func TestPullPreparesTheVMDisk(t *testing.T) {
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")

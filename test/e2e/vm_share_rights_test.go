@@ -13,13 +13,12 @@ import (
 	"github.com/crimux/crimux/internal/testutil"
 )
 
-// TestShareHonoursSecurityContext (issue 36, defect 4): on a share, the
-// guest has no more rights than the pod's security context gives a
-// container. The busybox guest, as root, makes a block device node and
-// setuid-root binaries (its own copy chowned to root, and a root-owned
-// binary the host put there) on a read-write share; a guest user (uid
-// 1234) writes a file, and root writes into an fsGroup directory (root's,
-// group 2000, 2775):
+// TestShareHonoursSecurityContext: on a share, the guest has no more
+// rights than the pod's security context gives a container. The busybox
+// guest, as root, makes a block device node and setuid-root binaries (its
+// own copy chowned to root, and a root-owned binary the host put there) on
+// a read-write share; a guest user (uid 1234) writes a file, and root
+// writes into an fsGroup directory (root's, group 2000, 2775):
 //
 //   - a pod that runs as user 1000 with every capability dropped: no
 //     device node and no setuid-root file appear in the host directory;
@@ -32,7 +31,7 @@ import (
 //     every guest user writes as root, the container's one user, who owns
 //     root's files and so may make them setuid, as such a container may;
 //   - the same pod without restrictions: everything appears and the guest
-//     user's uid passes through, as before the fix (the test can fail).
+//     user's uid passes through (so the test can fail).
 //
 // A read-only share stays read-only, and rmp leaves no virtiofsd (nor
 // the helper that waits for one in a user namespace), in every case. The

@@ -10,13 +10,13 @@ import (
 	"time"
 )
 
-// TestSnapshotsAreCapped (issue 36, defect 7): with [libvirt]
-// max_snapshots_per_vm = 2, a VM takes two snapshots and the third is
-// refused, ResourceExhausted naming the cap, until one is deleted. A
-// snapshot of the running VM holds its RAM inside the pod's disk (qcow2
-// internal snapshot: qemu-img lists its VM state), and that space is in
-// the container's writable layer as crictl stats shows it, which is what
-// kubelet's ephemeral-storage eviction reads.
+// TestSnapshotsAreCapped: with [libvirt] max_snapshots_per_vm = 2, a VM
+// takes two snapshots and the third is refused, ResourceExhausted naming
+// the cap, until one is deleted. A snapshot of the running VM holds its
+// RAM inside the pod's disk (qcow2 internal snapshot: qemu-img lists its
+// VM state), and that space is in the container's writable layer as crictl
+// stats shows it, which is what kubelet's ephemeral-storage eviction
+// reads.
 func TestSnapshotsAreCapped(t *testing.T) {
 	requireVM(t)
 	installVMAPIWrapper(t)

@@ -9,7 +9,7 @@ import (
 	"github.com/crimux/crimux/internal/testutil"
 )
 
-// TestVMStopSignalKill (issue 40): a VM whose container's stop signal is
+// TestVMStopSignalKill: a VM whose container's stop signal is
 // SIGKILL is destroyed at once by a stop with a 30 s timeout: it returns
 // within seconds, the exit is 137 Killed, and the guest never heard the
 // ACPI power button (the test VM prints CRIMUX-POWEROFF when it does).

@@ -15,10 +15,10 @@ import (
 	"github.com/crimux/crimux/internal/testutil"
 )
 
-// TestVMStorage (issue 15): a pod's block device and directories reach
-// the guest through crimux with crictl, against real containerd, libvirtd,
-// qemu and virtiofsd. The busybox test VM is enough: its /init loads
-// virtio-fs, and its console shell does the rest.
+// TestVMStorage: a pod's block device and directories reach the guest
+// through crimux with crictl, against real containerd, libvirtd, qemu and
+// virtiofsd. The busybox test VM is enough: its /init loads virtio-fs, and
+// its console shell does the rest.
 //
 //   - a loop device given as a CRI device is a virtio-blk disk whose serial
 //     comes from its container path; what the guest writes lands on the

@@ -348,14 +348,14 @@ func assertNoVMFiles(t *testing.T, c *crimux) {
 	}
 }
 
-// TestAccelAutoRunsAGuest (issue 37): with accel "auto", the default,
-// crimux uses KVM only once a KVM guest has booted (the host's kernel to
-// its root mount), so a VM pod's guest runs wherever crimux chose KVM. On
-// a host whose /dev/kvm starts guests that never run (this machine kind:
-// nested, the guest hangs in its kernel's first instructions), crimux
-// chooses TCG and says why in one warning. Before, a probe that only
-// started qemu stopped chose KVM here, and the guest hung for minutes
-// while its container said Running.
+// TestAccelAutoRunsAGuest: with accel "auto", the default, crimux uses KVM
+// only once a KVM guest has booted (the host's kernel to its root mount),
+// so a VM pod's guest runs wherever crimux chose KVM. On a host whose
+// /dev/kvm starts guests that never run (this machine kind: nested, the
+// guest hangs in its kernel's first instructions), crimux chooses TCG and
+// says why in one warning. A probe that only started qemu stopped would
+// choose KVM here, and the guest would hang for minutes while its
+// container said Running.
 func TestAccelAutoRunsAGuest(t *testing.T) {
 	requireVM(t)
 	c := startCrimux(t, bed.containerd) // no --vm-accel: auto

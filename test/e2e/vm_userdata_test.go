@@ -22,11 +22,11 @@ const userDataBudget = 10 * time.Second
 
 const leakMarker = "leaked-from-the-host"
 
-// TestVMUserDataHostile (issue 36): the volume at /crimux/cloud-init is
-// the tenant's. A user-data that is a FIFO, a device node or a link out
-// of the volume to a root-only host file makes CreateContainer fail at
-// once with InvalidArgument naming the mount, nothing of the host file
-// anywhere, and the pod then stops and is removed at once.
+// TestVMUserDataHostile: the volume at /crimux/cloud-init is the tenant's.
+// A user-data that is a FIFO, a device node or a link out of the volume to
+// a root-only host file makes CreateContainer fail at once with
+// InvalidArgument naming the mount, nothing of the host file anywhere, and
+// the pod then stops and is removed at once.
 func TestVMUserDataHostile(t *testing.T) {
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")

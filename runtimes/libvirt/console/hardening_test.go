@@ -10,10 +10,9 @@ import (
 	"time"
 )
 
-// TestRotationFollowed (issue 13, defect 10): virtlogd renames a full
-// console.log to console.log.0 and starts a new one; what the old file
-// got after the last poll, and the new file from its start, are both
-// copied, once.
+// TestRotationFollowed: virtlogd renames a full console.log to
+// console.log.0 and starts a new one; what the old file got after the last
+// poll, and the new file from its start, are both copied, once.
 func TestRotationFollowed(t *testing.T) {
 	v := newVM(t)
 	cp := copierOf(t, v)
@@ -34,9 +33,9 @@ func TestRotationFollowed(t *testing.T) {
 	}
 }
 
-// TestCopyIsBounded (issue 13, defect 10): a console.log of 24 MiB (a
-// guest that wrote while crimux was down) is copied whole and exactly, a
-// chunk at a time: the heap does not grow by the file's size.
+// TestCopyIsBounded: a console.log of 24 MiB (a guest that wrote while
+// crimux was down) is copied whole and exactly, a chunk at a time: the
+// heap does not grow by the file's size.
 func TestCopyIsBounded(t *testing.T) {
 	v := newVM(t)
 	f, err := os.Create(v.src)
@@ -64,9 +63,9 @@ func TestCopyIsBounded(t *testing.T) {
 	}
 }
 
-// TestNoLinksFollowed (issue 13, defect 2): as root, the copier neither
-// reads a console.log that is a link (a host secret would land in
-// kubectl logs) nor writes its offset through a link.
+// TestNoLinksFollowed: as root, the copier neither reads a console.log
+// that is a link (a host secret would land in kubectl logs) nor writes its
+// offset through a link.
 func TestNoLinksFollowed(t *testing.T) {
 	v := newVM(t)
 	secret := filepath.Join(t.TempDir(), "kubelet.key")

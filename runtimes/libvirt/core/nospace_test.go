@@ -12,10 +12,9 @@ import (
 	"github.com/crimux/crimux/vmtypes"
 )
 
-// TestPausedOnFullDisk (issue 41): a VM qemu paused on a full disk says
-// so in its CRI status and is resumed by crimux once there is room (here
-// at once: the test's state dir has room); one its user paused since is
-// left paused.
+// TestPausedOnFullDisk: a VM qemu paused on a full disk says so in its CRI
+// status and is resumed by crimux once there is room (here at once: the
+// test's state dir has room); one its user paused since is left paused.
 func TestPausedOnFullDisk(t *testing.T) {
 	e := coretest.New(t)
 	e.PutPod(t, "p1", nil)

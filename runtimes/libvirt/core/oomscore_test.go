@@ -13,10 +13,10 @@ import (
 	"github.com/crimux/crimux/vmtypes"
 )
 
-// TestSetOOMScore (issue 40, item 5): a VM's placed process gets the OOM
-// score adjustment kubelet gave its container: a BestEffort pod's 1000,
-// and a Guaranteed pod's -997 where crimux may lower a score
-// (CAP_SYS_RESOURCE; where it may not, the VM starts with qemu's own).
+// TestSetOOMScore: a VM's placed process gets the OOM score adjustment
+// kubelet gave its container: a BestEffort pod's 1000, and a Guaranteed
+// pod's -997 where crimux may lower a score (CAP_SYS_RESOURCE; where it
+// may not, the VM starts with qemu's own).
 func TestSetOOMScore(t *testing.T) {
 	for _, adj := range []int64{1000, -997} {
 		setOOMScore(t, adj)

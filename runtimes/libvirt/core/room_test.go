@@ -13,7 +13,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 )
 
-// TestRequireRoom (issue 41): a state dir on a filesystem with less than
+// TestRequireRoom: a state dir on a filesystem with less than
 // the reserve free refuses new VM pods, ResourceExhausted naming the
 // directory; freed, it takes them again.
 func TestRequireRoom(t *testing.T) {

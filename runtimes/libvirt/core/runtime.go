@@ -92,8 +92,8 @@ type Options struct {
 	OnGuestBoot      func(GuestBoot)
 	// GCInterval is the collector's period; 0 is a minute.
 	GCInterval time.Duration
-	// TemplatesOff: every VM boots, none starts from a template (issue
-	// 39). TemplateParent is the cgroup templates are made under ("": the
+	// TemplatesOff: every VM boots, none starts from a template.
+	// TemplateParent is the cgroup templates are made under ("": the
 	// default, /crimux-templates).
 	TemplatesOff   bool
 	TemplateParent string

@@ -21,9 +21,9 @@ func bombTestConfig(image string) *runtimeapi.ContainerConfig {
 		Linux: &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 128 << 20}}}
 }
 
-// TestDiskBombRefused (issue 13, defect 1): an image whose disk declares
-// more than the cap is InvalidArgument naming the size and the cap, and
-// nothing of the VM is left; one within the cap is taken.
+// TestDiskBombRefused: an image whose disk declares more than the cap is
+// InvalidArgument naming the size and the cap, and nothing of the VM is
+// left; one within the cap is taken.
 func TestDiskBombRefused(t *testing.T) {
 	e := coretest.New(t)
 	s := New(e.R)
@@ -49,9 +49,9 @@ func TestDiskBombRefused(t *testing.T) {
 	}
 }
 
-// TestWritableLayerIsTheOverlay (issue 13, defect 1): ContainerStats
-// reports the overlay's allocated bytes as the writable layer, so
-// kubelet's eviction sees a guest filling its disk.
+// TestWritableLayerIsTheOverlay: ContainerStats reports the overlay's
+// allocated bytes as the writable layer, so kubelet's eviction sees a
+// guest filling its disk.
 func TestWritableLayerIsTheOverlay(t *testing.T) {
 	e := coretest.New(t)
 	s := New(e.R)

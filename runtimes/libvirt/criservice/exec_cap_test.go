@@ -32,10 +32,10 @@ func (c cappedConn) Get() (virt.Libvirt, error) {
 	return virt.CapAgentCalls(l, c.slots), nil
 }
 
-// TestExecSyncPastTheAgentCap (issue 36): parallel execs into a guest
-// whose agent does not answer hold at most the per-VM cap of agent calls;
-// the others are refused at once, ResourceExhausted naming the cap (not
-// reported as a missing agent), and another VM's stop goes on meanwhile.
+// TestExecSyncPastTheAgentCap: parallel execs into a guest whose agent
+// does not answer hold at most the per-VM cap of agent calls; the others
+// are refused at once, ResourceExhausted naming the cap (not reported as a
+// missing agent), and another VM's stop goes on meanwhile.
 func TestExecSyncPastTheAgentCap(t *testing.T) {
 	const execs, perVM = 12, 3
 	e := coretest.New(t)

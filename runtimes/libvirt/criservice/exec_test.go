@@ -24,10 +24,10 @@ func execAgent(cmd string) (string, error) {
 	return `{"return":{"pid":7}}`, nil
 }
 
-// TestExecSync (issue 14): ExecSync runs the command through the guest
-// agent and returns its output and exit code; a guest without an agent,
-// a VM its user powered off, a container not running, are refused at
-// once naming why.
+// TestExecSync: ExecSync runs the command through the guest agent and
+// returns its output and exit code; a guest without an agent, a VM its
+// user powered off, a container not running, are refused at once naming
+// why.
 func TestExecSync(t *testing.T) {
 	ctx := context.Background()
 	e := coretest.New(t)

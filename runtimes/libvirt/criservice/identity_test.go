@@ -44,12 +44,10 @@ func ownerOf(t *testing.T, path string) (uint32, uint32, os.FileMode) {
 	return st.Uid, st.Gid, fi.Mode().Perm()
 }
 
-// TestEachVMPodHasItsOwnIdentity (issue 36, defect 1): every VM pod's
-// qemu runs as a uid and gid of its own (the domain's static DAC label,
-// relabelling off), and its own files, and only those, are that
-// identity's: the root disk, the cloud-init ISO, run/ (the console
-// socket's directory). On c78de64 every qemu ran as libvirt-qemu and the
-// domain had no label.
+// TestEachVMPodHasItsOwnIdentity: every VM pod's qemu runs as a uid and
+// gid of its own (the domain's static DAC label, relabelling off), and its
+// own files, and only those, are that identity's: the root disk, the
+// cloud-init ISO, run/ (the console socket's directory).
 func TestEachVMPodHasItsOwnIdentity(t *testing.T) {
 	s, e := newIsolatedService(t, core.IdentityRange{Base: 500000, Count: 100})
 	uids := map[uint32]string{}
@@ -116,12 +114,12 @@ func TestIdentitiesRunOut(t *testing.T) {
 	}
 }
 
-// TestStartRefusesARewrittenRootDisk (issue 36, defect 2): a compromised
-// qemu rewrites its pod disk's header to name a root-only host file as a
-// raw backing file, and exits. The next start of the pod's VM (a new
-// container, a power-on, a restore) is refused with FailedPrecondition
-// naming the disk, libvirt is never asked to start it, and the disk is
-// kept. On c78de64 crimux reused the disk after an Lstat and started it.
+// TestStartRefusesARewrittenRootDisk: a compromised qemu rewrites its pod
+// disk's header to name a root-only host file as a raw backing file, and
+// exits. The next start of the pod's VM (a new container, a power-on, a
+// restore) is refused with FailedPrecondition naming the disk, libvirt is
+// never asked to start it, and the disk is kept: an Lstat of the disk
+// alone does not see the rewrite.
 func TestStartRefusesARewrittenRootDisk(t *testing.T) {
 	s, e := newIsolatedService(t, core.IdentityRange{Base: 700000, Count: 10})
 	cfg := podConfig(t, "a")

@@ -110,12 +110,12 @@ func instantPod(t *testing.T, s *Service, name, handler string, annotations map[
 	return resp.PodSandboxId, cfg
 }
 
-// TestInstantStart (issue 39): the first VM pod asking for its template
-// boots and starts its making, saying why in its log; once it is ready,
-// the next is restored from it (a domain of its own, the template's
-// state through a FIFO) and made itself before StartContainer returns:
-// its clock set, its RNG reseeded, its NIC, hostname and machine ID its
-// pod's. A pod that did not ask boots.
+// TestInstantStart: the first VM pod asking for its template boots and
+// starts its making, saying why in its log; once it is ready, the next is
+// restored from it (a domain of its own, the template's state through a
+// FIFO) and made itself before StartContainer returns: its clock set, its
+// RNG reseeded, its NIC, hostname and machine ID its pod's. A pod that did
+// not ask boots.
 func TestInstantStart(t *testing.T) {
 	e, s, agent := instantService(t)
 	sb1, cfg1 := instantPod(t, s, "first", InstantHandler, nil)

@@ -12,7 +12,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 )
 
-// TestVMFitsInItsPod (issue 14): a VM never gets more RAM than its pod's
+// TestVMFitsInItsPod: a VM never gets more RAM than its pod's
 // cgroup leaves after qemu's own memory: with the pod overhead it is as
 // asked; without it the guest gets the limit less qemu's overhead; when
 // even that is too small, it is refused up front naming the numbers and

@@ -31,10 +31,9 @@ const (
 	exited  = runtimeapi.ContainerState_CONTAINER_EXITED
 )
 
-// TestMigrationTargetWaits (issue 42): a VM pod made with
-// crimux.io/migrate-from is started with no qemu: its container runs,
-// its domain is defined but never started, and its log says what it
-// waits for and how long.
+// TestMigrationTargetWaits: a VM pod made with crimux.io/migrate-from is
+// started with no qemu: its container runs, its domain is defined but
+// never started, and its log says what it waits for and how long.
 func TestMigrationTargetWaits(t *testing.T) {
 	p := newMigrationPair(t, nil)
 	_, id := p.targetVM(t, "web-moved", "ns/web")

@@ -17,9 +17,9 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 )
 
-// TestVMDirectoryIsRootOwned (issue 13, defect 2): a VM's directory stays
-// root's (0711: qemu may open what it is handed, not plant files where
-// crimux reads and writes as root); only run/ is the qemu user's.
+// TestVMDirectoryIsRootOwned: a VM's directory stays root's (0711: qemu
+// may open what it is handed, not plant files where crimux reads and
+// writes as root); only run/ is the qemu user's.
 func TestVMDirectoryIsRootOwned(t *testing.T) {
 	e := coretest.New(t)
 	s := New(e.R)
@@ -50,10 +50,9 @@ func TestVMDirectoryIsRootOwned(t *testing.T) {
 	}
 }
 
-// TestAttachRefusesAPlantedLink (issue 13, defect 2): a compromised qemu
-// replaces its console socket with a link to another socket (containerd's,
-// say): Attach, which dials as root, must refuse, and the other socket
-// must see no connection.
+// TestAttachRefusesAPlantedLink: a compromised qemu replaces its console
+// socket with a link to another socket (containerd's, say): Attach, which
+// dials as root, must refuse, and the other socket must see no connection.
 func TestAttachRefusesAPlantedLink(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "vm")
 	if err := core.MakeVMDir(dir, nil); err != nil {

@@ -33,9 +33,9 @@ const (
 	hardenedSb  = "fedcba9876543210fedcba9876543210"
 )
 
-// TestCollectorKeepsWhatItCannotRead (issue 13, defect 6): a VM whose
-// record cannot be decoded is unknown, not absent: its stopped domain is
-// not removed, its directory (its overlay disk) is kept, its record stays.
+// TestCollectorKeepsWhatItCannotRead: a VM whose record cannot be decoded
+// is unknown, not absent: its stopped domain is not removed, its directory
+// (its overlay disk) is kept, its record stays.
 func TestCollectorKeepsWhatItCannotRead(t *testing.T) {
 	e := coretest.New(t)
 	c := New(e.R)
@@ -67,10 +67,10 @@ func TestCollectorKeepsWhatItCannotRead(t *testing.T) {
 	}
 }
 
-// TestCollectorRereadsUnderTheLock (issue 13, defect 7): the first pass
-// after a restart lists a record still Creating while CreateContainer
-// holds the pod's lock; when the call finishes first, the pass must see
-// the finished record and leave the VM alone.
+// TestCollectorRereadsUnderTheLock: the first pass after a restart lists a
+// record still Creating while CreateContainer holds the pod's lock; when
+// the call finishes first, the pass must see the finished record and leave
+// the VM alone.
 func TestCollectorRereadsUnderTheLock(t *testing.T) {
 	e := coretest.New(t)
 	c := New(e.R)
@@ -101,10 +101,10 @@ func TestCollectorRereadsUnderTheLock(t *testing.T) {
 	}
 }
 
-// TestAdoptionRefusesForgedIDs (issue 13, defect 8): a running domain
-// stamped with this instance whose metadata names IDs crimux never mints
-// ("../../../etc") is reported, never adopted: its "directory" would be
-// /etc, removed with the pod.
+// TestAdoptionRefusesForgedIDs: a running domain stamped with this
+// instance whose metadata names IDs crimux never mints ("../../../etc") is
+// reported, never adopted: its "directory" would be /etc, removed with the
+// pod.
 func TestAdoptionRefusesForgedIDs(t *testing.T) {
 	for _, m := range []vm.Metadata{
 		{Instance: "i", SandboxID: hardenedSb, ContainerID: "../../../etc"},

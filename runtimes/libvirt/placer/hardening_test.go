@@ -27,9 +27,9 @@ func answerWithin(t *testing.T, sock string, d time.Duration) (string, error) {
 	return string(b[:n]), err
 }
 
-// TestPlacerChecksThePeerFirst (issue 13, defect 4): a caller that is not
-// a qemu user is refused at once, before the Placer reads a byte: it
-// cannot hold a handler open.
+// TestPlacerChecksThePeerFirst: a caller that is not a qemu user is
+// refused at once, before the Placer reads a byte: it cannot hold a
+// handler open.
 func TestPlacerChecksThePeerFirst(t *testing.T) {
 	sock, placements := startPlacer(t, nil, WithPeerUIDs(4242))
 	start := time.Now()
@@ -42,8 +42,8 @@ func TestPlacerChecksThePeerFirst(t *testing.T) {
 	}
 }
 
-// TestPlacerCapsItsHandlers (issue 13, defect 4): connections that hold a
-// handler each are bounded; one more is refused at once.
+// TestPlacerCapsItsHandlers: connections that hold a handler each are
+// bounded; one more is refused at once.
 func TestPlacerCapsItsHandlers(t *testing.T) {
 	sock, _ := startPlacer(t, nil)
 	var held []net.Conn
@@ -66,9 +66,8 @@ func TestPlacerCapsItsHandlers(t *testing.T) {
 	}
 }
 
-// TestPlacerRefusesWhileAQemuRuns (issue 13, defect 3): with a qemu in the
-// VM's leaf, no other process is placed there (nor handed its files),
-// start in flight or not.
+// TestPlacerRefusesWhileAQemuRuns: with a qemu in the VM's leaf, no other
+// process is placed there (nor handed its files), start in flight or not.
 func TestPlacerRefusesWhileAQemuRuns(t *testing.T) {
 	root := t.TempDir()
 	layout := cgroup.Layout{Hierarchies: []cgroup.Hierarchy{{Mount: root, Unified: true, Controllers: []string{"cpu", "memory"}}}}

@@ -169,7 +169,7 @@ func TestPlacer(t *testing.T) {
 			wantErr: "not /usr/bin/true"},
 		{name: "placement fails", is: "crimux-vm-1", asks: "crimux-vm-1", placeErr: errors.New("cgroupfs says no"),
 			wantErr: "cgroupfs says no"},
-		// Issue 13, defect 3: what the caller cannot choose decides.
+		// What the caller cannot choose decides.
 		{name: "not from libvirt (a pod's cgroups)", is: "crimux-vm-1", asks: "crimux-vm-1",
 			opts:    []PlacerOption{WithLauncher(func() (string, error) { return "0::/machine/libvirtd\n", nil })},
 			wantErr: "does not come from libvirt"},

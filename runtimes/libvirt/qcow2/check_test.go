@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// TestCheckOverlay (issue 36, defect 2): the header crimux wrote passes;
-// one that a compromised qemu rewrote to name another backing file, a raw
-// host file, or an external data file is refused, as is a link.
+// TestCheckOverlay: the header crimux wrote passes; one that a compromised
+// qemu rewrote to name another backing file, a raw host file, or an
+// external data file is refused, as is a link.
 func TestCheckOverlay(t *testing.T) {
 	dir := t.TempDir()
 	want := Backing{Path: "/var/lib/crimux/images/sha256-ab/disk.qcow2", Format: "qcow2"}

@@ -31,9 +31,9 @@ func mustExist(t *testing.T, path string, want bool) {
 	}
 }
 
-// TestRecordCopies (issue 41): a record CRI sees has a copy in its
-// directory that reads back as the record; one being created or removed,
-// or deleted, has none; a VM's copy waits for its directory.
+// TestRecordCopies: a record CRI sees has a copy in its directory that
+// reads back as the record; one being created or removed, or deleted, has
+// none; a VM's copy waits for its directory.
 func TestRecordCopies(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()

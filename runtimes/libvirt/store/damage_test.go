@@ -47,9 +47,9 @@ func requireDamaged(t *testing.T, path, what string) {
 	}
 }
 
-// TestDamagedStore (issue 41): a store cut short, emptied or overwritten
-// is refused with an error naming the file and the way out, and left as
-// it was; before, a truncated one killed crimux (SIGBUS in bolt.Open).
+// TestDamagedStore: a store cut short, emptied or overwritten is refused
+// with an error naming the file and the way out, and left as it was; a
+// truncated one must not reach bolt.Open, which dies of SIGBUS on it.
 func TestDamagedStore(t *testing.T) {
 	t.Run("truncated", func(t *testing.T) {
 		path := storeWithRecords(t)

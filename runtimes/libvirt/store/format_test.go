@@ -12,10 +12,10 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// TestFormatVersion (issue 37): a store says which format it is in; a
-// crimux opening a store of a newer format refuses it, naming the file
-// and both versions, and leaves every byte as it was. An older store (no
-// version) is read and marked with this one.
+// TestFormatVersion: a store says which format it is in; a crimux opening
+// a store of a newer format refuses it, naming the file and both versions,
+// and leaves every byte as it was. An older store (no version) is read and
+// marked with this one.
 func TestFormatVersion(t *testing.T) {
 	dir := t.TempDir()
 	st, err := Open(dir)

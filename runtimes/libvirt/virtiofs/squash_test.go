@@ -7,10 +7,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestSquashIDChanges (issue 36): on a thread with the filter,
-// setresuid, setresgid and (when asked) setgroups answer 0 and change
-// nothing; other calls still run. The thread is thrown away afterwards
-// (its goroutine ends locked to it).
+// TestSquashIDChanges: on a thread with the filter, setresuid, setresgid
+// and (when asked) setgroups answer 0 and change nothing; other calls
+// still run. The thread is thrown away afterwards (its goroutine ends
+// locked to it).
 func TestSquashIDChanges(t *testing.T) {
 	if _, ok := auditArch[runtime.GOARCH]; !ok {
 		t.Skipf("no filter on %s", runtime.GOARCH)

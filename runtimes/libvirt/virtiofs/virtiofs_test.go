@@ -47,10 +47,11 @@ func TestConnectedPair(t *testing.T) {
 	}
 }
 
-// TestHelperArgs (issue 36): the helper is told the directory, its mode
-// and what the share acts as; virtiofsd serves the listening socket with
-// its own sandbox, without the capabilities the container was not given.
-// A share without restrictions is served as it always was.
+// TestHelperArgs: the helper is told the directory, its mode and what the
+// share acts as; virtiofsd serves the listening socket with its own
+// sandbox, without the capabilities the container was not given. A share
+// without restrictions is served with no user, no squash and every
+// capability.
 func TestHelperArgs(t *testing.T) {
 	restricted := vm.ShareRights{User: &vm.ShareUser{UID: 1000, GID: 3000, Groups: []uint32{2000}}, Squash: true, Drop: vm.VirtiofsdCaps}
 	for _, tc := range []struct {

@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// TestIndexMemoryIsBounded (issue 13, defect 5): a layer of many entries
-// with long names is refused once its names pass the budget, and indexing
-// it grows the heap by a bounded amount, whatever the layer holds.
+// TestIndexMemoryIsBounded: a layer of many entries with long names is
+// refused once its names pass the budget, and indexing it grows the heap
+// by a bounded amount, whatever the layer holds.
 func TestIndexMemoryIsBounded(t *testing.T) {
 	const entries = 100_000
 	pr, pw := io.Pipe()

@@ -7,11 +7,10 @@ import (
 	"testing"
 )
 
-// TestCacheIsRootOnly (issue 13, defect 11; issue 36): the cache and its
-// entries can be traversed, not listed; the record is root's alone; an
-// image's files are root's and read-only for all, since VMs of many
-// identities read one disk and none may write it (libvirt no longer lends
-// it by chowning it to one qemu user).
+// TestCacheIsRootOnly: the cache and its entries can be traversed, not
+// listed; the record is root's alone; an image's files are root's and
+// read-only for all, since VMs of many identities read one disk and none
+// may write it (libvirt does not lend it by chowning it to one qemu user).
 func TestCacheIsRootOnly(t *testing.T) {
 	store := newFakeStore()
 	im := vmImage(t, qcow2Image(nil))

@@ -181,7 +181,7 @@ func TestDiskFormatQemuImg(t *testing.T) {
 }
 
 // TestDiskVirtualSize: the size the guest sees is read from a qcow2's
-// header (a few KiB may declare a PiB: issue 13, the disk bomb) and is a
+// header (a few KiB may declare a PiB: the disk bomb) and is a
 // raw file's own size; a declared size past int64 is refused.
 func TestDiskVirtualSize(t *testing.T) {
 	const pib = int64(1) << 50

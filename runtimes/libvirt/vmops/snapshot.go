@@ -141,6 +141,9 @@ func (r *Ops) DeleteSnapshot(ctx context.Context, id, name string) error {
 	if err != nil {
 		return err
 	}
+	if err := vmtypes.BeforeAct(ctx); err != nil {
+		return err
+	}
 	if err := l.DeleteSnapshot(snap); err != nil {
 		return fmt.Errorf("delete snapshot %q of domain %s: %w", name, c.Domain, err)
 	}

@@ -10,12 +10,11 @@ import (
 	"github.com/crimux/crimux/vmtypes"
 )
 
-// TestSnapshotCap (issue 36): a VM has at most max_snapshots_per_vm
-// snapshots (each holds RAM and disk changes inside the pod's disk). One
-// more is refused, ResourceExhausted naming the cap, before anything is
-// asked of libvirt or recorded as under way (the node agent's before-act
-// hook); deleting one makes room again. A duplicate name is still
-// AlreadyExists.
+// TestSnapshotCap: a VM has at most max_snapshots_per_vm snapshots (each
+// holds RAM and disk changes inside the pod's disk). One more is refused,
+// ResourceExhausted naming the cap, before anything is asked of libvirt or
+// recorded as under way (the node agent's before-act hook); deleting one
+// makes room again. A duplicate name is still AlreadyExists.
 func TestSnapshotCap(t *testing.T) {
 	t.Parallel()
 	e, c := snapEnv(t, vmtypes.PowerRunning)
@@ -61,4 +60,25 @@ func TestSnapshotCapDefault(t *testing.T) {
 	}
 	_, err := e.ops.CreateSnapshot(ctx, "c1", "one-more", "")
 	wantCode(t, err, codes.ResourceExhausted, "libvirt.max_snapshots_per_vm = 8")
+}
+
+// TestDeleteSnapshotAnnounced: a delete runs the before-act hook once its
+// checks pass, just before libvirt is asked (the node agent records the
+// request started then); a delete of a snapshot that does not exist runs
+// it not at all.
+func TestDeleteSnapshotAnnounced(t *testing.T) {
+	t.Parallel()
+	e, _ := snapEnv(t, vmtypes.PowerRunning)
+	ctx := context.Background()
+	if _, err := e.ops.CreateSnapshot(ctx, "c1", "s1", ""); err != nil {
+		t.Fatal(err)
+	}
+	acted := 0
+	hooked := vmtypes.WithBeforeAct(ctx, func() error { acted++; return nil })
+	if err := e.ops.DeleteSnapshot(hooked, "c1", "nope"); err == nil || acted != 0 {
+		t.Fatalf("delete of a missing snapshot: %v, before-act hook ran %d times; want an error and none", err, acted)
+	}
+	if err := e.ops.DeleteSnapshot(hooked, "c1", "s1"); err != nil || acted != 1 {
+		t.Fatalf("delete of s1: %v, before-act hook ran %d times; want once", err, acted)
+	}
 }

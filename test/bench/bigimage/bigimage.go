@@ -1,11 +1,11 @@
-// Package bigimage makes the bench's large VM image (issue 18): a
-// containerDisk whose one gzip layer holds disk/disk.img, a raw disk of
-// DiskSize bytes of real data (the host's /usr/lib and /usr/share files,
-// concatenated in lexical order, repeated if they run out), so that its
-// compression ratio and its decompression cost are those of a real disk,
-// not of zeros. The image is written as an OCI layout under the test bed
-// registry's root, which serves it without a restart, and kept there: it
-// takes half a minute to make, and Ensure makes it only when it is absent.
+// Package bigimage makes the bench's large VM image: a containerDisk whose
+// one gzip layer holds disk/disk.img, a raw disk of DiskSize bytes of real
+// data (the host's /usr/lib and /usr/share files, concatenated in lexical
+// order, repeated if they run out), so that its compression ratio and its
+// decompression cost are those of a real disk, not of zeros. The image is
+// written as an OCI layout under the test bed registry's root, which
+// serves it without a restart, and kept there: it takes half a minute to
+// make, and Ensure makes it only when it is absent.
 package bigimage
 
 import (

@@ -20,7 +20,7 @@ type Figure struct {
 	What string
 }
 
-// Catalogue lists every figure in the order they are printed (issue 8).
+// Catalogue lists every figure in the order they are printed.
 var Catalogue = []Figure{
 	{"host_cpu_probe_ms", "ms", 0, "the host's speed, not crimux's: SHA-256 of 16 MiB on one core before each phase (machine.Probe), median; a higher value is a slower host, whose figures are not comparable one to one"},
 	{"rpc_version_p50_overhead_us", "us", 50, "Version, crimux p50 minus direct p50"},

@@ -19,9 +19,9 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-// TestRebuildLeavesAloneWhatItCannotProve (issue 41): a VM pod whose
-// domain, directories and record copies do not all agree is reported with
-// why and left as it is, files and domain alike, beside one rebuilt.
+// TestRebuildLeavesAloneWhatItCannotProve: a VM pod whose domain,
+// directories and record copies do not all agree is reported with why and
+// left as it is, files and domain alike, beside one rebuilt.
 func TestRebuildLeavesAloneWhatItCannotProve(t *testing.T) {
 	for name, tc := range map[string]struct {
 		edit func(t *testing.T, f *fixture, p pod, s *vm.Spec)

@@ -57,9 +57,9 @@ func sameJSON(t *testing.T, a, b any) bool {
 	return enc(a) == enc(b)
 }
 
-// TestRebuildProvenPods (issue 41): a damaged store is moved aside
-// whole, and the new one holds every VM pod whose domain and directories
-// agree, running or exited, as its records were.
+// TestRebuildProvenPods: a damaged store is moved aside whole, and the new
+// one holds every VM pod whose domain and directories agree, running or
+// exited, as its records were.
 func TestRebuildProvenPods(t *testing.T) {
 	f := newFixture(t)
 	running := f.vmPod(t, "web", true, nil)
