@@ -155,9 +155,10 @@ target_timeout = "10m0s"
 
 [kubernetes]
 # The node agent: with a kubeconfig, crimux watches this node's pods and
-# applies their crimux.io/power-state, reboot-request, snapshot-request and
-# restore-request annotations to their VMs, writing the results back as
-# annotations and events. Off while kubeconfig is "". Its identity must be
+# applies their crimux.io/power-state, reboot-request, snapshot-request,
+# restore-request and snapshot-delete-request annotations to their VMs,
+# writing the results back as annotations (and the VM's snapshots in
+# crimux.io/snapshots) and events. Off while kubeconfig is "". Its identity must be
 # the user crimux-node-agent:<node_name> in the group crimux:node-agents,
 # with crimux-node-agent-rbac.yaml and crimux-node-agent-policy.yaml applied
 # (the policy admits only its result annotations, on this node's pods).

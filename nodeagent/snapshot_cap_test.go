@@ -12,7 +12,7 @@ import (
 	"github.com/crimux/crimux/kubeapi"
 )
 
-// TestSnapshotPastTheCapReported (issue 36): a snapshot-request refused
+// TestSnapshotPastTheCapReported: a snapshot-request refused
 // because the VM has its cap of snapshots (ResourceExhausted, before the
 // VM API acts) is reported on the pod: its result says failed with the
 // cap, a Warning SnapshotFailed event says so, and the value is recorded

@@ -72,7 +72,7 @@ spec:
     command: ["sh", "-c", "echo ` + ctrMarker + `; exec sleep 100000"]
 `
 
-// TestClusterVMPods (issue 16; make e2e-cluster): with kubectl against the
+// TestClusterVMPods (make e2e-cluster): with kubectl against the
 // test bed's API server, a VM pod (runtimeClassName: vm, the Debian guest)
 // and a container pod reach Running on a kubelet whose runtime is crimux;
 // the RuntimeClass overhead reaches the pod's memory cgroup; kubectl get
