@@ -6,12 +6,19 @@
 //	crimux_vms{power_state}                          VMs by power state, read from the VM runtime at scrape time
 //	crimux_vm_*{namespace,pod,container}             each VM's power state, CPU, memory, disk and network I/O,
 //	                                                 read at scrape time: a VM's series go with it (vmsamples.go)
-//	crimux_agent_calls_*, crimux_templates{state},   the VM runtime's node-wide bounds: guest-agent call slots and
-//	crimux_template_bytes, crimux_image_cache_*,     caps, templates, image cache, guests stuck booting; read at
-//	crimux_guest_boots_stuck                         scrape time from its own state (vmnode.go)
+//	crimux_agent_calls_{in_flight,waiting,cap},      the VM runtime's node-wide bounds: guest-agent call slots and
+//	crimux_templates{state}, crimux_template_bytes,  caps, templates, image cache, guests stuck booting; read at
+//	crimux_image_cache_*, crimux_guest_boots_stuck   scrape time from its own state (vmnode.go)
 //	crimux_runtime_ready{runtime,type}               1 when the runtime's last health check found it ready
 //	crimux_reconnects_total{target}                  connections to libvirtd or containerd re-made after a loss
 //	crimux_gc_removals_total{kind}                   what garbage collection removed
+//	crimux_migration*                                live migrations: ended, their duration and downtime, and
+//	                                                 the progress of VMs leaving now (migrations.go)
+//	crimux_agent_calls_refused_total{cap,reason},    the VM runtime's events as they happen: agent calls refused
+//	crimux_agent_call_wait_seconds,                  at the caps and their wait for a slot, VMs restored from
+//	crimux_template_clones_total{result},            their template or booted, template makings ended, guests
+//	crimux_template_makings_total{result},           seen booted, late or stuck (vmevents.go)
+//	crimux_guest_boots_total{result}
 //	crimux_config_reloads_total{result}              SIGHUP reloads, "success" or "failure"
 //	crimux_build_info{version}                       always 1
 //
@@ -21,8 +28,9 @@
 // calls that fan out (lists, Status, Version) and "none" when routing
 // failed. The package knows nothing of the registry.
 //
-// The runtimes count reconnects and garbage collection through *Metrics,
-// handed to them by the daemon (GCRemoved, Reconnected).
+// The runtimes count reconnects, garbage collection, migrations and the VM
+// runtime's events through *Metrics, handed to them by the daemon
+// (GCRemoved, Reconnected, MigrationEnded, AgentCallRefused, ...).
 package metrics
 
 import (
@@ -73,6 +81,7 @@ type Metrics struct {
 	reloads      *prometheus.CounterVec
 	counters
 	migrations
+	vmEvents
 
 	mu         sync.Mutex
 	readyNames map[[2]string]bool // label sets of runtimeReady in use
@@ -101,6 +110,7 @@ func New(opts Options) *Metrics {
 		}, []string{"result"}),
 		counters:   newCounters(),
 		migrations: newMigrations(),
+		vmEvents:   newVMEvents(),
 		readyNames: map[[2]string]bool{},
 	}
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -112,6 +122,7 @@ func New(opts Options) *Metrics {
 		m.reconnects, m.gcRemovals, newVMCollector(opts.VMPowerStates),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.migrations.collectors()...)
+	m.reg.MustRegister(m.vmEvents.collectors()...)
 	if opts.VMSamples != nil {
 		m.reg.MustRegister(&vmSampleCollector{samples: opts.VMSamples})
 	}

@@ -3,6 +3,7 @@ package metrics
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMigrations: every role and result is exported from the start at 0;
@@ -23,4 +24,27 @@ func TestMigrations(t *testing.T) {
 	if strings.Contains(text, `container="abc"`) {
 		t.Errorf("an ended migration's progress is still exported:\n%s", text)
 	}
+}
+
+// TestMigrationDurations: every role and result of the duration is
+// exported from the start; a migration's time and its switch-over's
+// downtime land in their buckets.
+func TestMigrationDurations(t *testing.T) {
+	m := New(Options{})
+	wantLines(t, scrape(t, m),
+		`crimux_migration_duration_seconds_count{result="failed",role="incoming"} 0`,
+		`crimux_migration_duration_seconds_count{result="succeeded",role="outgoing"} 0`,
+		`crimux_migration_downtime_seconds_count 0`)
+	m.MigrationTook(MigrationOutgoing, MigrationSucceeded, 42*time.Second)
+	m.MigrationTook(MigrationIncoming, MigrationFailed, 3*time.Second)
+	m.MigrationDowntime(80 * time.Millisecond)
+	wantLines(t, scrape(t, m),
+		`crimux_migration_duration_seconds_bucket{result="succeeded",role="outgoing",le="30"} 0`,
+		`crimux_migration_duration_seconds_bucket{result="succeeded",role="outgoing",le="60"} 1`,
+		`crimux_migration_duration_seconds_sum{result="succeeded",role="outgoing"} 42`,
+		`crimux_migration_duration_seconds_count{result="failed",role="incoming"} 1`,
+		`crimux_migration_duration_seconds_count{result="succeeded",role="incoming"} 0`,
+		`crimux_migration_downtime_seconds_bucket{le="0.05"} 0`,
+		`crimux_migration_downtime_seconds_bucket{le="0.1"} 1`,
+		`crimux_migration_downtime_seconds_count 1`)
 }

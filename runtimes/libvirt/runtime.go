@@ -98,6 +98,7 @@ func New(ctx context.Context, opts Options, images ImageReader, cgroups Cgroups,
 		return nil, err
 	}
 	conn.SetAgentCaps(opts.AgentCalls)
+	countAgentCalls(conn.AgentSlots(), opts.Counters)
 	if opts.Instance == "" {
 		if opts.Instance, err = identity.Load(opts.StateDir); err != nil {
 			return nil, fmt.Errorf("instance identity: %w", err)
@@ -190,6 +191,15 @@ func podNetwork(opts Options, log *slog.Logger) (core.PodNetwork, error) {
 		return nil, fmt.Errorf("VM pod network: %w", err)
 	}
 	return m, nil
+}
+
+// countAgentCalls hands the guest-agent call slots' waits and refusals
+// to c (nil: nobody).
+func countAgentCalls(slots *virt.AgentSlots, c Counters) {
+	if c == nil {
+		return
+	}
+	slots.Report(virt.AgentSlotReports{Refused: c.AgentCallRefused, Waited: c.AgentCallWaited})
 }
 
 func reconnected(c Counters) func(string) {

@@ -44,6 +44,7 @@ type GuestBoot struct {
 type bootReports struct{ r *Runtime }
 
 func (b bootReports) Stuck(id string, after time.Duration) {
+	b.r.Counters.GuestBoot(BootStuck)
 	msg := stuckMessage(after, b.r.Accel)
 	b.r.Log.Warn("VM guest shows no operating system", "container", id, "after", after, "accel", b.r.Accel)
 	b.r.note(id, msg)
@@ -52,12 +53,15 @@ func (b bootReports) Stuck(id string, after time.Duration) {
 
 func (b bootReports) Booted(id, how string, after time.Duration, late bool) {
 	b.r.Log.Info("VM guest booted", "container", id, "sign", how, "after", after, "late", late)
-	if late {
-		msg := fmt.Sprintf("the guest's operating system showed itself %s after the VM started (%s), later than %s",
-			after, how, b.r.Boots.CurrentTimeout())
-		b.r.note(id, msg)
-		b.r.guestBootNotice(id, true, msg)
+	if !late {
+		b.r.Counters.GuestBoot(BootBooted)
+		return
 	}
+	b.r.Counters.GuestBoot(BootLate)
+	msg := fmt.Sprintf("the guest's operating system showed itself %s after the VM started (%s), later than %s",
+		after, how, b.r.Boots.CurrentTimeout())
+	b.r.note(id, msg)
+	b.r.guestBootNotice(id, true, msg)
 }
 
 func stuckMessage(after time.Duration, accel string) string {

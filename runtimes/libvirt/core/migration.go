@@ -1,6 +1,8 @@
 package core
 
 import (
+	"time"
+
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/runtimes/libvirt/store"
@@ -78,9 +80,20 @@ func (r *Runtime) FailTarget(c *store.Container, why string) error {
 			_ = l.Destroy(dom)
 		}
 	}
+	r.TargetTook(c, MigrationFailed)
 	c.Migration.Incoming = false
 	r.Opts.Counters.MigrationEnded(c.ID, MigrationIncoming, MigrationFailed)
 	r.Note(c.ID, "live migration failed: "+why)
 	r.Log.Info("VM migration target failed", "container", c.ID, "why", why)
 	return r.SaveExit(c, ExitMigrationFailed, ReasonMigrationFailed, why)
+}
+
+// TargetTook times target c's migration, which ended with result, from
+// its preparation: a target that was never prepared took part in no
+// migration and is not timed (it is counted, MigrationEnded).
+func (r *Runtime) TargetTook(c *store.Container, result string) {
+	if c.Migration == nil || c.Migration.PreparedAt == 0 {
+		return
+	}
+	r.Opts.Counters.MigrationTook(MigrationTarget, result, time.Since(time.Unix(0, c.Migration.PreparedAt)))
 }

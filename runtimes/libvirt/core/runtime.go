@@ -161,31 +161,6 @@ type VMCgroup struct {
 	CPUs, Mems string
 }
 
-// Counters is what the VM runtime counts, injected by the daemon
-// (*metrics.Metrics implements it).
-type Counters interface {
-	// GCRemoved counts n resources of a kind the collector removed.
-	GCRemoved(kind string, n int)
-	// Reconnected counts a reconnect to a daemon at target.
-	Reconnected(target string)
-	// MigrationProgress follows a VM leaving the node (container ID).
-	MigrationProgress(container string, remaining, dirtyRate uint64)
-	// MigrationEnded counts a migration of a VM in a role (outgoing,
-	// incoming) that ended with a result (succeeded, failed).
-	MigrationEnded(container, role, result string)
-}
-
-// noCounters counts nothing.
-type noCounters struct{}
-
-func (noCounters) GCRemoved(string, int) {}
-
-func (noCounters) Reconnected(string) {}
-
-func (noCounters) MigrationProgress(string, uint64, uint64) {}
-
-func (noCounters) MigrationEnded(string, string, string) {}
-
 // Connection is the VM runtime's way to libvirtd: virt.Conn on a host,
 // the fake (virtfake) in unit tests.
 type Connection interface {

@@ -41,8 +41,10 @@ func (r *Service) arrived(ctx context.Context, c *store.Container) (vmtypes.Migr
 	var res vmtypes.MigrationResult
 	if p, ok, err := l.CompletedMigration(dom); err == nil && ok {
 		res.Downtime = p.Downtime
+		r.Opts.Counters.MigrationDowntime(p.Downtime)
 	}
 	res.Addresses, res.Note = r.readdress(ctx, l, dom, c)
+	r.TargetTook(c, core.MigrationSucceeded)
 	c.Migration = nil
 	if err := r.Store.PutContainer(c); err != nil {
 		return res, err

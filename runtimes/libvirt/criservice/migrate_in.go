@@ -178,7 +178,8 @@ func (r *Service) recordPrepared(c *store.Container, src vmtypes.MigrationSource
 		return err
 	}
 	c.Migration.Token, c.Migration.SourceMAC = tg.Token, src.GuestMAC
-	c.Migration.Deadline = time.Now().Add(r.Migration.Config().TargetTimeout).UnixNano()
+	now := time.Now()
+	c.Migration.Deadline, c.Migration.PreparedAt = now.Add(r.Migration.Config().TargetTimeout).UnixNano(), now.UnixNano()
 	return r.Store.PutContainer(c)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -96,6 +97,7 @@ func (r *Service) Migrate(ctx context.Context, id string, t vmtypes.MigrationTar
 	if err != nil {
 		return err
 	}
+	began := time.Now()
 	l, err := r.Conn.Get()
 	if err == nil {
 		var dom virt.Domain
@@ -115,15 +117,16 @@ func (r *Service) Migrate(ctx context.Context, id string, t vmtypes.MigrationTar
 			}
 		}
 	}
-	return r.migrated(c.ID, t, err)
+	return r.migrated(c.ID, t, time.Since(began), err)
 }
 
-// migrated records how the migration of container id ended: moved, the
-// container exits (Migrated) and its pod boots it no more; otherwise the
-// VM runs on here as it was.
-func (r *Service) migrated(id string, t vmtypes.MigrationTarget, migrateErr error) error {
+// migrated records how the migration of container id ended, after took
+// (counted and timed): moved, the container exits (Migrated) and its pod
+// boots it no more; otherwise the VM runs on here as it was.
+func (r *Service) migrated(id string, t vmtypes.MigrationTarget, took time.Duration, migrateErr error) error {
 	if migrateErr == nil {
 		r.Opts.Counters.MigrationEnded(id, core.MigrationOutgoing, core.MigrationSucceeded)
+		r.Opts.Counters.MigrationTook(core.MigrationSource, core.MigrationSucceeded, took)
 		msg := fmt.Sprintf("this VM moved to %s by live migration", t.Address)
 		r.Note(id, msg)
 		r.MigratedAway(id, msg)
@@ -141,6 +144,7 @@ func (r *Service) migrated(id string, t vmtypes.MigrationTarget, migrateErr erro
 	}
 	r.retakeRootVolume(c)
 	r.Opts.Counters.MigrationEnded(id, core.MigrationOutgoing, core.MigrationFailed)
+	r.Opts.Counters.MigrationTook(core.MigrationSource, core.MigrationFailed, took)
 	r.Log.Info("VM migration failed; the VM runs here", "container", id, "err", migrateErr)
 	if errdefs.Code(migrateErr) == codes.Unknown { // libvirt's or qemu's failure on the way
 		return fmt.Errorf("migrate to %s: %w (the VM runs here, unchanged): %w", t.Address, migrateErr, errdefs.ErrAborted)

@@ -53,18 +53,25 @@ func TestWarmTemplateNamespace(t *testing.T) {
 	if k := warmedPod(t, s, "ns-b", "b1"); k != "" {
 		t.Fatalf("a pod of ns-b is a clone of template %s, warmed for ns-a", k)
 	}
-	noMakingLeft(t, s)
-	list, err := s.ListTemplates(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	namespaces := map[string]bool{}
-	for _, l := range list {
-		namespaces[l.Namespace] = true
-	}
-	if !namespaces["ns-a"] || !namespaces["ns-b"] {
-		t.Fatalf("templates listed %+v: want ns-a's, and ns-b's made by its pod", list)
-	}
+	// ns-b's pod makes its template in the background: its record may
+	// not exist yet when the pod's create returns.
+	testutil.Eventually(t, 20*time.Second, "ns-a's template, and ns-b's made by its pod", func() error {
+		list, err := s.ListTemplates(t.Context())
+		if err != nil {
+			return err
+		}
+		namespaces := map[string]bool{}
+		for _, l := range list {
+			if l.State == template.Making {
+				return fmt.Errorf("template %s is being made", l.Key)
+			}
+			namespaces[l.Namespace] = true
+		}
+		if !namespaces["ns-a"] || !namespaces["ns-b"] {
+			return fmt.Errorf("templates listed %+v", list)
+		}
+		return nil
+	})
 }
 
 // TestWarmTemplateNoNamespace: with templates per namespace, a warm

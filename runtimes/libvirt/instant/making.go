@@ -21,6 +21,8 @@ func (m *Maker) make(ctx context.Context, req Request, key string) (meta templat
 	if err := m.create(meta); err != nil {
 		return meta, err
 	}
+	// Runs after the deferred func below, on the error it settles.
+	defer func() { m.R.Counters.TemplateMakingEnded(makingResult(ctx, err)) }()
 	meta.State = template.Making
 	p := m.Store.Paths(key)
 	defer func() {
@@ -57,6 +59,18 @@ func (m *Maker) make(ctx context.Context, req Request, key string) (meta templat
 	}
 	meta.State, meta.StreamOffset, meta.ReadyAt = template.Ready, offset, time.Now().UnixNano()
 	return meta, m.Store.Put(meta)
+}
+
+// makingResult is how a making that returned err ended (Counters):
+// cancelled when no pod asked for it any more, as make records it.
+func makingResult(ctx context.Context, err error) string {
+	switch {
+	case err == nil:
+		return core.MakingReady
+	case errors.Is(context.Cause(ctx), errNobodyAsks):
+		return core.MakingCancelled
+	}
+	return core.MakingFailed
 }
 
 // removeFiles removes what a failed making left, its meta and the

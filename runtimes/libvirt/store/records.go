@@ -146,6 +146,9 @@ type Migration struct {
 	SourceMAC string `json:"source_mac,omitempty"`
 	// Deadline (Unix nanoseconds) is when a target still waiting gives up.
 	Deadline int64 `json:"deadline,omitempty"`
+	// PreparedAt (Unix nanoseconds) is when PrepareMigration readied the
+	// target: its migration is timed from then (metrics); 0 until then.
+	PreparedAt int64 `json:"prepared_at,omitempty"`
 }
 
 // AwaitsMigration: c is a migration target whose VM has not arrived.

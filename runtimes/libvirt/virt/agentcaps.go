@@ -68,6 +68,8 @@ type AgentSlots struct {
 	answered map[string]time.Time
 	// line are the calls waiting for a slot, first come first.
 	line []*slotWaiter
+	// reports hear of each call's wait and refusal (agentcaps_reports.go).
+	reports slotReports
 }
 
 // slotWaiter is a call waiting in line for a slot to domain's agent;
@@ -134,6 +136,7 @@ func (s *AgentSlots) Waiting() int {
 // function it returns (once); past a cap it waits in line for a slot up
 // to the caps' Wait, then refuses the call, naming the cap.
 func (s *AgentSlots) Take(domain string) (release func(), err error) {
+	defer s.reports.waited(time.Now())
 	// The VM is busy, not stuck, if it answered a call from one Wait
 	// before this one until the refusal.
 	s.mu.Lock()
@@ -162,7 +165,7 @@ func (s *AgentSlots) Take(domain string) (release func(), err error) {
 	// Not granted: no slot given back since let this call through, so a
 	// cap is still full for it.
 	s.line = slices.DeleteFunc(s.line, func(o *slotWaiter) bool { return o == w })
-	return nil, s.full(domain, busySince)
+	return nil, s.refused(domain, s.full(domain, busySince))
 }
 
 // fits says whether a call to domain would pass no cap now; s.mu is held.

@@ -155,6 +155,10 @@ type Counters struct {
 	// the last progress by container.
 	migrations map[string]int
 	progress   map[string][2]uint64
+	// events counts the other events, timed are the durations observed
+	// (counters.go).
+	events map[string]int
+	timed  map[string][]time.Duration
 }
 
 func (c *Counters) MigrationProgress(container string, remaining, dirtyRate uint64) {
