@@ -85,7 +85,10 @@ streaming_addr = "127.0.0.1:0"
 # config (the same conf dir and plugins as containerd's), owned by the
 # guest (DHCP); "none" runs VM pods without a network.
 network = "cni"
+# The CNI network config of VM pods (its first config file in lexical order,
+# as containerd takes it). Flag --cni-conf-dir.
 cni_conf_dir = "/etc/cni/net.d"
+# Where the CNI plugins are looked for, in this order.
 cni_bin_dirs = ["/opt/cni/bin", "/usr/lib/cni"]
 # Where VM pods' network namespaces are mounted.
 netns_dir = "/run/crimux/netns"
