@@ -460,7 +460,7 @@ func TestVMAPIBadInput(t *testing.T) {
 			{"vm", "power", v.ctrID, "asleep"},
 			{"vm", "reboot"},
 			{"vm", "snapshot", "create", v.ctrID},
-			{"vm", "get", v.ctrID, "-o", "yaml"},
+			{"vm", "get", v.ctrID, "-o", "xml"},
 		} {
 			if r := c.ctl(ctl, args...); r.code != 2 {
 				t.Fatalf("crimuxctl %v: exit %d, want 2 (usage)\n%s", args, r.code, r.stderr)
