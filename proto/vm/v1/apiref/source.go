@@ -190,6 +190,39 @@ func (p *parser) top() scope {
 // the slashes and the one space after them), skipping string literals.
 // A /* comment is an error.
 func splitComment(text string) (code, comment string, hasComment bool, err error) {
+	code = text
+	outsideStrings(text, func(i int) bool {
+		switch {
+		case strings.HasPrefix(text[i:], "//"):
+			comment = strings.TrimRight(strings.TrimPrefix(text[i+2:], " "), " \t\r")
+			code, hasComment = text[:i], true
+			return false
+		case strings.HasPrefix(text[i:], "/*"):
+			code, err = "", fmt.Errorf("a /* comment: only // comments are read")
+			return false
+		}
+		return true
+	})
+	return code, comment, hasComment, err
+}
+
+// braces are the { and } of a line's code outside string literals, in
+// order.
+func braces(code string) []byte {
+	var out []byte
+	outsideStrings(code, func(i int) bool {
+		if code[i] == '{' || code[i] == '}' {
+			out = append(out, code[i])
+		}
+		return true
+	})
+	return out
+}
+
+// outsideStrings calls visit with the index of each byte of text that is
+// not in a string literal ('...' or "...", backslash escapes skipped), in
+// order, until visit returns false.
+func outsideStrings(text string, visit func(i int) bool) {
 	var quote byte
 	for i := 0; i < len(text); i++ {
 		c := text[i]
@@ -201,36 +234,12 @@ func splitComment(text string) (code, comment string, hasComment bool, err error
 		case quote != 0:
 		case c == '"' || c == '\'':
 			quote = c
-		case strings.HasPrefix(text[i:], "//"):
-			comment = strings.TrimPrefix(text[i+2:], " ")
-			return text[:i], strings.TrimRight(comment, " \t\r"), true, nil
-		case strings.HasPrefix(text[i:], "/*"):
-			return "", "", false, fmt.Errorf("a /* comment: only // comments are read")
+		default:
+			if !visit(i) {
+				return
+			}
 		}
 	}
-	return text, "", false, nil
-}
-
-// braces are the { and } of a line's code outside string literals, in
-// order.
-func braces(code string) []byte {
-	var out []byte
-	var quote byte
-	for i := 0; i < len(code); i++ {
-		c := code[i]
-		switch {
-		case quote != 0 && c == '\\':
-			i++
-		case quote != 0 && c == quote:
-			quote = 0
-		case quote != 0:
-		case c == '"' || c == '\'':
-			quote = c
-		case c == '{' || c == '}':
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // trimBreaks drops the paragraph breaks ("" lines) at both ends of
