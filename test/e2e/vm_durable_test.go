@@ -145,6 +145,7 @@ func TestVMDurableRootDisk(t *testing.T) {
 			if got := restarted.guestOutput(t, "cat /mnt/durable"); got != "kept-2" {
 				t.Fatalf("after a container restart the guest reads %q, want kept-2", got)
 			}
+			checkRootsOnly(t, vol) // while its VM runs, written to and restarted
 			c.crictl("stopp", first.podID)
 			c.crictl("rmp", first.podID)
 			checkRootsOnly(t, vol)
@@ -183,10 +184,10 @@ func restartDurableVM(t *testing.T, c *crimux, v *testVM, vol durableVolume) *te
 	return next
 }
 
-// checkRootsOnly: once its pod is gone, the volume's disk is not left to
-// the VM's identity, which a later pod of any namespace may be given: a
-// device was never given (crimux gave the VM a node of its own), a disk
-// file is given back.
+// checkRootsOnly: the volume's disk is never the VM's identity's, which
+// a later pod of any namespace may be given, while its VM runs or after:
+// a device is never given (crimux gives the VM a node of its own), a
+// disk file is reached through an idmapped mount.
 func checkRootsOnly(t *testing.T, vol durableVolume) {
 	t.Helper()
 	var st unix.Stat_t
@@ -194,7 +195,7 @@ func checkRootsOnly(t *testing.T, vol durableVolume) {
 		t.Fatal(err)
 	}
 	if st.Uid != 0 || st.Gid != 0 {
-		t.Fatalf("the host's %s is %d:%d's once its pod is gone, want root's", vol.disk, st.Uid, st.Gid)
+		t.Fatalf("the host's %s is %d:%d's, want root's", vol.disk, st.Uid, st.Gid)
 	}
 }
 

@@ -78,5 +78,12 @@ func (r *Runtime) TakeBackRootVolume(c *store.Container) error {
 }
 
 func giveRootVolume(sb *store.Sandbox, c *store.Container) error {
+	if !c.RootVolume.Block {
+		// A disk file reached through an idmapped mount is never given:
+		// only the fallback's is.
+		if given, err := rootvol.Given(c.Dir); err != nil || !given {
+			return err
+		}
+	}
 	return GiveTo(sb.Identity, filepath.Join(c.Dir, rootvol.AttachName))
 }

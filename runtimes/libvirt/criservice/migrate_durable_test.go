@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 	"github.com/crimux/crimux/runtimes/libvirt/rootvol"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
@@ -70,14 +70,24 @@ func durablePair(t *testing.T, dir string) (p *migrationPair, srcID, tgtID strin
 	return p, srcID, tgtID
 }
 
-// diskOwner is the uid owning the volume's disk file.
-func diskOwner(t *testing.T, dir string) uint32 {
+// checkOwners: the volume's disk file stays root's; each VM's attachment
+// of it reads as that VM's identity (srcLo, tgtLo: the first uid of each
+// node's range), the two nodes sharing one inode without giving it to
+// either.
+func checkOwners(t *testing.T, p *migrationPair, dir, srcID, tgtID string) {
 	t.Helper()
-	fi, err := os.Stat(filepath.Join(dir, "disk.qcow2"))
-	if err != nil {
-		t.Fatal(err)
+	if uid, _, _ := ownerOf(t, filepath.Join(dir, "disk.qcow2")); uid != 0 {
+		t.Errorf("the volume's disk is uid %d's, want root's", uid)
 	}
-	return fi.Sys().(*syscall.Stat_t).Uid
+	for _, a := range []struct {
+		env *coretest.Env
+		id  string
+		lo  uint32
+	}{{p.srcEnv, srcID, 500000}, {p.tgtEnv, tgtID, 510000}} {
+		if uid, _, _ := ownerOf(t, filepath.Join(record(t, a.env, a.id).Dir, "root-volume")); uid < a.lo || uid >= a.lo+100 {
+			t.Errorf("%s's attachment reads as uid %d's, want its VM identity's (%d...)", a.id, uid, a.lo)
+		}
+	}
 }
 
 // TestMigrateDurableVM: the target pod arrives on the source's volume:
@@ -117,20 +127,16 @@ func TestMigrateDurableVM(t *testing.T) {
 	if d, ok := p.tgtEnv.Libvirt.Domain(tgtRec.Domain); !ok || d.State != virt.StateRunning {
 		t.Fatalf("the arrived domain: %v, want running", d.State)
 	}
-	if uid := diskOwner(t, dir); uid < 510000 || uid >= 510100 {
-		t.Errorf("the volume's disk is uid %d's, want the target's VM identity's", uid)
-	}
+	checkOwners(t, p, dir, srcID, tgtID)
 }
 
 // TestMigrateDurableVMFails: a failed migration leaves the VM on its
-// source, its volume's disk given back to its own identity (the target
-// pod had given it to its own).
+// source, which reaches its volume's disk as before; the disk is never
+// given to either side's identity.
 func TestMigrateDurableVMFails(t *testing.T) {
 	dir := sharedVolume(t, true)
 	p, srcID, tgtID := durablePair(t, dir)
-	if uid := diskOwner(t, dir); uid < 510000 || uid >= 510100 {
-		t.Fatalf("the waiting target did not take the volume's disk: uid %d", uid)
-	}
+	checkOwners(t, p, dir, srcID, tgtID)
 	target := p.prepared(t, srcID, tgtID)
 	p.srcEnv.Libvirt.Fail("Migrate", errBoom)
 	if err := p.source.Migrate(context.Background(), srcID, target, nil); !errors.Is(err, errBoom) {
@@ -139,9 +145,7 @@ func TestMigrateDurableVMFails(t *testing.T) {
 	if st, _, _ := containerState(t, p.source, srcID); st != running {
 		t.Errorf("the source container is %s, want running", st)
 	}
-	if uid := diskOwner(t, dir); uid < 500000 || uid >= 500100 {
-		t.Errorf("after the failed migration the volume's disk is uid %d's, want the source VM's identity's", uid)
-	}
+	checkOwners(t, p, dir, srcID, tgtID)
 }
 
 // TestMigrationTargetOnAnEmptyVolume: a target pod whose volume holds no

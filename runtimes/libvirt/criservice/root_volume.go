@@ -71,8 +71,14 @@ func (r *Service) makeRootVolume(ctx context.Context, sb *store.Sandbox, p *vmPl
 		owner = &rootvol.Owner{UID: int(id.UID), GID: int(id.GID), VMID: r.Opts.Identities.Contains}
 	}
 	undo.Add("root volume attached", func() error { return rootvol.Release(p.rec.Dir) })
-	_, err = rootvol.Attach(rv, p.rec.Dir, owner)
-	return release, err
+	if _, err = rootvol.Attach(rv, p.rec.Dir, owner); err != nil {
+		return release, err
+	}
+	if given, _ := rootvol.Given(p.rec.Dir); given && owner != nil {
+		r.Log.Warn("the root volume's filesystem has no idmapped mounts: its disk file is the VM identity's while the VM runs, and given back after",
+			"container", p.rec.ID, "volume", rv.HostPath)
+	}
+	return release, nil
 }
 
 // redefineVolumeSnapshots gives the new domain of a qcow2 root volume

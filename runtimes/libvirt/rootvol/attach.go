@@ -31,27 +31,30 @@ type Owner struct {
 	VMID func(id uint32) bool
 }
 
-// A filesystem volume's disk file is the volume's own inode: the bind
-// mount qemu reaches it through is that inode, so giving it to the VM's
-// identity (and making it 0600) changes the tenant's file itself. VM
-// identities are numbers of a range, each given again to another pod,
-// of any namespace, once its pod is gone: a disk left its VM's would be
-// open to that later pod. So Attach records the disk's owner and mode
-// before it changes either (GivenName, written before the change, so
-// that a crimux dying in between leaves the record), and Release gives
-// them back, on the very inode recorded: through the bind mount while
-// there is one, else (a node rebooted with the disk given) resolved
-// beneath the volume's directory (tenantfs), no link followed, and only
-// if it is still the inode recorded. A block volume needs none of this:
-// what is given to the VM is crimux's own device node in the VM's
-// directory, never the host's node.
+// A filesystem volume's disk file is the volume's own inode. It is
+// reached through an idmapped bind mount (idmap.go) and never changed.
+// Where there are no idmapped mounts, the bind mount is of the inode
+// itself, so giving it to the VM's identity (and making it 0600) changes
+// the tenant's file: VM identities are numbers of a range, each given
+// again to another pod, of any namespace, once its pod is gone, and a
+// disk left its VM's would be open to that later pod. So that fallback
+// records the disk's owner and mode before it changes either (GivenName,
+// written before the change, so that a crimux dying in between leaves
+// the record), and Release gives them back, on the very inode recorded:
+// through the bind mount while there is one, else (a node rebooted with
+// the disk given) resolved beneath the volume's directory (tenantfs), no
+// link followed, and only if it is still the inode recorded. A block
+// volume needs none of this: what is given to the VM is crimux's own
+// device node in the VM's directory, never the host's node.
 
 // Attach makes the disk reachable at <vmDir>/root-volume for the VM's
 // qemu alone, and returns that path: for a block volume a device node of
 // the device's number (the host's node is left as it is), for a
 // filesystem volume a bind mount of its disk file, taken without
-// following a link, whose owner and mode are recorded first for Release
-// to give back. Whatever was at the path before goes (released).
+// following a link, on which the file's owner reads as the VM's
+// identity (or, without idmapped mounts, the file given to it, recorded
+// first for Release to give back). Whatever was at the path before goes
+// (released).
 func Attach(v *vm.RootVolume, vmDir string, owner *Owner) (string, error) {
 	p := filepath.Join(vmDir, AttachName)
 	if err := Release(vmDir); err != nil {
@@ -97,6 +100,23 @@ func attachFile(v *vm.RootVolume, vmDir, p string, owner *Owner) error {
 	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
 		return err
 	}
+	if owner != nil && attachIdmapped {
+		if st.Mode&0o600 != 0o600 {
+			return volumeErr(v, "the disk file %s is mode %o: its owner must be able to read and write it", v.DiskFile(), st.Mode&0o7777)
+		}
+		err := attachMapped(src, &st, p, owner)
+		if !errors.Is(err, errNoIdmap) {
+			return err
+		}
+	}
+	return giveFile(v, src, &st, vmDir, p, owner)
+}
+
+// giveFile binds the disk file src at p and gives the inode itself to
+// owner, recorded first: the fallback where idmapped mounts are not
+// there, and the way of a VM with no identity of its own (libvirt then
+// gives the file to its qemu user).
+func giveFile(v *vm.RootVolume, src *os.File, st *unix.Stat_t, vmDir, p string, owner *Owner) error {
 	rec := givenDisk{Volume: v.HostPath, File: v.DiskFile(), Dev: st.Dev, Ino: st.Ino,
 		UID: st.Uid, GID: st.Gid, Mode: st.Mode & 0o7777, GivenUID: st.Uid, GivenGID: st.Gid}
 	if owner != nil {
@@ -157,4 +177,13 @@ func Release(vmDir string) error {
 		return err
 	}
 	return nil
+}
+
+// Given says whether the VM in vmDir reaches its disk file as the file's
+// owner, given to it (the fallback without idmapped mounts): only then is
+// there an owner to give it again (a migration's other node, sharing the
+// volume, may have given it to its own VM).
+func Given(vmDir string) (bool, error) {
+	rec, err := readGiven(vmDir)
+	return rec != nil, err
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -115,11 +116,82 @@ func mustNotOpen(t *testing.T, uid int, path string) {
 	}
 }
 
-// TestReleaseGivesTheDiskBack: Attach gives a filesystem volume's disk
+// withoutIdmap makes Attach take the fallback of a filesystem without
+// idmapped mounts for the rest of t.
+func withoutIdmap(t *testing.T) {
+	t.Helper()
+	attachIdmapped = false
+	t.Cleanup(func() { attachIdmapped = true })
+}
+
+// TestAttachLeavesTheVolumesDisk: the VM reaches a filesystem volume's
+// disk file through an idmapped mount, as its owner; the inode, the
+// tenant's, keeps its owner and mode while the VM runs and after.
+// Another VM identity opens neither the attachment nor the disk, and
+// nothing is recorded to give back.
+func TestAttachLeavesTheVolumesDisk(t *testing.T) {
+	needRoot(t)
+	for _, perm := range []os.FileMode{0o600, 0o640, 0o644} {
+		t.Run(perm.String(), func(t *testing.T) {
+			v := volumeWithDisk(t, perm)
+			disk := DiskPath(v)
+			vmDir := vmDirOf(t)
+			p, err := Attach(v, vmDir, &Owner{UID: vmUID, GID: vmUID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := statOf(t, disk); st.Uid != 0 || st.Gid != 0 || os.FileMode(st.Mode&0o7777) != perm {
+				t.Fatalf("attached, the volume's disk is %d:%d %o, want 0:0 %o", st.Uid, st.Gid, st.Mode&0o7777, perm)
+			}
+			if st := statOf(t, p); st.Uid != vmUID || st.Gid != vmUID {
+				t.Errorf("the attachment reads as %d:%d's, want the VM's %d", st.Uid, st.Gid, vmUID)
+			}
+			if err := openAs(t, vmUID, p, unix.O_RDWR); err != nil {
+				t.Errorf("the VM's qemu cannot open its attached disk: %v", err)
+			}
+			if given, err := Given(vmDir); given || err != nil {
+				t.Errorf("Given = %v, %v: want nothing recorded", given, err)
+			}
+			if perm&0o006 == 0 {
+				mustNotOpen(t, vmUID+1, p)
+			}
+			if perm&0o004 == 0 {
+				mustNotOpen(t, vmUID, disk)
+			}
+			if err := Release(vmDir); err != nil {
+				t.Fatal(err)
+			}
+			if st := statOf(t, disk); st.Uid != 0 || st.Gid != 0 || os.FileMode(st.Mode&0o7777) != perm {
+				t.Errorf("released, the volume's disk is %d:%d %o, want 0:0 %o", st.Uid, st.Gid, st.Mode&0o7777, perm)
+			}
+			if err := os.Remove(vmDir); err != nil {
+				t.Fatalf("the VM dir after Release: %v", err)
+			}
+		})
+	}
+}
+
+// A disk file its owner cannot write is refused, naming the volume.
+func TestAttachRefusesAnUnwritableDisk(t *testing.T) {
+	needRoot(t)
+	v := volumeWithDisk(t, 0o444)
+	vmDir := vmDirOf(t)
+	_, err := Attach(v, vmDir, &Owner{UID: vmUID, GID: vmUID})
+	if err == nil || !strings.Contains(err.Error(), "mode 444") || !strings.Contains(err.Error(), v.Field+".host_path") {
+		t.Fatalf("Attach of a 0444 disk: %v, want a refusal naming the mode and the field", err)
+	}
+	if entries, err := os.ReadDir(vmDir); err != nil || len(entries) != 0 {
+		t.Fatalf("the VM dir after a refusal: %v, %v", entries, err)
+	}
+}
+
+// TestReleaseGivesTheDiskBack (the fallback without idmapped mounts):
+// Attach gives a filesystem volume's disk
 // file, the volume's own inode, to the VM's identity; Release gives it
 // back to its owner with its mode, so that a later pod given the same
 // uid cannot open a disk that was another pod's.
 func TestReleaseGivesTheDiskBack(t *testing.T) {
+	withoutIdmap(t)
 	needRoot(t)
 	for _, perm := range []os.FileMode{0o600, 0o640, 0o644} {
 		t.Run(perm.String(), func(t *testing.T) {
@@ -160,6 +232,7 @@ func TestReleaseGivesTheDiskBack(t *testing.T) {
 // directory) give the disk back, resolving it beneath the volume's
 // directory, the inode recorded and no other.
 func TestReleaseAfterACrash(t *testing.T) {
+	withoutIdmap(t)
 	needRoot(t)
 	v := volumeWithDisk(t, 0o640)
 	disk := DiskPath(v)
@@ -187,6 +260,7 @@ func TestReleaseAfterACrash(t *testing.T) {
 // link to a host file at the disk's name; Release changes neither the
 // link's target nor the link, and still empties the VM's directory.
 func TestReleaseAfterACrashFollowsNoLink(t *testing.T) {
+	withoutIdmap(t)
 	needRoot(t)
 	v := volumeWithDisk(t, 0o644)
 	disk := DiskPath(v)
@@ -228,6 +302,7 @@ func TestReleaseAfterACrashFollowsNoLink(t *testing.T) {
 // VM made again in the same directory) records the disk's owner before
 // the first Attach, not the VM's.
 func TestReattachKeepsTheOriginalOwner(t *testing.T) {
+	withoutIdmap(t)
 	needRoot(t)
 	v := volumeWithDisk(t, 0o644)
 	vmDir := vmDirOf(t)
@@ -249,6 +324,7 @@ func TestReattachKeepsTheOriginalOwner(t *testing.T) {
 // tenant renamed it, and put another file at its name, which Release
 // leaves as it is).
 func TestReleaseThroughTheMount(t *testing.T) {
+	withoutIdmap(t)
 	needRoot(t)
 	v := volumeWithDisk(t, 0o640)
 	disk := DiskPath(v)
@@ -279,8 +355,10 @@ func TestReleaseThroughTheMount(t *testing.T) {
 
 // A disk found owned by a VM identity (left so by a crimux that did not
 // give it back, or by a migration's source node on shared storage) is
-// given back to root, never to that identity, which another pod may get.
+// given back to root, never to that identity, which another pod may get:
+// by the fallback at Release, and at once by an idmapped Attach.
 func TestReleaseNeverGivesToAVMIdentity(t *testing.T) {
+	withoutIdmap(t)
 	needRoot(t)
 	v := volumeWithDisk(t, 0o600)
 	disk := DiskPath(v)
@@ -298,6 +376,29 @@ func TestReleaseNeverGivesToAVMIdentity(t *testing.T) {
 	}
 	if st := statOf(t, disk); st.Uid != 0 || st.Gid != 0 {
 		t.Fatalf("released, the disk found owned by VM identity %d is %d:%d, want 0:0", earlier, st.Uid, st.Gid)
+	}
+	mustNotOpen(t, earlier, disk)
+}
+
+func TestAttachTakesADiskBackFromAVMIdentity(t *testing.T) {
+	needRoot(t)
+	v := volumeWithDisk(t, 0o600)
+	disk := DiskPath(v)
+	const earlier = vmUID + 7
+	if err := os.Chown(disk, earlier, earlier); err != nil {
+		t.Fatal(err)
+	}
+	vmDir := vmDirOf(t)
+	isVM := func(id uint32) bool { return id >= vmUID && id < vmUID+100 }
+	p, err := Attach(v, vmDir, &Owner{UID: vmUID, GID: vmUID, VMID: isVM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := statOf(t, disk); st.Uid != 0 || st.Gid != 0 {
+		t.Fatalf("attached, the disk found owned by VM identity %d is %d:%d, want 0:0", earlier, st.Uid, st.Gid)
+	}
+	if err := openAs(t, vmUID, p, unix.O_RDWR); err != nil {
+		t.Errorf("the VM's qemu cannot open its attached disk: %v", err)
 	}
 	mustNotOpen(t, earlier, disk)
 }

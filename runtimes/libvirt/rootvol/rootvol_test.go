@@ -222,9 +222,12 @@ func TestAttachFileVolume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(DiskPath(v), &st); err != nil || st.Uid != 4242 || st.Mode&0o777 != 0o600 {
+	var st, at unix.Stat_t
+	if err := unix.Stat(DiskPath(v), &st); err != nil || st.Uid != 0 || st.Mode&0o777 != 0o644 {
 		t.Fatalf("the volume's disk: %+v, %v", st, err)
+	}
+	if err := unix.Stat(p, &at); err != nil || at.Uid != 4242 || at.Ino != st.Ino {
+		t.Fatalf("the attachment: %+v, %v", at, err)
 	}
 	if b, err := os.ReadFile(p); err != nil || string(b) != "disk" {
 		t.Fatalf("through the mount: %q, %v", b, err)
