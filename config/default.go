@@ -8,12 +8,15 @@ const DefaultTOML = `# crimux configuration (/etc/crimux/config.toml).
 # --vm-accel, --cni-conf-dir, --log-level, --log-format and --metrics-address override the
 # matching keys.
 # SIGHUP (systemctl reload crimux) re-reads this file. log_level, the
-# [[runtime]] entries and libvirt's agent_calls_per_vm, agent_calls_per_node
-# and guest_boot_timeout change live; listen, state_dir, metrics_address,
-# log_format, [kubernetes], containerd.call_timeout (for the connections kept)
-# and every other [libvirt] key (while the VM runtime is kept) need a restart:
-# a reload that changes one fails, naming it, and applies nothing. The whole
-# list: docs/node.md, "Reloading the config".
+# [[runtime]] entries and libvirt's agent call caps, guest_boot_timeout,
+# max_snapshots_per_vm, gc_interval, the template bounds (template_max_*,
+# _retry_after, _cpu_millis) and the migration's bandwidth and timeouts
+# change live; listen, state_dir, metrics_address, log_format, [kubernetes],
+# containerd.call_timeout (for the connections kept) and every other
+# [libvirt] key (while the VM runtime is kept) need a restart: a reload
+# that changes one fails, naming it, and applies nothing. Each key's
+# "reload:" in docs/config.md; what a reload does: docs/node.md,
+# "Reloading the config".
 
 # Unix socket kubelet and crimuxctl connect to (created 0660):
 #   kubelet --container-runtime-endpoint=unix:///run/crimux/crimux.sock

@@ -17,7 +17,12 @@ const ReferencePath = "docs/config.md"
 // applies to the running crimux; a reload leaves every other key as crimux
 // started with it, and logs the ones it ignored (cmd/crimux/reload.go).
 var LiveKeys = map[string]bool{"log_level": true, "runtime": true,
-	"libvirt.agent_calls_per_vm": true, "libvirt.agent_calls_per_node": true, "libvirt.guest_boot_timeout": true}
+	"libvirt.agent_calls_per_vm": true, "libvirt.agent_calls_per_node": true, "libvirt.guest_boot_timeout": true,
+	"libvirt.max_snapshots_per_vm": true, "libvirt.gc_interval": true,
+	"libvirt.template_max_making": true, "libvirt.template_max_kept": true,
+	"libvirt.template_retry_after": true, "libvirt.template_cpu_millis": true,
+	"libvirt.migration.bandwidth_mib": true, "libvirt.migration.completion_timeout_per_gib": true,
+	"libvirt.migration.progress_timeout": true, "libvirt.migration.target_timeout": true}
 
 // RefKey is one key of the configuration as the reference gives it.
 type RefKey struct {

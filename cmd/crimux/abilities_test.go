@@ -15,6 +15,8 @@ import (
 	"github.com/crimux/crimux/registry"
 	"github.com/crimux/crimux/runtimes/containerd"
 	"github.com/crimux/crimux/runtimes/libvirt"
+	"github.com/crimux/crimux/runtimes/libvirt/instant"
+	"github.com/crimux/crimux/runtimes/libvirt/migration"
 )
 
 // vmLikeBackend declares the abilities the daemon asks a VM runtime for,
@@ -105,8 +107,15 @@ func TestLiveVMReachesTheVMRuntime(t *testing.T) {
 	}
 	l := config.Default().Libvirt
 	l.AgentCallsPerVM, l.AgentCallsPerNode, l.GuestBootTimeout = 1, 3, config.Duration{Duration: time.Minute}
+	l.MaxSnapshotsPerVM, l.GCInterval = 5, config.Duration{Duration: 30 * time.Second}
+	l.TemplateMaxMaking, l.TemplateMaxKept, l.TemplateRetryAfter, l.TemplateCPUMillis = 2, 4, config.Duration{Duration: time.Hour}, 500
+	l.Migration.BandwidthMiB, l.Migration.ProgressTimeout = 100, config.Duration{Duration: 20 * time.Second}
+	l.Migration.CompletionTimeoutPerGiB, l.Migration.TargetTimeout = config.Duration{Duration: time.Minute}, config.Duration{Duration: 2 * time.Minute}
 	liveVM(reg, l)
-	want := libvirt.Live{AgentCalls: libvirt.AgentCaps{PerVM: 1, PerNode: 3}, GuestBootTimeout: time.Minute}
+	want := libvirt.Live{AgentCalls: libvirt.AgentCaps{PerVM: 1, PerNode: 3}, GuestBootTimeout: time.Minute,
+		MaxSnapshotsPerVM: 5, GCInterval: 30 * time.Second,
+		Templates: instant.Limits{MaxMaking: 2, MaxKept: 4, RetryAfter: time.Hour, CPUMillis: 500},
+		Migration: migration.Tunables{BandwidthMiB: 100, ProgressTimeout: 20 * time.Second, CompletionTimeoutPerGiB: time.Minute, TargetTimeout: 2 * time.Minute}}
 	if got != want {
 		t.Fatalf("the VM runtime got %+v, want %+v", got, want)
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/crimux/crimux/config"
 	"github.com/crimux/crimux/registry"
 	"github.com/crimux/crimux/runtimes/libvirt"
+	"github.com/crimux/crimux/runtimes/libvirt/instant"
+	"github.com/crimux/crimux/runtimes/libvirt/migration"
 )
 
 // maxDrain bounds how long a reload waits for the calls in flight on the
@@ -71,11 +73,23 @@ func (d *daemon) applyConfig(ctx context.Context) error {
 func liveVM(reg *registry.Registry, l config.Libvirt) {
 	for _, rt := range reg.Backends() {
 		if vm, ok := registry.Ability[libvirt.Reconfigurer](rt); ok {
-			vm.Reconfigure(libvirt.Live{
-				AgentCalls:       libvirt.AgentCaps{PerVM: l.AgentCallsPerVM, PerNode: l.AgentCallsPerNode},
-				GuestBootTimeout: l.GuestBootTimeout.Duration,
-			})
+			vm.Reconfigure(liveLibvirt(l))
 		}
+	}
+}
+
+// liveLibvirt are the live keys of l (config.LiveKeys).
+func liveLibvirt(l config.Libvirt) libvirt.Live {
+	m := l.Migration
+	return libvirt.Live{
+		AgentCalls:        libvirt.AgentCaps{PerVM: l.AgentCallsPerVM, PerNode: l.AgentCallsPerNode},
+		GuestBootTimeout:  l.GuestBootTimeout.Duration,
+		MaxSnapshotsPerVM: l.MaxSnapshotsPerVM,
+		GCInterval:        l.GCInterval.Duration,
+		Templates: instant.Limits{MaxMaking: l.TemplateMaxMaking, MaxKept: l.TemplateMaxKept,
+			RetryAfter: l.TemplateRetryAfter.Duration, CPUMillis: l.TemplateCPUMillis},
+		Migration: migration.Tunables{BandwidthMiB: m.BandwidthMiB, CompletionTimeoutPerGiB: m.CompletionTimeoutPerGiB.Duration,
+			ProgressTimeout: m.ProgressTimeout.Duration, TargetTimeout: m.TargetTimeout.Duration},
 	}
 }
 

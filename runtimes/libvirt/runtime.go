@@ -138,8 +138,8 @@ func (rt *Runtime) wire(opts Options, p core.Parts, conn *virt.Conn) {
 	if !opts.TemplatesOff {
 		lim := opts.TemplateLimits
 		rt.cri.Instant = &instant.Maker{R: rt.core, Store: template.Store{Dir: filepath.Join(opts.StateDir, TemplatesDir)},
-			Parent: opts.TemplateParent, ShareAcrossNamespaces: lim.ShareAcrossNamespaces, MaxMaking: lim.MaxMaking,
-			MaxKept: lim.MaxKept, RetryAfter: lim.RetryAfter, CPUMillis: lim.CPUMillis}
+			Parent: opts.TemplateParent, ShareAcrossNamespaces: lim.ShareAcrossNamespaces,
+			Limits: instant.Limits{MaxMaking: lim.MaxMaking, MaxKept: lim.MaxKept, RetryAfter: lim.RetryAfter, CPUMillis: lim.CPUMillis}}
 		rt.gc.Templates = &rt.cri.Instant.Store
 	}
 	rt.core.AfterResync = func(ctx context.Context, first bool) {

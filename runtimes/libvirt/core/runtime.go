@@ -215,6 +215,9 @@ type Runtime struct {
 	templates templateVMs
 	// claims are the root volumes being prepared (rootvolume.go).
 	claims volumeClaims
+	// snapshotCap is the cap a reload set (SetMaxSnapshots); 0: none
+	// set, Opts.MaxSnapshotsPerVM holds.
+	snapshotCap atomic.Int64
 }
 
 // Parts are what a Runtime is made of besides its options.

@@ -31,16 +31,15 @@ type GCReport struct {
 }
 
 func (r *Collector) runCollector(ctx context.Context) {
-	every := r.Opts.GCInterval
-	if every <= 0 {
-		every = DefaultGCInterval
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
 	for {
+		every, changed := r.period.get(r.Opts.GCInterval)
+		t := time.NewTimer(every)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
+		case <-changed:
+			t.Stop()
 		case <-t.C:
 			r.CollectGarbage(ctx, false)
 		}

@@ -372,3 +372,28 @@ func TestRunStops(t *testing.T) {
 		t.Fatal("Run did not return after its context ended")
 	}
 }
+
+// TestSetIntervalApplies: a collector started with an hour's period
+// passes within moments once a reload makes its period short, and a
+// stopped domain nobody owns goes.
+func TestSetIntervalApplies(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.R.Opts.GCInterval = time.Hour
+	e.putDomain(orphanDom, ours(t), virt.StateShutoff)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go e.gc.Run(ctx)
+	time.Sleep(100 * time.Millisecond)
+	if _, ok := e.hasDomain(orphanDom); !ok {
+		t.Fatal("a pass ran before the hour's period")
+	}
+	e.gc.SetInterval(10 * time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for _, ok := e.hasDomain(orphanDom); ok; _, ok = e.hasDomain(orphanDom) {
+		if time.Now().After(deadline) {
+			t.Fatal("no pass within 5 s of SetInterval(10ms)")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -24,10 +24,14 @@ type Collector struct {
 	// Templates are the VM templates, collected with their images (nil:
 	// templates are off).
 	Templates *template.Store
+
+	// period is Options.GCInterval, or what a reload made it.
+	period period
 }
 
 // New returns the collector of the runtime r.
 func New(r *core.Runtime) *Collector { return &Collector{Runtime: r} }
 
-// Run runs a collector pass every Options.GCInterval (a minute by default) until ctx ends.
+// Run runs a collector pass every Options.GCInterval (a minute by
+// default; SetInterval changes it) until ctx ends.
 func (r *Collector) Run(ctx context.Context) { r.runCollector(ctx) }

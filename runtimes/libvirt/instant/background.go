@@ -32,9 +32,7 @@ func (m *Maker) Start(req Request, pod string) error {
 		m.askers.ask(key, pod)
 		return nil // being made
 	}
-	select {
-	case m.slotChan() <- struct{}{}:
-	default:
+	if ok, _ := m.turns.try(m.limits().MaxMaking); !ok {
 		m.release(key)
 		return ErrBusy
 	}
@@ -46,7 +44,7 @@ func (m *Maker) Start(req Request, pod string) error {
 		defer m.askers.done(key)
 		defer cancel(nil)
 		if _, err := m.build(ctx, req, key, func(context.Context) (func(), error) {
-			return func() { <-m.slotChan() }, nil
+			return m.turns.give, nil
 		}); err != nil && !errors.Is(err, errdefs.ErrAlreadyExists) {
 			m.R.Log.Warn("template not made", "image", req.Image, "shape", req.Shape.String(), "namespace", req.Namespace, "err", err)
 		}

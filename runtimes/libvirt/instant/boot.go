@@ -155,8 +155,8 @@ func (m *Maker) cgroup(req Request, domain string) core.VMCgroup {
 		parent = DefaultParent
 	}
 	cg := core.VMCgroup{Parent: parent, Name: domain, MemoryLimit: int64(req.Shape.MemoryMiB<<20) + m.R.Opts.MemoryOverheadMiB<<20}
-	if m.CPUMillis > 0 {
-		cg.CPUQuota, cg.CPUPeriod = m.CPUMillis*cpuPeriod/1000, cpuPeriod
+	if millis := m.limits().CPUMillis; millis > 0 {
+		cg.CPUQuota, cg.CPUPeriod = millis*cpuPeriod/1000, cpuPeriod
 	}
 	return cg
 }

@@ -31,10 +31,7 @@ func (m *Maker) create(meta template.Meta) error {
 }
 
 func (m *Maker) makeRoom(key string) error {
-	limit := m.MaxKept
-	if limit <= 0 {
-		limit = DefaultMaxKept
-	}
+	limit := m.limits().MaxKept
 	all, err := m.Store.List()
 	if err != nil {
 		return err

@@ -55,7 +55,7 @@ var ErrBusy = fmt.Errorf("the node is making another template (libvirt.template_
 var ErrOtherTemplate = errors.New("the template at its key is another's")
 
 // Maker makes templates, one making per key at a time, at most
-// MaxMaking at once on the node, and keeps at most MaxKept.
+// MaxMaking at once on the node, and keeps at most MaxKept (Limits).
 type Maker struct {
 	R     *core.Runtime
 	Store template.Store
@@ -67,17 +67,9 @@ type Maker struct {
 	// namespace (its key has none); false: each namespace has its own,
 	// whose clones share its kernel's secrets only among themselves.
 	ShareAcrossNamespaces bool
-	// MaxMaking bounds the templates made at once on the node (0 is
-	// DefaultMaxMaking); MaxKept the templates kept (0 is
-	// DefaultMaxKept): beyond it the least recently used one no clone
-	// waits for is removed before another is made. RetryAfter is how
-	// long a failed template stays failed (0 is DefaultRetryAfter).
-	MaxMaking  int
-	MaxKept    int
-	RetryAfter time.Duration
-	// CPUMillis is the CPU quota of a template's VM, in thousandths of a
-	// CPU (cpu.max of its cgroup); 0: none.
-	CPUMillis int64
+	// Limits are the bounds it starts with; SetLimits changes them
+	// (read them with limits()).
+	Limits Limits
 	// CgroupRetry is how often the cgroup of a made template that still
 	// held a process is removed again (0 is DefaultCgroupRetry); its VM
 	// identity stays taken until it goes.
@@ -98,8 +90,9 @@ type Maker struct {
 	// used is when each template was last planned for a clone.
 	used map[string]time.Time
 
-	slotsOnce sync.Once
-	slots     chan struct{}
+	limMu sync.Mutex
+	// turns are taken by the makings under way (at most MaxMaking).
+	turns turns
 	// askers are the pods each background making is for.
 	askers askers
 	// room serializes evictions and the making of templates' directories.
@@ -214,23 +207,7 @@ func (m *Maker) RetryIn(meta template.Meta) time.Duration {
 	if at == 0 {
 		at = meta.CreatedAt
 	}
-	after := m.RetryAfter
-	if after <= 0 {
-		after = DefaultRetryAfter
-	}
-	return max(time.Until(time.Unix(0, at).Add(after)), 0)
-}
-
-// slotChan holds a token for each template being made on the node.
-func (m *Maker) slotChan() chan struct{} {
-	m.slotsOnce.Do(func() {
-		n := m.MaxMaking
-		if n <= 0 {
-			n = DefaultMaxMaking
-		}
-		m.slots = make(chan struct{}, n)
-	})
-	return m.slots
+	return max(time.Until(time.Unix(0, at).Add(m.limits().RetryAfter)), 0)
 }
 
 // Make makes req's template and returns it ready; a template that is
@@ -256,12 +233,10 @@ func (m *Maker) Make(ctx context.Context, req Request) (template.Meta, error) {
 	}
 	defer m.release(key)
 	return m.build(ctx, req, key, func(ctx context.Context) (func(), error) {
-		select {
-		case m.slotChan() <- struct{}{}:
-			return func() { <-m.slotChan() }, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if err := m.turns.wait(ctx, func() int { return m.limits().MaxMaking }); err != nil {
+			return nil, err
 		}
+		return m.turns.give, nil
 	})
 }
 

@@ -175,7 +175,7 @@ func TestMakingsCapped(t *testing.T) {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) {
 			f := &fakeBoot{hold: make(chan struct{})}
 			m, _ := newMaker(t, f)
-			m.MaxMaking = limit
+			m.Limits.MaxMaking = limit
 			want := max(limit, DefaultMaxMaking)
 			started, busy := 0, 0
 			for i := range 10 {
@@ -232,12 +232,59 @@ func TestMakeWaitsItsTurn(t *testing.T) {
 	}
 }
 
+// TestSetLimitsWhileMaking: a reload raising MaxMaking lets a warm that
+// waits for a turn through at once, and a pod's making start; lowering
+// it again starts no other until the makings under way end.
+func TestSetLimitsWhileMaking(t *testing.T) {
+	f := &fakeBoot{hold: make(chan struct{})}
+	m, _ := newMaker(t, f)
+	if err := m.Start(request("ns", 256), ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(request("ns", 384), ""); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a second Start at the default cap: %v, want ErrBusy", err)
+	}
+	warmed := make(chan error, 1)
+	go func() {
+		_, err := m.Make(t.Context(), request("ns", 512))
+		warmed <- err
+	}()
+	m.SetLimits(Limits{MaxMaking: 3})
+	testutil.Eventually(t, 5*time.Second, "the warm making beside the first", func() error {
+		if now, _, _ := f.counts(); now != 2 {
+			return fmt.Errorf("%d making", now)
+		}
+		return nil
+	})
+	if err := m.Start(request("ns", 384), ""); err != nil {
+		t.Fatalf("Start after the cap was raised to 3: %v", err)
+	}
+	testutil.Eventually(t, 5*time.Second, "three makings", func() error {
+		if now, _, _ := f.counts(); now != 3 {
+			return fmt.Errorf("%d making", now)
+		}
+		return nil
+	})
+	m.SetLimits(Limits{MaxMaking: 1})
+	if err := m.Start(request("ns", 640), ""); !errors.Is(err, ErrBusy) {
+		t.Fatalf("Start with 3 making and the cap lowered to 1: %v, want ErrBusy", err)
+	}
+	close(f.hold)
+	if err := <-warmed; err != nil {
+		t.Fatalf("the warm: %v", err)
+	}
+	waitIdle(t, m)
+	if _, most, made := f.counts(); most != 3 || made != 3 {
+		t.Fatalf("%d made at once, %d in all; want 3 and 3", most, made)
+	}
+}
+
 // TestFailedRetriedAfter: a failed template stays failed for RetryAfter
 // (Start refuses it, FailedPrecondition), then is made again.
 func TestFailedRetriedAfter(t *testing.T) {
 	f := &fakeBoot{fail: errors.New("no agent")}
 	m, _ := newMaker(t, f)
-	m.RetryAfter = time.Hour
+	m.Limits.RetryAfter = time.Hour
 	req := request("ns", 512)
 	meta, err := m.Make(t.Context(), req)
 	if err == nil || meta.State != template.Failed || meta.FailedAt == 0 {
@@ -275,7 +322,7 @@ func TestFailedRetriedAfter(t *testing.T) {
 func TestKeptBounded(t *testing.T) {
 	f := &fakeBoot{}
 	m, e := newMaker(t, f)
-	m.MaxKept = 3
+	m.Limits.MaxKept = 3
 	makeOf := func(mem uint64) template.Meta {
 		t.Helper()
 		meta, err := m.Make(t.Context(), request("ns", mem))
@@ -357,7 +404,7 @@ func TestTemplateCgroup(t *testing.T) {
 	if cg.Parent != DefaultParent || cg.CPUQuota != 0 || cg.MemoryLimit < 512<<20 {
 		t.Fatalf("no CPU quota set: %+v", cg)
 	}
-	m.CPUMillis, m.Parent = 1500, "/elsewhere"
+	m.Limits.CPUMillis, m.Parent = 1500, "/elsewhere"
 	cg = m.cgroup(req, "crimux-vm-template-0123456789abcdef")
 	if cg.Parent != "/elsewhere" || cg.CPUQuota != 150000 || cg.CPUPeriod != 100000 {
 		t.Fatalf("1.5 CPUs: %+v, want quota 150000 of period 100000", cg)

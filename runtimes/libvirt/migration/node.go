@@ -49,6 +49,28 @@ type Node struct {
 
 	mu       sync.Mutex
 	incoming map[string]func() // container ID -> undo of its preparation
+	// tunables are what a reload made cfg's (under mu; nil: none did).
+	tunables *Tunables
+}
+
+// Tunables are the settings of Config a config reload changes while the
+// node runs: each migration takes them as it starts (the target's
+// timeout as it is prepared).
+type Tunables struct {
+	BandwidthMiB            uint64
+	CompletionTimeoutPerGiB time.Duration
+	ProgressTimeout         time.Duration
+	TargetTimeout           time.Duration
+}
+
+// SetTunables makes t the node's from the next migration on.
+func (n *Node) SetTunables(t Tunables) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.tunables = &t
 }
 
 // Start listens on cfg.Address with the node's key pair.
@@ -83,8 +105,17 @@ func (n *Node) Close() error {
 	return n.listener.Close()
 }
 
-// Config is the node's settings.
-func (n *Node) Config() Config { return n.cfg }
+// Config is the node's settings, its tunables as they are now.
+func (n *Node) Config() Config {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cfg := n.cfg
+	if t := n.tunables; t != nil {
+		cfg.BandwidthMiB, cfg.CompletionTimeoutPerGiB, cfg.ProgressTimeout, cfg.TargetTimeout =
+			t.BandwidthMiB, t.CompletionTimeoutPerGiB, t.ProgressTimeout, t.TargetTimeout
+	}
+	return cfg
+}
 
 // Address is where peers send this node's incoming streams.
 func (n *Node) Address() string { return n.listener.Addr() }

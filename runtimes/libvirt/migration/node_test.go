@@ -126,3 +126,19 @@ func TestStartDefaults(t *testing.T) {
 		t.Errorf("Address %q, want 127.0.0.1 and the port it listens on", n.Address())
 	}
 }
+
+// TestSetTunables: a reload's tunables are the node's from then on; the
+// rest of its config stays as it started.
+func TestSetTunables(t *testing.T) {
+	n := &Node{cfg: Config{PKIDir: "/pki", CompletionTimeoutPerGiB: 10 * time.Second, MaxOutgoing: 2}}
+	n.SetTunables(Tunables{BandwidthMiB: 64, CompletionTimeoutPerGiB: time.Minute, ProgressTimeout: 5 * time.Second, TargetTimeout: time.Hour})
+	cfg := n.Config()
+	if cfg.BandwidthMiB != 64 || cfg.ProgressTimeout != 5*time.Second || cfg.TargetTimeout != time.Hour || cfg.PKIDir != "/pki" || cfg.MaxOutgoing != 2 {
+		t.Fatalf("config after SetTunables: %+v", cfg)
+	}
+	if got := n.completionTimeout(1 << 30); got != time.Minute {
+		t.Fatalf("completionTimeout after SetTunables = %s, want 1m", got)
+	}
+	var none *Node
+	none.SetTunables(Tunables{}) // a node taking part in no migration
+}

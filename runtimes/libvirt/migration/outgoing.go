@@ -57,7 +57,7 @@ func (n *Node) Send(ctx context.Context, l virt.Libvirt, m Move, report func(vir
 	defer fwd.Close()
 	memory, disks := n.URIs(m.Token)
 	mig := virt.Migration{PeerURI: peer, DestXML: m.DestXML, DestName: m.DestName, MemoryURI: memory, DisksURI: disks,
-		Disks: m.Disks, BandwidthMiB: n.cfg.BandwidthMiB, AutoConverge: true}
+		Disks: m.Disks, BandwidthMiB: n.Config().BandwidthMiB, AutoConverge: true}
 	done := make(chan error, 1)
 	go func() { done <- l.Migrate(m.Domain, mig) }()
 	return n.follow(ctx, l, m, done, report, func() { _ = fwd.Close() })
@@ -76,7 +76,7 @@ func (n *Node) follow(ctx context.Context, l virt.Libvirt, m Move, done <-chan e
 	stop := make(chan struct{})
 	defer close(stop)
 	progress := pollProgress(l, m.Domain, stop)
-	stall := stallWatch{limit: n.cfg.ProgressTimeout, since: time.Now()}
+	stall := stallWatch{limit: n.Config().ProgressTimeout, since: time.Now()}
 	var why error
 	for {
 		select {
@@ -150,7 +150,7 @@ func pollProgress(l virt.Libvirt, d virt.Domain, stop <-chan struct{}) <-chan vi
 // completionTimeout is CompletionTimeoutPerGiB for each started GiB.
 func (n *Node) completionTimeout(size uint64) time.Duration {
 	gib := max(1, (size+(1<<30)-1)>>30)
-	return n.cfg.CompletionTimeoutPerGiB * time.Duration(gib)
+	return n.Config().CompletionTimeoutPerGiB * time.Duration(gib)
 }
 
 // stallWatch tells a migration that has moved no byte for limit (a link

@@ -82,3 +82,27 @@ func TestDeleteSnapshotAnnounced(t *testing.T) {
 		t.Fatalf("delete of s1: %v, before-act hook ran %d times; want once", err, acted)
 	}
 }
+
+// TestSnapshotCapReloaded: a reload changes the cap of running VMs: a
+// raised one lets the next snapshot through, a lowered one keeps the
+// snapshots taken and refuses the next.
+func TestSnapshotCapReloaded(t *testing.T) {
+	t.Parallel()
+	e, _ := snapEnv(t, vmtypes.PowerRunning)
+	e.R.Opts.MaxSnapshotsPerVM = 1
+	ctx := context.Background()
+	if _, err := e.ops.CreateSnapshot(ctx, "c1", "s1", ""); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.ops.CreateSnapshot(ctx, "c1", "s2", "")
+	wantCode(t, err, codes.ResourceExhausted, "libvirt.max_snapshots_per_vm = 1")
+	e.R.SetMaxSnapshots(3)
+	for _, name := range []string{"s2", "s3"} {
+		if _, err := e.ops.CreateSnapshot(ctx, "c1", name, ""); err != nil {
+			t.Fatalf("snapshot %s under the reloaded cap of 3: %v", name, err)
+		}
+	}
+	e.R.SetMaxSnapshots(2)
+	_, err = e.ops.CreateSnapshot(ctx, "c1", "s4", "")
+	wantCode(t, err, codes.ResourceExhausted, "the VM has 3 snapshots, its cap (libvirt.max_snapshots_per_vm = 2)")
+}
