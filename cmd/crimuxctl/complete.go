@@ -22,6 +22,7 @@ subcommands and flags, and the values of -o. Load it in the shell, or install it
 
 func (c *cli) completion(args []string) error {
 	fs := newFlagSet(c, "completion", "bash|zsh|fish", completionWhat)
+	noDeadline(fs, "completion prints a script, calling nothing")
 	pos, err := c.parse(fs, args, 1)
 	if err != nil {
 		return err

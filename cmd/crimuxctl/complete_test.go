@@ -26,8 +26,8 @@ func TestCompletionBashNamesEveryCommand(t *testing.T) {
 		}
 	}
 	for _, line := range []string{"\nvm|list get reboot power snapshot migrate|", "\nvm snapshot|create list restore delete|",
-		"\ntemplate|list warm rm|", "\nstore|rebuild|", "\ncompletion|bash zsh fish|", "\nvm reboot||--endpoint --hard -o --timeout|",
-		"\ntemplate warm||--cpus --endpoint --memory --namespace -o|", "\nvm list -o|table json yaml|"} {
+		"\ntemplate|list warm rm|", "\nstore|rebuild|", "\ncompletion|bash zsh fish|", "\nvm reboot||--endpoint --grace-period --hard -o --timeout|",
+		"\ntemplate warm||--cpus --endpoint --memory --namespace -o --timeout|", "\nvm migrate||--endpoint -o --timeout --to|", "\nvm list -o|table json yaml|"} {
 		if !strings.Contains(out, line) {
 			t.Errorf("the script lacks the line %q", line[1:])
 		}
@@ -74,7 +74,8 @@ var completionLines = []struct {
 	{[]string{"vm", "list", "-o", "y"}, []string{"yaml"}},
 	{[]string{"template", "w"}, []string{"warm"}},
 	{[]string{"template", "warm", "img", "--m"}, []string{"--memory"}},
-	{[]string{"gc", "--"}, []string{"--adopt", "--delete", "--endpoint"}},
+	{[]string{"gc", "--"}, []string{"--adopt", "--delete", "--endpoint", "--timeout"}},
+	{[]string{"vm", "power", "vm--c1", "shutdown", "--g"}, []string{"--grace-period"}},
 	{[]string{"completion", ""}, []string{"bash", "zsh", "fish"}},
 	{[]string{"vm", "get", ""}, nil},
 	{[]string{"frob", ""}, []string{"version", "runtimes", "vm", "gc", "template", "store", "completion"}},

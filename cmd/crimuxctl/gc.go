@@ -26,7 +26,7 @@ and VM pod network namespaces of another instance. On your command, one at a tim
 KIND/NAME as listed: domain/crimux-<id> or netns/<instance>_<sandbox ID>.`
 
 // gcCall is the deadline of an adoption or deletion, unless --timeout
-// before the command chose one: an adoption runs collector passes, whose
+// chose one: an adoption runs collector passes, whose
 // CNI calls may take minutes.
 const gcCall = 5 * time.Minute
 
@@ -34,6 +34,7 @@ func (c *cli) gc(args []string) error {
 	fs := newFlagSet(c, "gc", "[--adopt KIND/NAME | --delete KIND/NAME]", gcWhat)
 	adopt := fs.String("adopt", "", "make the resource KIND/NAME this crimux's")
 	del := fs.String("delete", "", "remove the resource KIND/NAME")
+	deadlineHelp(fs, short(defaultTimeout)+"; --adopt and --delete "+short(gcCall))
 	if _, err := c.parse(fs, args, 0); err != nil {
 		return err
 	}

@@ -4,6 +4,10 @@
 //
 //	crimuxctl [--endpoint unix:///run/crimux/crimux.sock] [-o table|json|yaml] [--timeout 30s] COMMAND
 //
+// --timeout, before or after the command, is the command's deadline: how
+// long it waits at most before it gives up. How long a guest gets to
+// reboot or power off by itself is --grace-period (vm reboot, vm power).
+//
 // Commands: version, runtimes, vm list|get|reboot|power|snapshot|migrate
 // (see "crimuxctl vm --help"), gc [--adopt|--delete KIND/NAME] (resources
 // of another crimux identity), template list|warm|rm (VM templates, for
@@ -25,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -66,17 +71,22 @@ Commands:
 A VM is named by its pod sandbox ID or container ID as crictl shows them
 (vm--...), or by its pod's namespace/name.
 
-Exit codes: 0 success, 1 the call failed (gRPC code and message printed
-on stderr), 2 bad usage.
+--timeout is how long a command waits at most before it gives up (its
+deadline); how long a guest gets to reboot or power off by itself is
+--grace-period (vm reboot, vm power).
 
-Flags (-endpoint and -o are also accepted after the command):
+Exit codes: 0 success, 1 the call failed (gRPC code and message printed
+on stderr), 2 bad usage (a bad flag value included).
+
+Flags (-endpoint, -o and -timeout are also accepted after the command):
 `
 
 // cli is one invocation: its global options and where it writes.
 type cli struct {
 	endpoint string
 	output   string
-	// timeout is the call's deadline; timeoutSet says the user chose it.
+	// timeout is the command's deadline (--timeout); timeoutSet says the
+	// user chose it, else a command that waits long may wait longer.
 	timeout    time.Duration
 	timeoutSet bool
 	stdout     io.Writer
@@ -109,7 +119,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "crimuxctl %s\n", version.Version)
 		return 0
 	}
-	fs.Visit(func(f *flag.Flag) { c.timeoutSet = c.timeoutSet || f.Name == "timeout" })
 	fs.SetOutput(stderr)
 	if fs.NArg() == 0 {
 		fs.Usage()
@@ -129,8 +138,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 func (c *cli) rootFlagSet() (*flag.FlagSet, *bool) {
 	fs := flag.NewFlagSet("crimuxctl", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
+	c.timeout = defaultTimeout
 	c.globalFlags(fs, "unix:///run/crimux/crimux.sock", "table")
-	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "deadline of the call (vm commands that wait on a guest extend it to their own --timeout plus a minute)")
+	deadlineHelp(fs, short(defaultTimeout)+";\ncommands that wait longer default to more: vm reboot and vm power "+
+		guestCallHelp+",\nvm snapshot create|restore|delete and gc --adopt|--delete "+short(snapshotCall)+
+		", template warm "+short(templateWarmCall)+", vm migrate "+short(migrateCall))
 	showVersion := fs.Bool("version", false, "print crimuxctl's own version and exit (no daemon needed)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	return fs, showVersion
@@ -162,6 +174,55 @@ func (c *cli) exit(err error) int {
 func (c *cli) globalFlags(fs *flag.FlagSet, endpoint, output string) {
 	fs.StringVar(&c.endpoint, "endpoint", endpoint, "crimux socket")
 	fs.StringVar(&c.output, "o", output, "output format: "+orList(outputFormats))
+	fs.Var(deadlineFlag{c}, "timeout", timeoutUsage+" (default "+short(defaultTimeout)+")")
+}
+
+// defaultTimeout is a command's deadline unless --timeout sets it or the
+// command waits longer (dial's minTimeout).
+const defaultTimeout = 30 * time.Second
+
+// timeoutUsage is what --timeout means, wherever it is given: one
+// meaning for every command.
+const timeoutUsage = "the command's deadline: how long it waits at most before it gives up, a `duration` such as 90s or 5m"
+
+// deadlineHelp says in fs's help what --timeout defaults to for its
+// command (a command that waits long defaults to more).
+func deadlineHelp(fs *flag.FlagSet, def string) {
+	fs.Lookup("timeout").Usage = timeoutUsage + " (default " + def + ")"
+}
+
+// short is d as the help says it: 5m, not 5m0s.
+func short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// noDeadline says in fs's help that --timeout, accepted as everywhere,
+// bounds nothing there: the command calls no crimux.
+func noDeadline(fs *flag.FlagSet, why string) {
+	fs.Lookup("timeout").Usage = "a `duration`, accepted as by every command; unused: " + why
+}
+
+// deadlineFlag is --timeout, before the command or after it: a positive
+// duration, which the user then chose (timeoutSet). Its help states the
+// default (String is empty so that the flag package adds none).
+type deadlineFlag struct{ c *cli }
+
+func (f deadlineFlag) String() string { return "" }
+
+func (f deadlineFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return errors.New("want a positive duration, such as 90s or 5m")
+	}
+	f.c.timeout, f.c.timeoutSet = d, true
+	return nil
 }
 
 // dial connects to crimux and returns a context with the call's deadline

@@ -20,12 +20,16 @@ between two crimux endpoints: VM on --endpoint (the source), TARGET on --to (the
 target node's crimux), a VM pod made there with the annotation
 crimux.io/migrate-from, waiting for it. Prints the progress; on success the
 source's container exits with reason Migrated and the VM runs in TARGET, with
-TARGET's pod address; on any failure it runs on the source, unchanged.`
+TARGET's pod address; on any failure it runs on the source, unchanged.
+--timeout bounds the whole migration.`
+
+// migrateCall is a migration's deadline, unless --timeout chose one.
+const migrateCall = 30 * time.Minute
 
 func (c *cli) vmMigrate(args []string) error {
 	fs := newFlagSet(c, "vm migrate", "VM TARGET --to ENDPOINT", migrateWhat)
 	to := fs.String("to", "", "the target node's crimux socket (unix:///...)")
-	timeout := fs.Duration("timeout", 30*time.Minute, "deadline of the whole migration")
+	deadlineHelp(fs, short(migrateCall))
 	pos, err := c.parse(fs, args, 2)
 	if err != nil {
 		return err
@@ -41,7 +45,7 @@ func (c *cli) vmMigrate(args []string) error {
 	if err != nil {
 		return err
 	}
-	sconn, ctx, done, err := c.dial(*timeout)
+	sconn, ctx, done, err := c.dial(migrateCall)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ Run "crimuxctl vm snapshot COMMAND --help" for the flags of a command.
 func (c *cli) snapshotCreate(args []string) error {
 	fs := newFlagSet(c, "vm snapshot create", "VM NAME",
 		"Snapshots the VM's disk (qcow2 internal snapshot), with its memory when it runs or is paused.")
+	deadlineHelp(fs, short(snapshotCall))
 	desc := fs.String("description", "", "a description kept with the snapshot")
 	return c.vmCall(fs, args, 2, fixed(snapshotCall), func(ctx context.Context, vms vmv1.VMServiceClient, ref *vmv1.VMRef, pos []string) error {
 		resp, err := vms.CreateSnapshot(ctx, &vmv1.CreateSnapshotRequest{Vm: ref, SnapshotName: pos[1], Description: *desc})
@@ -56,6 +57,7 @@ func (c *cli) snapshotRestore(args []string) error {
 	fs := newFlagSet(c, "vm snapshot restore", "VM NAME",
 		"Returns the VM to a snapshot: its disk and, for a snapshot of a running or paused VM, its\n"+
 			"memory (the guest resumes where it was). The VM ends in the state the snapshot was taken in.")
+	deadlineHelp(fs, short(snapshotCall))
 	return c.vmCall(fs, args, 2, fixed(snapshotCall), func(ctx context.Context, vms vmv1.VMServiceClient, ref *vmv1.VMRef, pos []string) error {
 		resp, err := vms.RestoreSnapshot(ctx, &vmv1.RestoreSnapshotRequest{Vm: ref, SnapshotName: pos[1]})
 		if err != nil {
@@ -71,6 +73,7 @@ func (c *cli) snapshotRestore(args []string) error {
 
 func (c *cli) snapshotDelete(args []string) error {
 	fs := newFlagSet(c, "vm snapshot delete", "VM NAME", "Deletes one snapshot of the VM.")
+	deadlineHelp(fs, short(snapshotCall))
 	return c.vmCall(fs, args, 2, fixed(snapshotCall), func(ctx context.Context, vms vmv1.VMServiceClient, ref *vmv1.VMRef, pos []string) error {
 		resp, err := vms.DeleteSnapshot(ctx, &vmv1.DeleteSnapshotRequest{Vm: ref, SnapshotName: pos[1]})
 		if err != nil {

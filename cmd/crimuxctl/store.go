@@ -48,6 +48,7 @@ func (c *cli) storeRebuild(args []string) error {
 	stateDir := fs.String("state-dir", "", "crimux's state dir (default: the config's state_dir)")
 	uri := fs.String("libvirt-uri", "", "libvirtd's URI (default: the config's [libvirt] uri)")
 	dry := fs.Bool("dry-run", false, "say what would be rebuilt and left alone; change nothing")
+	noDeadline(fs, "store rebuild talks to libvirtd, not to crimux")
 	if _, err := c.parse(fs, args, 0); err != nil {
 		return err
 	}

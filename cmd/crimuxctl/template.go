@@ -34,8 +34,8 @@ SIZE: MiB, or a number with Mi, Gi, M or G (as in a pod's memory limit).
 // --namespace names another: kubectl's.
 const defaultNamespace = "default"
 
-// templateWarmCall bounds a warm: a Debian guest boots in ~40 s under TCG,
-// settles and is saved.
+// templateWarmCall bounds a warm, unless --timeout chose otherwise: a
+// Debian guest boots in ~40 s under TCG, settles and is saved.
 const templateWarmCall = 12 * time.Minute
 
 func (c *cli) templateList(args []string) error {
@@ -92,6 +92,7 @@ func (c *cli) templateWarm(args []string) error {
 	cpus := fs.Uint("cpus", 1, "the pod's vCPUs")
 	memory := fs.String("memory", "", "the pod's memory (e.g. 1Gi, 512Mi, 1024)")
 	namespace := fs.String("namespace", defaultNamespace, "the namespace of the pods the template serves")
+	deadlineHelp(fs, short(templateWarmCall))
 	pos, err := c.parse(fs, args, 1)
 	if err != nil {
 		return err

@@ -25,8 +25,10 @@
 // The cluster is reached as kubectl reaches it: --kubeconfig, else
 // KUBECONFIG, else ~/.kube/config (else the pod's service account), with
 // --context and -n/--namespace. The user needs get, list, watch, create,
-// patch and delete on pods in the namespace, and get on nodes. Errors go
-// to stderr, with exit code 1.
+// patch and delete on pods in the namespace, and get on nodes. --timeout
+// is every command's deadline: how long it waits at most before it gives
+// up. Errors go to stderr, with exit code 1; a bad flag value is a usage
+// error, exit code 2.
 package main
 
 import (
@@ -61,7 +63,8 @@ Usage:
       agent observes the VM in it, or says why it cannot.
   kubectl crimux reboot POD
       Reboots the guest (crimux.io/reboot-request with a new token: the
-      ACPI button, a reset if it has not restarted in 30 s).
+      ACPI button, a reset if it has not restarted in 30 s, the node
+      agent's grace period, which --timeout does not change).
   kubectl crimux snapshot POD NAME     (also: snapshot create POD NAME)
   kubectl crimux restore POD NAME
       Takes, or goes back to, snapshot NAME of the VM (its disk, and its
@@ -84,14 +87,21 @@ Usage:
       kubectl's own completion, put on the PATH an executable
       kubectl_complete-crimux that runs: kubectl-crimux __complete "$@"
 
+--timeout is how long a command waits at most before it gives up (its
+deadline). It never changes how long a guest gets to reboot or shut down
+by itself: that is the node agent's (30 s).
+
 Flags:
   --to NODE             the node to move the VM to (migrate)
-  --timeout DURATION    deadline of the whole command (migrate: 15m; the
-                        VM verbs: 5m)
+  --timeout DURATION    the command's deadline: how long it waits at most
+                        before it gives up, e.g. 90s, 20m (default: migrate
+                        15m; the VM verbs and snapshot list 5m)
   -n, --namespace NS    the pod's namespace (default: the context's)
   --kubeconfig PATH     kubeconfig file (default: $KUBECONFIG, ~/.kube/config)
   --context NAME        kubeconfig context
   -h, --help            this text
+
+Exit codes: 0 success, 1 the command failed, 2 a bad flag value.
 `
 
 // errReported: what went wrong is printed already.
@@ -102,6 +112,33 @@ type options struct {
 	to, namespace, kubeconfig, context string
 	timeout                            time.Duration
 	timeoutSet                         bool // --timeout was given
+	// badValue is a flag's value the flag set refused: a usage error.
+	badValue error
+}
+
+// usageError is bad usage: exit 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// timeoutFlag is --timeout: the command's deadline, a positive duration.
+type timeoutFlag struct{ o *options }
+
+func (f timeoutFlag) String() string {
+	if f.o == nil {
+		return ""
+	}
+	return f.o.timeout.String()
+}
+
+func (f timeoutFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		f.o.badValue = usageError{fmt.Sprintf("--timeout %q: want a positive duration, such as 90s or 20m (how long the command waits at most)", s)}
+		return f.o.badValue
+	}
+	f.o.timeout, f.o.timeoutSet = d, true
+	return nil
 }
 
 func main() {
@@ -132,10 +169,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, client cl
 		args = []string{"version"}
 	}
 	o, pos, err := parseArgs(args)
+	var ue usageError
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprint(stdout, usage)
 		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "kubectl-crimux: %v\n\n%s", err, usage)
+		return 2
 	case err != nil:
 		fmt.Fprintf(stderr, "kubectl-crimux: %v\n\n%s", err, usage)
 		return 1
@@ -179,8 +220,12 @@ func requestCommand(ctx context.Context, o options, verb string, args []string, 
 }
 
 // defaultRequestTimeout bounds a VM verb's wait for its answer (a
-// graceful stop waits for the guest; a start boots it).
+// graceful stop waits for the guest; a start boots it), unless --timeout
+// sets it.
 const defaultRequestTimeout = 5 * time.Minute
+
+// defaultMigrateTimeout bounds a migration, unless --timeout sets it.
+const defaultMigrateTimeout = 15 * time.Minute
 
 func migrateCommand(ctx context.Context, o options, args []string, stdout, stderr io.Writer, client clientFunc) error {
 	switch {
@@ -188,8 +233,6 @@ func migrateCommand(ctx context.Context, o options, args []string, stdout, stder
 		return fmt.Errorf("migrate takes one pod, got %d arguments: kubectl crimux migrate POD --to NODE", len(args))
 	case o.to == "":
 		return errors.New("migrate: --to NODE is required")
-	case o.timeout <= 0:
-		return fmt.Errorf("migrate: --timeout %s: want a positive duration", o.timeout)
 	}
 	c, ns, err := client(o)
 	if err != nil {
@@ -200,12 +243,15 @@ func migrateCommand(ctx context.Context, o options, args []string, stdout, stder
 }
 
 // parseArgs reads the flags wherever they are ("migrate vm1 --to n2" and
-// "--to n2 migrate vm1" alike; "--" ends them) and returns the rest.
+// "--to n2 migrate vm1" alike; "--" ends them) and returns the rest. A
+// flag value refused is a usageError.
 func parseArgs(args []string) (o options, pos []string, err error) {
 	fs := newFlagSet(&o)
-	defer func() { fs.Visit(func(f *flag.Flag) { o.timeoutSet = o.timeoutSet || f.Name == "timeout" }) }()
 	for {
 		if err = fs.Parse(args); err != nil {
+			if o.badValue != nil {
+				return o, nil, o.badValue
+			}
 			return o, nil, err
 		}
 		rest := fs.Args()
@@ -224,7 +270,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("kubectl-crimux", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.to, "to", "", "")
-	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "")
+	o.timeout = defaultMigrateTimeout
+	fs.Var(timeoutFlag{o}, "timeout", "")
 	fs.StringVar(&o.namespace, "namespace", "", "")
 	fs.StringVar(&o.namespace, "n", "", "")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "")

@@ -29,7 +29,10 @@ func TestRunCommandLine(t *testing.T) {
 		{[]string{"migrate", "vm1"}, 1, "", "kubectl-crimux: migrate: --to NODE is required\n"},
 		{[]string{"migrate", "--to", "n2"}, 1, "", "migrate takes one pod, got 0 arguments"},
 		{[]string{"migrate", "vm1", "vm2", "--to", "n2"}, 1, "", "migrate takes one pod, got 2 arguments"},
-		{[]string{"migrate", "vm1", "--to", "n2", "--timeout", "0s"}, 1, "", "--timeout 0s: want a positive duration"},
+		{[]string{"migrate", "vm1", "--to", "n2", "--timeout", "0s"}, 2, "", `kubectl-crimux: --timeout "0s": want a positive duration`},
+		{[]string{"stop", "vm1", "--timeout", "soon"}, 2, "", `kubectl-crimux: --timeout "soon": want a positive duration`},
+		{[]string{"--timeout=-1m", "snapshot", "list", "vm1"}, 2, "", `kubectl-crimux: --timeout "-1m": want a positive duration`},
+		{[]string{"--help"}, 0, "--timeout is how long a command waits at most before it gives up", ""},
 		{[]string{"migrate", "vm1", "--bogus"}, 1, "", "kubectl-crimux: flag provided but not defined: -bogus"},
 		{[]string{"migrate", "vm1", "--to", "n2"}, 1, "", "kubectl-crimux: no cluster here\n"},
 	} {
@@ -47,8 +50,11 @@ func TestParseArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.namespace != "ns1" || o.to != "n2" || o.kubeconfig != "/k" || o.timeout != 15*time.Minute {
+	if o.namespace != "ns1" || o.to != "n2" || o.kubeconfig != "/k" || o.timeout != 15*time.Minute || o.timeoutSet {
 		t.Errorf("options %+v", o)
+	}
+	if o, _, err := parseArgs([]string{"reboot", "vm1", "--timeout", "90s"}); err != nil || o.timeout != 90*time.Second || !o.timeoutSet {
+		t.Errorf("--timeout 90s: %+v, %v", o, err)
 	}
 	if strings.Join(pos, " ") != "migrate vm1 -odd" {
 		t.Errorf("arguments %q", pos)

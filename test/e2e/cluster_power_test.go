@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -242,14 +245,35 @@ func checkRebootOnceAcrossRestart(t *testing.T, c *daemonRun, v vmPodRef) {
 		time.Sleep(300 * time.Millisecond)
 		c.restart()
 	})
-	rebootOnce(t, c, v, "r2", func() {}, func() {
+	// r2 through kubectl crimux reboot, a thin client of the same
+	// annotation (its own token), which waits for the node agent's
+	// answer across the restart and prints it.
+	rebootOnce(t, c, v, "", func() {}, func() {
 		time.Sleep(2 * time.Second)
 		c.restart()
 	})
 }
 
-// rebootOnce annotates a reboot request token between before and after
-// and requires exactly one more boot in the console.
+// pluginReboot runs kubectl crimux reboot on v in the background; its
+// output (or error) comes on the channel once it ends.
+func pluginReboot(v vmPodRef) <-chan string {
+	done := make(chan string, 1)
+	go func() {
+		cmd := exec.Command(filepath.Join(v.k8s, "kubectl"), "crimux", "reboot", v.name, "-n", clusterNamespace)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(clusterPKI, "admin.kubeconfig"),
+			"PATH="+filepath.Dir(bed.crimuxBin)+":"+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			out = append(out, []byte("\nerror: "+err.Error())...)
+		}
+		done <- string(out)
+	}()
+	return done
+}
+
+// rebootOnce annotates a reboot request token ("": kubectl crimux reboot
+// asks, with a token of its own) between before and after and requires
+// exactly one more boot in the console.
 func rebootOnce(t *testing.T, c *daemonRun, v vmPodRef, token string, before, after func()) {
 	t.Helper()
 	boots := func() int {
@@ -257,9 +281,28 @@ func rebootOnce(t *testing.T, c *daemonRun, v vmPodRef, token string, before, af
 	}
 	was := boots()
 	before()
-	v.annotate(t, annRebootRequest+"="+token)
+	var plugin <-chan string
+	if token == "" {
+		plugin = pluginReboot(v)
+	} else {
+		v.annotate(t, annRebootRequest+"="+token)
+	}
 	after()
-	p := v.waitAnnotation(t, 3*time.Minute, annRebootResult, func(s string) bool { return strings.HasPrefix(s, token+": ") })
+	var p clusterPod
+	if plugin != nil {
+		out := <-plugin
+		if !strings.HasPrefix(out, "pod "+clusterNamespace+"/"+v.name+": ") || strings.Contains(out, "error") {
+			t.Fatalf("kubectl crimux reboot across a crimux restart printed %q, want the node agent's answer", out)
+		}
+		t.Logf("kubectl crimux reboot: %s", strings.TrimSpace(out))
+		var err error
+		if p, err = getPod(v.k8s, v.name); err != nil {
+			t.Fatal(err)
+		}
+		token, _, _ = strings.Cut(p.Metadata.Annotations[annRebootResult], ": ")
+	} else {
+		p = v.waitAnnotation(t, 3*time.Minute, annRebootResult, func(s string) bool { return strings.HasPrefix(s, token+": ") })
+	}
 	v.requireSameContainer(t, p, "reboot "+token+" across a crimux restart")
 	// The result can come before the reboot shows: crimux restarted while
 	// the guest was still shutting down reports the request it had

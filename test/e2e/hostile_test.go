@@ -100,7 +100,7 @@ func TestHostileNeighbour(t *testing.T) {
 		t.Fatalf("B's qemu (pid %d) left its cgroup", pid)
 	}
 
-	c.ctlOK(t, ctlBin(t), "vm", "power", b.ctrID, "hibernate", "--timeout", "60s")
+	c.ctlOK(t, ctlBin(t), "vm", "power", b.ctrID, "hibernate")
 	beforeHibernated := leafState(leafB)
 	out, err = runAsCompromisedQemu(t, idA, leafA, b.domain)
 	t.Logf("the wrapper as A's qemu naming hibernated B: %v: %s", err, out)

@@ -30,7 +30,7 @@ systemctl start crimux`)
 
 	running := nodeUpgradeVM(t, "up1")
 	paused := nodeUpgradeVM(t, "up2")
-	nodeRun(t, "crimuxctl vm power "+paused+" paused --timeout 60s >/dev/null")
+	nodeRun(t, "crimuxctl vm power "+paused+" paused >/dev/null")
 	nodeRun(t, "crimuxctl vm snapshot create "+running+" before-upgrade >/dev/null")
 	pids := map[string]string{}
 	for _, id := range []string{running, paused} {

@@ -315,13 +315,13 @@ func (s *soaker) exec(ctrID string, n int) {
 func (s *soaker) vmOps(n int) {
 	id, snap := s.vm.ctrID, fmt.Sprintf("soak-%d", n)
 	if n%2 == 1 {
-		s.ctlRetry(nil, "vm", "power", id, "paused", "--timeout", "30s")
+		s.ctlRetry(nil, "vm", "power", id, "paused")
 	}
 	s.ctlRetry([]string{"AlreadyExists"}, "vm", "snapshot", "create", id, snap)
 	if n%2 == 0 {
-		s.ctlRetry(nil, "vm", "power", id, "paused", "--timeout", "30s")
+		s.ctlRetry(nil, "vm", "power", id, "paused")
 	}
-	s.ctlRetry(nil, "vm", "power", id, "running", "--timeout", "30s")
+	s.ctlRetry(nil, "vm", "power", id, "running")
 	s.ctlRetry([]string{"NotFound"}, "vm", "snapshot", "delete", id, snap)
 	s.counts.snapshots++
 	s.counts.powerChanges += 2

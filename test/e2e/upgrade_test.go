@@ -55,7 +55,7 @@ func TestUpgradeKeepsEveryVM(t *testing.T) {
 	running := startTestVM(t, c, "upgrade-running")
 	paused := startTestVM(t, c, "upgrade-paused")
 	snap := startTestVM(t, c, "upgrade-snapshot")
-	c.ctlOK(t, ctl, "vm", "power", paused.ctrID, "paused", "--timeout", "30s")
+	c.ctlOK(t, ctl, "vm", "power", paused.ctrID, "paused")
 	c.ctlOK(t, ctl, "vm", "snapshot", "create", snap.ctrID, "before-upgrade")
 	ctrPod := c.crictl("runp", writeJSON(t, "ctrpod.json", `{"metadata": {"name": "upgrade-ctr", "namespace": "crimux-e2e", "uid": "upgrade-ctr-1"}}`))
 	t.Cleanup(func() { c.crictlErr("rmp", "-f", ctrPod) })

@@ -101,11 +101,11 @@ func TestVMStorage(t *testing.T) {
 	bootAgain := func(t *testing.T, v *testVM, state string) {
 		t.Helper()
 		from := v.consoleSize()
-		c.ctlOK(t, ctl, "vm", "power", v.ctrID, state, "--timeout", "30s")
+		c.ctlOK(t, ctl, "vm", "power", v.ctrID, state, "--grace-period", "30s")
 		v.waitConsole(t, from, bootTimeout, regexp.MustCompile(`(?m)^CRIMUX-DISK: `))
 	}
 	t.Run("a snapshot of the shut-down VM", func(t *testing.T) {
-		c.ctlOK(t, ctl, "vm", "power", v.ctrID, "Shutdown", "--timeout", "30s")
+		c.ctlOK(t, ctl, "vm", "power", v.ctrID, "Shutdown", "--grace-period", "30s")
 		c.ctlOK(t, ctl, "vm", "snapshot", "create", v.ctrID, "before")
 		bootAgain(t, v, "Running")
 		v.guestOutput(t, "echo later >/mnt/after-snapshot && sync && echo ok")

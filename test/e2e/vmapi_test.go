@@ -65,7 +65,7 @@ func (v *testVM) power(t *testing.T, ctl, state string) (forced bool) {
 		Forced bool   `json:"forced"`
 	}
 	start := time.Now()
-	mustJSON(t, v.c.ctlOK(t, ctl, "vm", "power", v.ctrID, state, "--timeout", "30s", "-o", "json"), &resp)
+	mustJSON(t, v.c.ctlOK(t, ctl, "vm", "power", v.ctrID, state, "--grace-period", "30s", "-o", "json"), &resp)
 	if want := "POWER_STATE_" + strings.ToUpper(state); resp.State != want {
 		t.Fatalf("power %s answered state %s", state, resp.State)
 	}
@@ -91,7 +91,7 @@ func TestVMAPIReboot(t *testing.T) {
 		SoftTimedOut bool   `json:"soft_timed_out"`
 	}
 	start := time.Now()
-	mustJSON(t, c.ctlOK(t, ctl, "vm", "reboot", v.ctrID, "--timeout", "30s", "-o", "json"), &soft)
+	mustJSON(t, c.ctlOK(t, ctl, "vm", "reboot", v.ctrID, "--grace-period", "30s", "-o", "json"), &soft)
 	if soft.Method != "REBOOT_METHOD_SOFT" || soft.SoftTimedOut {
 		t.Fatalf("reboot answered %+v, want a soft reboot (the guest runs acpid)", soft)
 	}
