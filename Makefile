@@ -38,6 +38,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/crimux ./cmd/crimux
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/crimuxctl ./cmd/crimuxctl
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-crimux ./cmd/kubectl-crimux
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/crimux-controller ./cmd/crimux-controller
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/crimux-qemu-wrapper ./cmd/crimux-qemu-wrapper
 
 install: dist-tree
@@ -53,6 +54,7 @@ dist-tree:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/static/crimux ./cmd/crimux
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/static/crimuxctl ./cmd/crimuxctl
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/static/kubectl-crimux ./cmd/kubectl-crimux
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/static/crimux-controller ./cmd/crimux-controller
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/static/crimux-qemu-wrapper ./cmd/crimux-qemu-wrapper
 	./hack/dist.sh $(DIST) $(VERSION) $(BIN)/static
 

@@ -6,21 +6,24 @@
 #
 #   bin/crimux, bin/crimuxctl          static (CGO_ENABLED=0)
 #   bin/kubectl-crimux                 static: kubectl's plugin (kubectl crimux migrate)
+#   bin/crimux-controller              static: the cluster's controller (its image's entrypoint)
 #   lib/crimux/crimux-qemu-wrapper     every domain's <emulator>
 #   systemd/crimux.service             the unit (install.sh sets its paths)
 #   systemd/kubelet-crimux.conf        kubelet's drop-in: endpoints, order
 #   share/crimux/*.yaml                RuntimeClass vm, node agent RBAC + policy
+#   share/crimux/controller/           the VMMigration CRD, crimux-controller (kubectl apply -k)
 #   install.sh, VERSION, SHA256SUMS
 set -euo pipefail
 out=$1 version=$2 bin=$3
 repo=$(cd "$(dirname "$0")/.." && pwd)
 name=crimux-$version-linux-amd64
 tree=$out/$name
-rm -rf "$tree" && mkdir -p "$tree"/{bin,lib/crimux,systemd,share/crimux}
-install -m 0755 "$bin/crimux" "$bin/crimuxctl" "$bin/kubectl-crimux" "$tree/bin/"
+rm -rf "$tree" && mkdir -p "$tree"/{bin,lib/crimux,systemd,share/crimux/controller}
+install -m 0755 "$bin/crimux" "$bin/crimuxctl" "$bin/kubectl-crimux" "$bin/crimux-controller" "$tree/bin/"
 install -m 0755 "$bin/crimux-qemu-wrapper" "$tree/lib/crimux/"
 install -m 0644 "$repo/systemd/crimux.service" "$repo/systemd/kubelet-crimux.conf" "$tree/systemd/"
 install -m 0644 "$repo"/systemd/{runtimeclass-vm,crimux-node-agent-rbac,crimux-node-agent-policy}.yaml "$tree/share/crimux/"
+install -m 0644 "$repo"/deploy/controller/*.yaml "$tree/share/crimux/controller/"
 install -m 0755 "$repo/hack/install.sh" "$tree/install.sh"
 echo "$version" >"$tree/VERSION"
 (cd "$tree" && find . -type f ! -name SHA256SUMS | LC_ALL=C sort | sed 's#^\./##' | xargs sha256sum >SHA256SUMS)

@@ -20,7 +20,7 @@ UNITDIR=${UNITDIR:-$PREFIX/lib/systemd/system}
 (cd "$here" && sha256sum --quiet -c SHA256SUMS) || { echo "install.sh: files differ from SHA256SUMS" >&2; exit 1; }
 
 install -d "$DESTDIR$PREFIX/bin" "$DESTDIR$PREFIX/lib/crimux" "$DESTDIR$UNITDIR" \
-	"$DESTDIR$PREFIX/share/crimux" "$DESTDIR$SYSCONFDIR/crimux" "$DESTDIR$SYSCONFDIR/systemd/system/kubelet.service.d"
+	"$DESTDIR$PREFIX/share/crimux/controller" "$DESTDIR$SYSCONFDIR/crimux" "$DESTDIR$SYSCONFDIR/systemd/system/kubelet.service.d"
 install -m 0755 "$here/bin/crimux" "$here/bin/crimuxctl" "$here/bin/kubectl-crimux" "$DESTDIR$PREFIX/bin/"
 install -m 0755 "$here/lib/crimux/crimux-qemu-wrapper" "$DESTDIR$PREFIX/lib/crimux/"
 config_flag=""
@@ -30,6 +30,7 @@ sed -e "s#/usr/local/bin/crimux#$PREFIX/bin/crimux#" -e "s#/etc/crimux/#$SYSCONF
 chmod 0644 "$DESTDIR$UNITDIR/crimux.service"
 install -m 0644 "$here/systemd/kubelet-crimux.conf" "$DESTDIR$SYSCONFDIR/systemd/system/kubelet.service.d/20-crimux.conf"
 install -m 0644 "$here"/share/crimux/*.yaml "$DESTDIR$PREFIX/share/crimux/"
+install -m 0644 "$here"/share/crimux/controller/*.yaml "$DESTDIR$PREFIX/share/crimux/controller/"
 config=$DESTDIR$SYSCONFDIR/crimux/config.toml
 if [ -e "$config" ]; then
 	echo "kept $config"

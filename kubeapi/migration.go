@@ -1,8 +1,8 @@
 // Package kubeapi is crimux's API through Kubernetes objects: the pod
-// annotations by which crimux's node agent and kubectl-crimux hand a live
-// migration between two nodes, and the patch that writes them. It is a
-// contract, with no logic of either side: both import it, neither the
-// other.
+// annotations by which crimux's node agents and crimux-controller hand a
+// live migration between two nodes, the patch that writes them, and the
+// VMMigration resource (vmmigration.go). It is a contract, with no logic
+// of either side: all import it, none the others.
 package kubeapi
 
 import (
@@ -10,32 +10,32 @@ import (
 	"fmt"
 )
 
-// Live migration through the API server (kubectl crimux migrate): the
-// two nodes' agents never talk to each other and may each write only
-// their own node's pods (crimux-node-agent-policy.yaml), so the plugin,
-// with the user's credentials, carries each agent's answer to the other
-// pod. S is the source pod, T the target pod (same namespace, made by the
-// plugin from S's spec, bound to the target node, with
+// Live migration through the API server (a VMMigration): the two nodes'
+// agents never talk to each other and may each write only their own
+// node's pods (crimux-node-agent-policy.yaml), so crimux-controller
+// carries each agent's answer to the other pod. S is the source pod, T
+// the target pod (same namespace, made by the controller from S's spec,
+// bound to the target node or left to the scheduler, with
 // crimux.io/migrate-from: <namespace>/<S>).
 //
-//  1. plugin      S: migrate-to = T
+//  1. controller  S: migrate-to = T
 //  2. S's agent   S: migration-source (GetMigrationSource)
-//  3. plugin      T: migration-source (copied)
+//  3. controller  T: migration-source (copied)
 //  4. T's agent   T: migration-target (PrepareMigration, once T's VM
 //     container runs, waiting) or migration-result Failed
-//  5. plugin      S: migration-target (copied)
+//  5. controller  S: migration-target (copied)
 //  6. S's agent   S: migration-progress while Migrate streams, then
 //     migration-result
-//  7. plugin      T: migration-result (copied)
+//  7. controller  T: migration-result (copied)
 //  8. T's agent   T: migration-finish (FinishMigration)
-//  9. plugin      deletes S once the finish says Succeeded; deletes T
+//  9. controller  deletes S once the finish says Succeeded; deletes T
 //     on any failure (the VM runs on in S, unchanged)
 //
 // Every value names what it answers (the target pod, the source pod, the
 // token), so an answer left from an earlier attempt is never taken for
 // this one's.
 const (
-	// AnnotationMigrateTo, on S (set by the plugin): the name of T, in
+	// AnnotationMigrateTo, on S (set by the controller): the name of T, in
 	// S's namespace.
 	AnnotationMigrateTo = "crimux.io/migrate-to"
 	// AnnotationMigrateFrom, on T: <namespace>/<S>. It is also what makes
@@ -109,7 +109,7 @@ type MigrationProgress struct {
 }
 
 // MigrationResult is how Migrate ended (on S), or T's refusal to prepare
-// (on T, Token empty); the plugin copies S's to T.
+// (on T, Token empty); the controller copies S's to T.
 type MigrationResult struct {
 	Token   string `json:"token,omitempty"`
 	Phase   string `json:"phase"` // MigrationSucceeded or MigrationFailed

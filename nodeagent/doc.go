@@ -103,9 +103,9 @@
 //
 // # Live migration
 //
-// kubectl crimux migrate moves a VM pod's VM to a new pod T on another
-// node through the two nodes' agents; its plugin copies each agent's
-// answer to the other pod (kubeapi/migration.go has the nine steps,
+// A VMMigration (kubectl crimux migrate, or a drain) moves a VM pod's VM
+// to a new pod T on another node through the two nodes' agents;
+// crimux-controller copies each agent's answer to the other pod (kubeapi/migration.go has the nine steps,
 // keys and JSON values). crimux.io/migrate-to on the source pod S and
 // crimux.io/migrate-from on T are requests like the others. S's agent
 // writes migration-source (GetMigrationSource, for the target named;

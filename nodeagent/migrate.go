@@ -158,7 +158,7 @@ func (p *pass) podKey() string { return p.pod.Namespace + "/" + p.pod.Name }
 
 // refuseMigration answers, on a pod that is not a VM, the migration
 // step it is asked for (2 on a source, 4 on a target) with a Failed
-// result, so that the plugin does not wait for it; whether that changed
+// result, so that the controller does not wait for it; whether that changed
 // the pod.
 func (p *pass) refuseMigration(msg string) bool {
 	res := kubeapi.MigrationResult{Phase: kubeapi.MigrationFailed, Message: "the pod is not a VM: " + msg}

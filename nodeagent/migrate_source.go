@@ -19,9 +19,9 @@ import (
 // migration ended with the crimux that ran it (its streams were that
 // crimux's), and where the VM is tells how. A VM gone from here had
 // switched over, so it is reported Succeeded: the target's
-// FinishMigration then confirms it, or fails, and the plugin removes T,
+// FinishMigration then confirms it, or fails, and the controller removes T,
 // never the pod the VM runs in. Reporting Failed instead would have the
-// plugin delete T, where the VM then runs.
+// controller delete T, where the VM then runs.
 const (
 	interruptedRunning = "crimux restarted while the VM was migrating: the migration ended with it, and the VM runs on here"
 	interruptedGone    = "crimux restarted while the VM was migrating, and the VM no longer runs here: taken to have moved (the target's FinishMigration says whether it arrived)"
@@ -30,7 +30,7 @@ const (
 // describe is step 2: S's VM as T needs it, in migration-source, once
 // per target: a migration-source naming another target (an earlier
 // attempt) is replaced. A refusal is migration-result Failed with no
-// token (no Migrate was started): the plugin stops there. It is asked
+// token (no Migrate was started): the controller stops there. It is asked
 // again on the pod's next pass (GetMigrationSource only reads), and a
 // success then replaces it.
 func (r *reconciler) describe(ctx context.Context, p *pass, to string) error {

@@ -20,7 +20,7 @@ import (
 // (vmapi.toVM: the CRI state's name).
 var containerExited = runtimeapi.ContainerState_CONTAINER_EXITED.String()
 
-// prepare is step 4: once the plugin has copied S's migration-source
+// prepare is step 4: once the controller has copied S's migration-source
 // (made for this pod) and the pod's VM container runs, waiting,
 // PrepareMigration is called once: its answer is migration-target, or
 // migration-result Failed with no token. Never twice for the pod: an
@@ -83,7 +83,7 @@ func (p *pass) preparedFor(from string) bool {
 // finish is step 8: once S's result for this pod's token is copied here,
 // FinishMigration is called once per token: the VM arrived (Succeeded)
 // or did not (told why, the target's container exits). Its answer is
-// migration-finish; the plugin then deletes S, or, on any failure, T.
+// migration-finish; the controller then deletes S, or, on any failure, T.
 func (r *reconciler) finish(ctx context.Context, p *pass) error {
 	from, _ := p.current(kubeapi.AnnotationMigrateFrom)
 	var tgt kubeapi.MigrationTarget

@@ -37,9 +37,7 @@ var requestVerbs = []string{"start", "stop", "pause", "resume", "hibernate", "re
 // commands are kubectl crimux's commands, in the order completion offers
 // them.
 func commands() []command {
-	cmds := []command{{name: "migrate", run: func(in invocation, args []string) error {
-		return migrateCommand(in.ctx, in.o, args, in.stdout, in.stderr, in.client)
-	}}}
+	cmds := []command{{name: "migrate", run: migrateCommand}}
 	for _, verb := range requestVerbs {
 		if verb == "snapshot" { // and its list and delete (snapshot.go)
 			cmds = append(cmds, command{name: verb, run: snapshotCommand, subs: snapshotVerbs})

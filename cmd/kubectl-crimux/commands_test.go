@@ -6,13 +6,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"k8s.io/client-go/kubernetes"
 )
 
 // runPlugin runs kubectl-crimux with no cluster.
 func runPlugin(args ...string) (int, string, string) {
-	noClient := func(options) (kubernetes.Interface, string, error) { return nil, "", errors.New("no cluster here") }
+	noClient := func(options) (clients, string, error) { return clients{}, "", errors.New("no cluster here") }
 	out, errOut := &syncBuffer{}, &syncBuffer{}
 	code := run(context.Background(), args, out, errOut, noClient)
 	return code, out.String(), errOut.String()
@@ -33,6 +31,8 @@ func TestComplete(t *testing.T) {
 		{[]string{"-n", "ns1", "con"}, "console\n"},
 		{[]string{"migrate", "vm1", "--t"}, "--timeout\n--to\n"},
 		{[]string{"migrate", "vm1", "--to", ""}, ""},
+		{[]string{"migrate", "vm1", "--ca"}, "--cancel\n"},
+		{[]string{"migrate", "vm1", "--cancel", ""}, ""},
 		{[]string{"completion", ""}, "bash\nzsh\nfish\n"},
 		{[]string{"snapshot", ""}, "create\nlist\ndelete\n"},
 		{[]string{"-n", "ns1", "snapshot", "l"}, "list\n"},

@@ -1,7 +1,8 @@
 // Command kubectl-crimux is crimux's kubectl plugin (kubectl finds it on
 // PATH as the command "kubectl crimux"), as virtctl is KubeVirt's:
 //
-//	kubectl crimux migrate POD --to NODE [--timeout 15m] [-n NAMESPACE]
+//	kubectl crimux migrate POD [--to NODE] [--timeout 15m] [-n NAMESPACE]
+//	kubectl crimux migrate POD --cancel [-n NAMESPACE]
 //	kubectl crimux start|stop|pause|resume|hibernate|reboot POD
 //	kubectl crimux snapshot [create]|restore POD NAME
 //	kubectl crimux snapshot list POD
@@ -15,20 +16,26 @@
 // snapshot list prints the snapshots the agent lists on the pod
 // (snapshot.go); console is kubectl attach -it.
 //
-// migrate live-migrates a running VM pod to another node: it makes the
-// target pod there (POD's spec, bound to NODE, with crimux.io/migrate-from)
-// and carries each node agent's answer to the other pod, as
-// kubeapi/migration.go lays down, until the VM runs in the
-// target pod; then it deletes POD. On any failure it deletes the target
-// pod and the VM runs on in POD, unchanged.
+// migrate asks for a live migration of a running VM pod: it creates a
+// VMMigration object (kubeapi/vmmigration.go) in the pod's namespace,
+// which crimux's controller (cmd/crimux-controller) carries out, and
+// follows it, printing each step the controller records in its status
+// (migrate.go). --to binds the target pod to a node; without it the
+// scheduler chooses one, never the source's. migrate --cancel sets
+// spec.cancel on the pod's migrations under way and follows them to
+// their end. The plugin only asks and follows: a migration goes on in
+// the cluster when the plugin stops following it (--timeout, Ctrl-C);
+// kubectl get vmmigrations shows them all.
 //
 // The cluster is reached as kubectl reaches it: --kubeconfig, else
 // KUBECONFIG, else ~/.kube/config (else the pod's service account), with
-// --context and -n/--namespace. The user needs get, list, watch, create,
-// patch and delete on pods in the namespace, and get on nodes. --timeout
-// is every command's deadline: how long it waits at most before it gives
-// up. Errors go to stderr, with exit code 1; a bad flag value is a usage
-// error, exit code 2.
+// --context and -n/--namespace. The VM verbs need get, list, watch and
+// patch on pods in the namespace; migrate needs get on pods, and get,
+// list, watch, create and update on vmmigrations.crimux.io there (the
+// aggregated edit role has them). --timeout is every command's
+// deadline: how long it waits at most before it gives up. Errors go to
+// stderr, with exit code 1; a bad flag value is a usage error, exit code
+// 2.
 package main
 
 import (
@@ -42,6 +49,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -51,12 +59,21 @@ import (
 const usage = `kubectl crimux: crimux's VM pods, from kubectl.
 
 Usage:
-  kubectl crimux migrate POD --to NODE [--timeout 15m] [-n NAMESPACE]
-      Moves a running VM pod's VM, live (memory, disk, processes), to NODE:
-      a target pod, POD-mig-xxxxx, is made there from POD's spec; once the VM
-      runs in it, POD is deleted. On any failure (or Ctrl-C) the target pod
-      is deleted and the VM runs on in POD, unchanged. Both nodes' crimux
-      node agents must be on.
+  kubectl crimux migrate POD [--to NODE] [--timeout 15m] [-n NAMESPACE]
+      Moves a running VM pod's VM, live (memory, disk, processes), to
+      another node: NODE, or without --to the one the scheduler chooses
+      (never POD's). It asks crimux's controller by creating a VMMigration
+      object, POD-xxxxx, and follows it, printing each step: the controller
+      makes a target pod from POD's spec and, once the VM runs in it,
+      deletes POD; on any failure it deletes the target pod and the VM runs
+      on in POD, unchanged. The migration goes on in the cluster if the
+      plugin stops following it (--timeout, Ctrl-C): kubectl get
+      vmmigrations -n NAMESPACE -w follows them all. Both nodes' crimux node
+      agents must be on, and crimux's controller (crimux-controller).
+  kubectl crimux migrate POD --cancel [-n NAMESPACE]
+      Cancels POD's migrations under way (spec.cancel) and follows them to
+      their end: the controller deletes the target pod and the VM runs on
+      in POD, unless it had left POD already (then the migration ends).
   kubectl crimux start|stop|pause|resume|hibernate POD
       Declares the VM's power state (crimux.io/power-state: Running,
       Shutdown, Paused, Running, Hibernate) and waits until the pod's node
@@ -89,10 +106,14 @@ Usage:
 
 --timeout is how long a command waits at most before it gives up (its
 deadline). It never changes how long a guest gets to reboot or shut down
-by itself: that is the node agent's (30 s).
+by itself: that is the node agent's (30 s). migrate stops following the
+migration then, and says how to follow or cancel it: the controller goes
+on with it.
 
 Flags:
-  --to NODE             the node to move the VM to (migrate)
+  --to NODE             the node to move the VM to (migrate; default: the
+                        scheduler's choice)
+  --cancel              cancel the pod's migrations under way (migrate)
   --timeout DURATION    the command's deadline: how long it waits at most
                         before it gives up, e.g. 90s, 20m (default: migrate
                         15m; the VM verbs and snapshot list 5m)
@@ -110,6 +131,7 @@ var errReported = errors.New("reported")
 // options are the command line's flags.
 type options struct {
 	to, namespace, kubeconfig, context string
+	cancel                             bool // migrate --cancel
 	timeout                            time.Duration
 	timeoutSet                         bool // --timeout was given
 	// badValue is a flag's value the flag set refused: a usage error.
@@ -145,7 +167,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		// After the first signal a second one kills, as it would without
-		// the plugin: the cleanup under way is then left undone.
+		// the plugin (which then does not say what it left under way).
 		<-ctx.Done()
 		stop()
 	}()
@@ -154,9 +176,16 @@ func main() {
 	os.Exit(code)
 }
 
-// clientFunc makes the API client and says which namespace the context
-// names (tests give a fake).
-type clientFunc func(o options) (kubernetes.Interface, string, error)
+// clients are the API clients: the typed one for pods, the dynamic one
+// for the VMMigration objects (controller/vmmigration.Store).
+type clients struct {
+	kube kubernetes.Interface
+	dyn  dynamic.Interface
+}
+
+// clientFunc makes the API clients and says which namespace the context
+// names (tests give fakes).
+type clientFunc func(o options) (clients, string, error)
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, client clientFunc) int {
 	if len(args) > 0 && args[0] == completeCommand {
@@ -216,7 +245,7 @@ func requestCommand(ctx context.Context, o options, verb string, args []string, 
 	if err != nil {
 		return err
 	}
-	return r.send(ctx, c, ns, args[0], timeout, stdout)
+	return r.send(ctx, c.kube, ns, args[0], timeout, stdout)
 }
 
 // defaultRequestTimeout bounds a VM verb's wait for its answer (a
@@ -224,23 +253,9 @@ func requestCommand(ctx context.Context, o options, verb string, args []string, 
 // sets it.
 const defaultRequestTimeout = 5 * time.Minute
 
-// defaultMigrateTimeout bounds a migration, unless --timeout sets it.
+// defaultMigrateTimeout bounds how long migrate follows a migration,
+// unless --timeout sets it.
 const defaultMigrateTimeout = 15 * time.Minute
-
-func migrateCommand(ctx context.Context, o options, args []string, stdout, stderr io.Writer, client clientFunc) error {
-	switch {
-	case len(args) != 1:
-		return fmt.Errorf("migrate takes one pod, got %d arguments: kubectl crimux migrate POD --to NODE", len(args))
-	case o.to == "":
-		return errors.New("migrate: --to NODE is required")
-	}
-	c, ns, err := client(o)
-	if err != nil {
-		return err
-	}
-	m := newMigration(c, ns, args[0], o.to, o.timeout, stdout, stderr)
-	return m.run(ctx)
-}
 
 // parseArgs reads the flags wherever they are ("migrate vm1 --to n2" and
 // "--to n2 migrate vm1" alike; "--" ends them) and returns the rest. A
@@ -270,6 +285,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("kubectl-crimux", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.to, "to", "", "")
+	fs.BoolVar(&o.cancel, "cancel", false, "")
 	o.timeout = defaultMigrateTimeout
 	fs.Var(timeoutFlag{o}, "timeout", "")
 	fs.StringVar(&o.namespace, "namespace", "", "")
@@ -283,7 +299,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 // KUBECONFIG (a list of files, merged), else ~/.kube/config, else the
 // in-cluster service account; --context chooses the context, whose
 // namespace -n overrides.
-func newClient(o options) (kubernetes.Interface, string, error) {
+func newClient(o options) (clients, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.kubeconfig
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.context}
@@ -291,16 +307,20 @@ func newClient(o options) (kubernetes.Interface, string, error) {
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
 	cfg, err := cc.ClientConfig()
 	if err != nil {
-		return nil, "", fmt.Errorf("kubeconfig: %w", err)
+		return clients{}, "", fmt.Errorf("kubeconfig: %w", err)
 	}
 	ns, _, err := cc.Namespace()
 	if err != nil {
-		return nil, "", fmt.Errorf("kubeconfig: %w", err)
+		return clients{}, "", fmt.Errorf("kubeconfig: %w", err)
 	}
 	cfg.UserAgent = "kubectl-crimux/" + version.Version
-	c, err := kubernetes.NewForConfig(cfg)
+	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, "", err
+		return clients{}, "", err
 	}
-	return c, ns, nil
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return clients{}, "", err
+	}
+	return clients{kube: kube, dyn: dyn}, ns, nil
 }

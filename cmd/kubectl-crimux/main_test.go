@@ -8,13 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/crimux/crimux/internal/version"
 )
 
 func TestRunCommandLine(t *testing.T) {
-	noClient := func(options) (kubernetes.Interface, string, error) { return nil, "", errors.New("no cluster here") }
+	noClient := func(options) (clients, string, error) { return clients{}, "", errors.New("no cluster here") }
 	for _, tc := range []struct {
 		args           []string
 		code           int
@@ -22,11 +20,14 @@ func TestRunCommandLine(t *testing.T) {
 	}{
 		{[]string{"version"}, 0, "kubectl-crimux " + version.Version + "\n", ""},
 		{[]string{"--version"}, 0, "kubectl-crimux " + version.Version + "\n", ""},
-		{[]string{"--help"}, 0, "kubectl crimux migrate POD --to NODE", ""},
+		{[]string{"--help"}, 0, "kubectl crimux migrate POD [--to NODE]", ""},
+		{[]string{"--help"}, 0, "kubectl crimux migrate POD --cancel", ""},
 		{[]string{"help"}, 0, "Usage:", ""},
 		{nil, 1, "", "Usage:"},
 		{[]string{"frobnicate"}, 1, "", `kubectl-crimux: unknown command "frobnicate"`},
-		{[]string{"migrate", "vm1"}, 1, "", "kubectl-crimux: migrate: --to NODE is required\n"},
+		{[]string{"migrate", "vm1"}, 1, "", "kubectl-crimux: no cluster here\n"}, // --to is optional
+		{[]string{"migrate", "vm1", "--cancel", "--to", "n2"}, 1, "", "kubectl-crimux: migrate --cancel takes no --to"},
+		{[]string{"migrate", "--cancel"}, 1, "", "migrate takes one pod, got 0 arguments"},
 		{[]string{"migrate", "--to", "n2"}, 1, "", "migrate takes one pod, got 0 arguments"},
 		{[]string{"migrate", "vm1", "vm2", "--to", "n2"}, 1, "", "migrate takes one pod, got 2 arguments"},
 		{[]string{"migrate", "vm1", "--to", "n2", "--timeout", "0s"}, 2, "", `kubectl-crimux: --timeout "0s": want a positive duration`},
@@ -50,8 +51,11 @@ func TestParseArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.namespace != "ns1" || o.to != "n2" || o.kubeconfig != "/k" || o.timeout != 15*time.Minute || o.timeoutSet {
+	if o.namespace != "ns1" || o.to != "n2" || o.kubeconfig != "/k" || o.timeout != 15*time.Minute || o.timeoutSet || o.cancel {
 		t.Errorf("options %+v", o)
+	}
+	if o, pos, err := parseArgs([]string{"migrate", "--cancel", "vm1"}); err != nil || !o.cancel || strings.Join(pos, " ") != "migrate vm1" {
+		t.Errorf("--cancel: %+v %q, %v", o, pos, err)
 	}
 	if o, _, err := parseArgs([]string{"reboot", "vm1", "--timeout", "90s"}); err != nil || o.timeout != 90*time.Second || !o.timeoutSet {
 		t.Errorf("--timeout 90s: %+v, %v", o, err)
@@ -95,7 +99,7 @@ current-context: one
 		{options{kubeconfig: path, context: "two", namespace: "mine"}, "mine"},
 	} {
 		c, ns, err := newClient(tc.o)
-		if err != nil || c == nil || ns != tc.want {
+		if err != nil || c.kube == nil || c.dyn == nil || ns != tc.want {
 			t.Errorf("%+v: namespace %q, %v; want %q", tc.o, ns, err, tc.want)
 		}
 	}

@@ -5,303 +5,453 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 
+	"github.com/crimux/crimux/controller/vmmigration"
 	"github.com/crimux/crimux/kubeapi"
 )
 
-// migration is one kubectl crimux migrate: pod ns/pod (S) to node.
-type migration struct {
-	client        kubernetes.Interface
-	ns, pod, node string
-	timeout       time.Duration
-	out, errOut   io.Writer
+// migrate is a thin client of the VMMigration object (kubeapi/
+// vmmigration.go): it creates one, which crimux's controller carries out,
+// and follows its status; --cancel sets spec.cancel on the pod's
+// migrations under way. Whatever the plugin does, the migration is the
+// controller's: it goes on when the plugin stops following it.
 
-	suffix func() string    // T's name's random part
-	now    func() time.Time // for "moved in"
-	// goneWait bounds the wait for S to go once the VM left it;
-	// cleanupWait the cleanup after a failure; hintAfter is how long an
-	// agent is waited for before the user is told which; finishWait how
-	// long T's finish is waited for once S's Migrate failed.
-	goneWait, cleanupWait, hintAfter, finishWait time.Duration
-}
+// controllerHintAfter is how long a migration may have no status before
+// the plugin asks whether crimux's controller runs.
+var controllerHintAfter = 10 * time.Second
 
-func newMigration(c kubernetes.Interface, ns, pod, node string, timeout time.Duration, out, errOut io.Writer) *migration {
-	return &migration{
-		client: c, ns: ns, pod: pod, node: node, timeout: timeout, out: out, errOut: errOut,
-		suffix: randomSuffix, now: time.Now, goneWait: time.Minute, cleanupWait: time.Minute,
-		hintAfter: 30 * time.Second, finishWait: time.Minute,
+// followRetry is the wait before the plugin reads a migration again after
+// a failed read or watch.
+const followRetry = 500 * time.Millisecond
+
+// migrateCommand runs kubectl crimux migrate POD [--to NODE] and migrate
+// POD --cancel.
+func migrateCommand(in invocation, args []string) error {
+	switch {
+	case len(args) != 1:
+		return fmt.Errorf("migrate takes one pod, got %d arguments: kubectl crimux migrate POD [--to NODE], or migrate POD --cancel", len(args))
+	case in.o.cancel && in.o.to != "":
+		return errors.New("migrate --cancel takes no --to: it cancels the pod's migrations under way, wherever they go")
 	}
-}
-
-// outcome is how the relay ended: T's finish, or why it failed.
-type outcome struct {
-	state        relayState
-	finish       *kubeapi.MigrationFinish
-	failure      string
-	finishFailed bool // T's agent said the VM did not arrive
-}
-
-// run is the migration (kubeapi/migration.go's steps 1, 3,
-// 5, 7 and 9: the agents do the others). ctx ends on SIGINT/SIGTERM.
-func (m *migration) run(ctx context.Context) error {
-	s, err := m.preflight(ctx)
+	c, ns, err := in.client(in.o)
 	if err != nil {
 		return err
 	}
-	start := m.now()
-	m.printf("migrating pod %s/%s from %s to %s", m.ns, s.Name, s.Spec.NodeName, m.node)
-	mctx, cancel := context.WithTimeout(ctx, m.timeout)
+	// o.timeout is defaultMigrateTimeout unless --timeout sets it.
+	ctx, cancel := context.WithTimeout(in.ctx, in.o.timeout)
 	defer cancel()
+	mc := migrateCmd{in: in, c: c, ns: ns, pod: args[0], res: c.dyn.Resource(vmmigration.GVR).Namespace(ns)}
+	if in.o.cancel {
+		return mc.cancel(ctx)
+	}
+	return mc.start(ctx)
+}
 
-	t, err := m.createTarget(mctx, s)
+// migrateCmd is one run of migrate, on pod ns/pod.
+type migrateCmd struct {
+	in      invocation
+	c       clients
+	ns, pod string
+	res     dynamic.ResourceInterface // the namespace's VMMigrations
+}
+
+// start creates a migration of the pod and follows it to its end.
+func (mc migrateCmd) start(ctx context.Context) error {
+	// A typo should not leave a migration behind that can only fail.
+	if _, err := mc.c.kube.CoreV1().Pods(mc.ns).Get(ctx, mc.pod, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return fmt.Errorf("pod %s/%s: %w", mc.ns, mc.pod, err)
+	}
+	if under, err := mc.underWay(ctx); err == nil && len(under) > 0 {
+		m := under[0]
+		return fmt.Errorf("migration %s/%s of pod %s is under way already (%s): follow it: %s; cancel it: %s",
+			mc.ns, m.Name, mc.pod, phaseOr(m.Status.Phase), mc.followHint(m.Name), mc.cancelHint())
+	}
+	m, err := mc.create(ctx)
 	if err != nil {
-		return m.ended(ctx, err)
+		return err
 	}
-	m.printf("created target pod %s on %s", t.Name, m.node)
-	r := relay{ns: m.ns, source: s.Name, target: t.Name, sourceUID: s.UID, targetUID: t.UID, node: m.node}
-
-	// 1. S: migrate-to = T, and nothing left of an earlier attempt.
-	changes := map[string]*string{kubeapi.AnnotationMigrateTo: &t.Name}
-	for _, k := range kubeapi.MigrationAnnotations {
-		if _, ok := s.Annotations[k]; ok {
-			changes[k] = nil
-		}
-	}
-	patched, err := patchAnnotations(mctx, m.client, s, changes)
+	fmt.Fprintf(mc.in.stdout, "created VMMigration %s/%s of pod %s\n", mc.ns, m.Name, mc.pod)
+	m, err = mc.follow(ctx, m.Name)
 	if err != nil {
-		return m.fail(outcome{failure: fmt.Sprintf("pod %s not asked to migrate: %v", s.Name, m.ended(ctx, err))}, s, t)
+		return mc.stopped(ctx, m, err, false)
 	}
-
-	o := m.relay(ctx, mctx, r, patched, t)
-	if o.failure != "" {
-		return m.fail(o, s, t)
-	}
-	if !sourceSent(o.state, m.currentSource(s)) {
-		return m.keepBoth(o, s, t)
-	}
-	m.printf("%s", finishLine(m.now().Sub(start), *o.finish))
-	if o.finish.Note != "" {
-		m.printf("note: %s", o.finish.Note)
-	}
-	return m.removeSource(s, t)
+	return mc.outcome(m, false)
 }
 
-// currentSource is S as the API server has it now; nil if it is gone or
-// another pod has its name.
-func (m *migration) currentSource(s *corev1.Pod) *corev1.Pod {
-	ctx, cancel := context.WithTimeout(context.Background(), m.cleanupWait)
-	defer cancel()
-	cur, err := m.client.CoreV1().Pods(m.ns).Get(ctx, s.Name, metav1.GetOptions{})
-	if err != nil || cur.UID != s.UID {
-		return nil
-	}
-	return cur
-}
-
-// sourceSent: S's node agent said its Migrate of this migration's token
-// succeeded (the VM left S), as the relay saw it or as S (cur, read
-// last; nil: gone) says now: the relay may have stopped just as S's
-// agent said so. Only S's agent, on S's node, may write S's result (the
-// node agents' admission policy): T's node's word never deletes S.
-func sourceSent(st relayState, cur *corev1.Pod) bool {
-	if st.moved {
-		return true
-	}
-	if st.token == "" || cur == nil {
-		return false
-	}
-	var res kubeapi.MigrationResult
-	ok, _ := kubeapi.DecodeAnnotation(cur.Annotations, kubeapi.AnnotationMigrationResult, &res)
-	return ok && res.Token == st.token && res.Phase == kubeapi.MigrationSucceeded
-}
-
-// keepBoth ends a migration whose target's node says the VM arrived while
-// the source's has not said it left: both pods are kept, and the user is
-// told how to end it once they checked where the VM runs.
-func (m *migration) keepBoth(o outcome, s, t *corev1.Pod) error {
-	said := "has not said it left"
-	if why := o.state.sourceFailed; why != "" {
-		said = "said: " + why
-	}
-	if o.finish.Note != "" {
-		m.eprintf("note from pod %s's node agent: %s", t.Name, o.finish.Note)
-	}
-	m.eprintf("pod %s's node agent says the VM arrived, but pod %s/%s's (on %s) %s; both pods are kept: once you checked that the VM runs in pod %s alone, kubectl delete pod -n %s %s",
-		t.Name, m.ns, s.Name, s.Spec.NodeName, said, t.Name, m.ns, s.Name)
-	return errReported
-}
-
-// ended is err, or what ended ctx if it did (a signal).
-func (m *migration) ended(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return errors.New("interrupted")
-	}
-	return err
-}
-
-// createTarget creates T (another random name if one is taken).
-func (m *migration) createTarget(ctx context.Context, s *corev1.Pod) (*corev1.Pod, error) {
-	pods := m.client.CoreV1().Pods(m.ns)
+// create creates the migration, named as generateName "POD-" would name
+// it (the name is set here, so that a name taken is tried again).
+func (mc migrateCmd) create(ctx context.Context) (*kubeapi.VMMigration, error) {
 	for attempt := 0; ; attempt++ {
-		t := targetPod(s, targetName(s.Name, m.suffix()), m.node)
-		created, err := pods.Create(ctx, t, metav1.CreateOptions{FieldManager: fieldManager})
+		m := &kubeapi.VMMigration{
+			ObjectMeta: metav1.ObjectMeta{Name: migrationName(mc.pod), Namespace: mc.ns},
+			Spec:       kubeapi.VMMigrationSpec{Pod: mc.pod, TargetNode: mc.in.o.to},
+		}
+		u, err := vmmigration.ToUnstructured(m)
+		if err != nil {
+			return nil, err
+		}
+		unstructured.RemoveNestedField(u.Object, "status")
+		out, err := mc.res.Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager})
 		switch {
-		case err == nil:
-			return created, nil
 		case apierrors.IsAlreadyExists(err) && attempt < 3:
 			continue
-		case ctx.Err() != nil:
-			// It may have been made all the same: it goes.
-			cctx, cancel := context.WithTimeout(context.Background(), m.cleanupWait)
-			defer cancel()
-			_ = pods.Delete(cctx, t.Name, metav1.DeleteOptions{})
+		case apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("create VMMigration in %s: %w (is crimux's controller installed, with its CRD deploy/controller/crd-vmmigration.yaml?)", mc.ns, err)
+		case err != nil:
+			return nil, fmt.Errorf("create VMMigration in %s: %w", mc.ns, err)
 		}
-		return nil, fmt.Errorf("create target pod %s: %w", t.Name, err)
+		return vmmigration.FromUnstructured(out)
 	}
 }
 
-// relay carries the agents' answers between S and T (steps 3, 5 and 7)
-// until T's finish, a failure, or mctx's end (the timeout, or ctx's: a
-// signal).
-func (m *migration) relay(ctx, mctx context.Context, r relay, s, t *corev1.Pod) outcome {
-	wctx, stop := context.WithCancel(mctx)
-	defer stop()
-	events := make(chan podEvent)
-	go watchPod(wctx, m.client, m.ns, r.source, events)
-	go watchPod(wctx, m.client, m.ns, r.target, events)
-
-	cur := map[string]*corev1.Pod{r.source: s, r.target: t}
-	// sent: what was copied to each pod, not copied again while the
-	// watch has yet to show it there.
-	sent := map[string]map[string]string{r.source: {}, r.target: {}}
-	var st relayState
-	var said told
-	hint := time.NewTimer(m.hintAfter)
-	defer hint.Stop()
-	var finishDue <-chan time.Time // once S's Migrate failed
-	for {
-		step := r.next(st, cur[r.source], cur[r.target])
-		st = step.state
-		for name, copies := range map[string]map[string]string{r.source: step.toSource, r.target: step.toTarget} {
-			if err := m.copyTo(mctx, cur[name], copies, sent[name]); err != nil {
-				return outcome{state: st, failure: fmt.Sprintf("relay to pod %s: %v", name, m.ended(ctx, err))}
-			}
-		}
-		m.tell(r, step, &said)
-		switch {
-		case step.failure != "":
-			return outcome{state: st, failure: step.failure, finishFailed: step.finishFailed}
-		case step.finish != nil:
-			return outcome{state: st, finish: step.finish}
-		case st.sourceFailed != "" && finishDue == nil:
-			finishDue = time.After(m.finishWait)
-		}
-		select {
-		case <-finishDue:
-			return outcome{state: st, failure: fmt.Sprintf("the source could not send the VM: %s; then the target's node agent did not finish within %s",
-				st.sourceFailed, m.finishWait)}
-		case <-mctx.Done():
-			if ctx.Err() != nil {
-				return outcome{state: st, failure: "interrupted"}
-			}
-			return outcome{state: st, failure: fmt.Sprintf("timed out after %s (--timeout)", m.timeout)}
-		case <-hint.C:
-			m.hint(r, s.Spec.NodeName, &said)
-			hint.Reset(m.hintAfter)
-		case ev := <-events:
-			if ev.err != nil {
-				return outcome{state: st, failure: fmt.Sprintf("watch pod %s: %v", ev.name, ev.err)}
-			}
-			cur[ev.name] = ev.pod
-		}
+// migrationName is "POD-xxxxx", as the API server makes generateName
+// "POD-" into a name: the base cut to 58 characters, then 5 random ones
+// (of [a-z0-9]). The controller puts the name in a label of the target
+// pod, so it must not pass 63 characters.
+func migrationName(pod string) string {
+	const maxBase = 63 - 5
+	base := pod + "-"
+	if len(base) > maxBase {
+		base = base[:maxBase]
 	}
+	return base + utilrand.String(5)
 }
 
-// copyTo patches onto pod the copies it was not sent yet.
-func (m *migration) copyTo(ctx context.Context, pod *corev1.Pod, copies, sent map[string]string) error {
-	changes := map[string]*string{}
-	for k, v := range copies {
-		if sent[k] != v {
-			changes[k] = &v
-		}
-	}
-	if len(changes) == 0 || pod == nil {
-		return nil
-	}
-	if _, err := patchAnnotations(ctx, m.client, pod, changes); err != nil {
+// cancel sets spec.cancel on the pod's migrations under way and follows
+// each to its end.
+func (mc migrateCmd) cancel(ctx context.Context) error {
+	under, err := mc.underWay(ctx)
+	if err != nil {
 		return err
 	}
-	for k, v := range changes {
-		sent[k] = *v
+	if len(under) == 0 {
+		return fmt.Errorf("no migration of pod %s/%s is under way", mc.ns, mc.pod)
 	}
-	return nil
-}
-
-// removeSource is step 9: the VM runs in T, S goes.
-func (m *migration) removeSource(s, t *corev1.Pod) error {
-	ctx, cancel := context.WithTimeout(context.Background(), m.goneWait+m.cleanupWait)
-	defer cancel()
-	if err := deletePod(ctx, m.client, s); err != nil {
-		return fmt.Errorf("the VM runs in pod %s now, but pod %s could not be deleted: %w", t.Name, s.Name, err)
+	for _, m := range under {
+		if err := mc.setCancel(ctx, m.Name); err != nil {
+			return fmt.Errorf("cancel migration %s/%s: %w", mc.ns, m.Name, err)
+		}
+		fmt.Fprintf(mc.in.stdout, "cancelling VMMigration %s/%s of pod %s (%s)\n", mc.ns, m.Name, mc.pod, phaseOr(m.Status.Phase))
 	}
-	switch gone, err := waitGone(ctx, m.client, s, m.goneWait); {
-	case err != nil:
-		return fmt.Errorf("the VM runs in pod %s now; deleted pod %s, but: %w", t.Name, s.Name, err)
-	case gone:
-		m.printf("deleted source pod %s", s.Name)
-	default:
-		m.printf("source pod %s is still terminating after %s; not waiting longer", s.Name, m.goneWait)
+	var failed bool
+	for _, m := range under {
+		end, err := mc.follow(ctx, m.Name)
+		if err != nil {
+			return mc.stopped(ctx, end, err, true)
+		}
+		if err := mc.outcome(end, true); err != nil {
+			failed = true
+		}
 	}
-	return nil
-}
-
-// fail is step 9 of a failed migration: T goes, and S's migration
-// annotations too, so that the next attempt starts clean; the VM runs on
-// in S. Unless S's agent said the VM left S and T's has not said it did
-// not arrive (the relay timed out, was interrupted, or T failed first):
-// the VM may run in T, so both pods are kept for a person to look at.
-func (m *migration) fail(o outcome, s, t *corev1.Pod) error {
-	ctx, cancel := context.WithTimeout(context.Background(), m.cleanupWait)
-	defer cancel()
-	st := o.state
-	m.eprintf("kubectl-crimux: migration of pod %s/%s to %s failed: %s", m.ns, s.Name, m.node, o.failure)
-	cur := m.currentSource(s)
-	st.moved = sourceSent(st, cur)
-	if st.moved && !o.finishFailed {
-		m.eprintf("the VM left pod %s: it was sent to pod %s, whose node agent has not said whether it arrived; both pods are kept (kubectl describe pod -n %s %s)",
-			s.Name, t.Name, m.ns, t.Name)
+	if failed {
 		return errReported
 	}
-	if err := deletePod(ctx, m.client, t); err != nil {
-		m.eprintf("target pod %s not deleted: %v (kubectl delete pod -n %s %s)", t.Name, err, m.ns, t.Name)
-	} else {
-		m.eprintf("deleted target pod %s", t.Name)
+	return nil
+}
+
+// underWay is the pod's migrations that have not ended, oldest first.
+// It lists the namespace's alone: a user may read no other's.
+func (mc migrateCmd) underWay(ctx context.Context) ([]*kubeapi.VMMigration, error) {
+	l, err := mc.res.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list VMMigrations in %s: %w", mc.ns, err)
 	}
-	if cur != nil {
-		removal := map[string]*string{kubeapi.AnnotationMigrateTo: nil}
-		for _, k := range kubeapi.MigrationAnnotations {
-			removal[k] = nil
+	var out []*kubeapi.VMMigration
+	for i := range l.Items {
+		m, err := vmmigration.FromUnstructured(&l.Items[i])
+		if err != nil {
+			return nil, err
 		}
-		if _, err := patchAnnotations(ctx, m.client, s, removal); err != nil {
-			m.eprintf("the migration annotations of pod %s not removed: %v", s.Name, err)
-		} else {
-			m.eprintf("removed the migration annotations of pod %s", s.Name)
+		if m.Namespace == mc.ns && m.Spec.Pod == mc.pod && !kubeapi.Final(m.Status.Phase) {
+			out = append(out, m)
 		}
 	}
+	sort.Slice(out, func(i, j int) bool {
+		if a, b := out[i].CreationTimestamp, out[j].CreationTimestamp; !a.Equal(&b) {
+			return a.Before(&b)
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out, nil
+}
+
+// setCancel sets spec.cancel of migration name, on the latest version of
+// it.
+func (mc migrateCmd) setCancel(ctx context.Context, name string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := mc.res.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedField(u.Object, true, "spec", "cancel"); err != nil {
+			return err
+		}
+		_, err = mc.res.Update(ctx, u, metav1.UpdateOptions{FieldManager: fieldManager})
+		return err
+	})
+}
+
+// outcome prints how migration m ended: nil if it succeeded, or was
+// cancelled as asked (cancelling); else errReported, the failure printed.
+func (mc migrateCmd) outcome(m *kubeapi.VMMigration, cancelling bool) error {
+	st := m.Status
+	out := mc.in.stdout
 	switch {
-	case st.moved:
-		m.eprintf("the VM left pod %s/%s (its node agent said it was sent) but did not arrive in pod %s: it runs in neither (kubectl describe pod -n %s %s)",
-			m.ns, s.Name, t.Name, m.ns, s.Name)
-	case cur != nil && cur.DeletionTimestamp == nil && cur.Status.Phase == corev1.PodRunning:
-		m.eprintf("the VM still runs in pod %s/%s on %s, unchanged", m.ns, s.Name, s.Spec.NodeName)
-	default:
-		m.eprintf("pod %s/%s no longer runs; its VM did not move", m.ns, s.Name)
+	case st.Phase == kubeapi.VMMigrationSucceeded:
+		if cancelling {
+			fmt.Fprintf(out, "migration %s/%s succeeded before it could be cancelled (the VM had left pod %s)\n", mc.ns, m.Name, mc.pod)
+		}
+		fmt.Fprintf(out, "target pod %s runs the VM on %s\n", orUnsaid(st.TargetPod), orUnsaid(st.TargetNode))
+		return nil
+	case cancelling && st.Reason == "Cancelled":
+		fmt.Fprintf(out, "migration %s/%s cancelled: %s\n", mc.ns, m.Name, printable(st.Message))
+		return nil
+	}
+	fmt.Fprintf(mc.in.stderr, "kubectl-crimux: migration %s/%s failed (%s): %s\n", mc.ns, m.Name, orUnsaid(st.Reason), printable(st.Message))
+	return errReported
+}
+
+// stopped reports why the plugin stopped following migration m (err):
+// the command's deadline or a signal (ctx), after which the migration
+// goes on in the cluster, or a read that cannot succeed.
+func (mc migrateCmd) stopped(ctx context.Context, m *kubeapi.VMMigration, err error, cancelling bool) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	why := fmt.Sprintf("stopped following after --timeout %s", mc.in.o.timeout)
+	if mc.in.ctx.Err() != nil {
+		why = "interrupted"
+	}
+	what := "it goes on in the cluster, carried out by crimux's controller"
+	if cancelling {
+		what = "its cancellation goes on in the cluster"
+	}
+	w := mc.in.stderr
+	fmt.Fprintf(w, "kubectl-crimux: %s: migration %s/%s of pod %s is %s; %s\n", why, mc.ns, m.Name, mc.pod, phaseOr(m.Status.Phase), what)
+	fmt.Fprintf(w, "  follow it: %s\n", mc.followHint(m.Name))
+	if !cancelling {
+		fmt.Fprintf(w, "  cancel it: %s\n", mc.cancelHint())
 	}
 	return errReported
+}
+
+// followHint is the kubectl command that follows migration name.
+func (mc migrateCmd) followHint(name string) string {
+	return "kubectl get vmmigration -n " + mc.ns + " " + name + " -w" + mc.clusterFlags()
+}
+
+// cancelHint is the command that cancels the pod's migrations.
+func (mc migrateCmd) cancelHint() string {
+	return "kubectl crimux migrate " + mc.pod + " --cancel -n " + mc.ns + mc.clusterFlags()
+}
+
+// clusterFlags are --kubeconfig and --context as the user gave them.
+func (mc migrateCmd) clusterFlags() string {
+	var b strings.Builder
+	for _, f := range [][2]string{{"--kubeconfig", mc.in.o.kubeconfig}, {"--context", mc.in.o.context}} {
+		if f[1] != "" {
+			b.WriteString(" " + f[0] + " " + f[1])
+		}
+	}
+	return b.String()
+}
+
+// follow prints migration name's steps (follower.show) until it ends,
+// and returns it as it ended. If ctx ends first, or the migration cannot
+// be read, it returns the error and the migration as last seen.
+func (mc migrateCmd) follow(ctx context.Context, name string) (*kubeapi.VMMigration, error) {
+	f := &follower{res: mc.res, ns: mc.ns, name: name, out: mc.in.stdout,
+		last: &kubeapi.VMMigration{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: mc.ns}}}
+	m, err := f.follow(ctx)
+	if err != nil {
+		return f.last, err
+	}
+	return m, nil
+}
+
+// follower follows one migration: it lists it, then watches it from
+// there, and lists again whenever the watch ends, so that it misses no
+// change and prints none twice.
+type follower struct {
+	res      dynamic.ResourceInterface
+	ns, name string
+	out      io.Writer
+
+	last     *kubeapi.VMMigration       // as last seen
+	message  string                     // the status.message printed last
+	progress *kubeapi.MigrationProgress // the status.progress printed last
+	stated   bool                       // the controller wrote a status
+	silent   <-chan time.Time           // controllerHintAfter passed
+}
+
+// errGone: the migration was deleted before it ended.
+var errGone = errors.New("was deleted before it ended")
+
+func (f *follower) follow(ctx context.Context) (*kubeapi.VMMigration, error) {
+	hint := time.NewTimer(controllerHintAfter)
+	defer hint.Stop()
+	f.silent = hint.C
+	for {
+		m, err := f.pass(ctx)
+		switch {
+		case m != nil:
+			return m, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.Is(err, errGone):
+			return nil, fmt.Errorf("migration %s/%s %w", f.ns, f.name, err)
+		case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err), apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("migration %s/%s: %w", f.ns, f.name, err)
+		case apierrors.IsResourceExpired(err), apierrors.IsGone(err):
+			// The watch's version is too old: list again at once.
+		case err != nil:
+			// Anything else may pass (the API server restarting): read
+			// it again shortly.
+			if err := f.sleep(ctx, followRetry); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// pass lists the migration and watches it from there: it returns it once
+// it ended, else nil once the watch ends, or the error that ended it.
+func (f *follower) pass(ctx context.Context) (*kubeapi.VMMigration, error) {
+	byName := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", f.name).String()}
+	l, err := f.res.List(ctx, byName)
+	if err != nil {
+		return nil, err
+	}
+	var found bool
+	for i := range l.Items {
+		if l.Items[i].GetName() != f.name {
+			continue
+		}
+		found = true
+		if m, err := f.saw(&l.Items[i]); m != nil || err != nil {
+			return m, err
+		}
+	}
+	if !found {
+		return nil, errGone
+	}
+	byName.ResourceVersion, byName.AllowWatchBookmarks = l.GetResourceVersion(), true
+	w, err := f.res.Watch(ctx, byName)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-f.silent:
+			f.hint()
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil, nil
+			}
+			u, isObj := ev.Object.(*unstructured.Unstructured)
+			switch {
+			case ev.Type == watch.Error:
+				return nil, apierrors.FromObject(ev.Object)
+			case !isObj || u.GetName() != f.name:
+			case ev.Type == watch.Deleted:
+				return nil, errGone
+			case ev.Type == watch.Added || ev.Type == watch.Modified:
+				if m, err := f.saw(u); m != nil || err != nil {
+					return m, err
+				}
+			}
+		}
+	}
+}
+
+// saw shows the migration as read: it returns it if it ended.
+func (f *follower) saw(u *unstructured.Unstructured) (*kubeapi.VMMigration, error) {
+	m, err := vmmigration.FromUnstructured(u)
+	if err != nil {
+		return nil, err
+	}
+	f.last = m
+	if f.show(m) {
+		return m, nil
+	}
+	return nil, nil
+}
+
+// show prints what changed in m's status since it was last shown: a new
+// progress report (progressLine), a new message (prefixed with the phase;
+// but a failure's, which the caller prints). It reports whether m ended.
+func (f *follower) show(m *kubeapi.VMMigration) bool {
+	st := m.Status
+	if st.Phase != "" {
+		f.stated = true
+	}
+	if p := st.Progress; p != nil && (f.progress == nil || *p != *f.progress) {
+		pc := *p
+		f.progress = &pc
+		fmt.Fprintln(f.out, progressLine(pc))
+	}
+	if st.Message != "" && st.Message != f.message {
+		f.message = st.Message
+		if st.Phase != kubeapi.VMMigrationFailed {
+			fmt.Fprintf(f.out, "%s: %s\n", phaseOr(st.Phase), printable(st.Message))
+		}
+	}
+	return kubeapi.Final(st.Phase)
+}
+
+// hint asks, once, whether the controller runs, if it has written no
+// status yet.
+func (f *follower) hint() {
+	f.silent = nil
+	if !f.stated {
+		fmt.Fprintf(f.out, "VMMigration %s/%s has no status after %s: is crimux's controller (crimux-controller) running?\n",
+			f.ns, f.name, controllerHintAfter)
+	}
+}
+
+// sleep waits d, or until ctx ends.
+func (f *follower) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-f.silent:
+			f.hint()
+		case <-t.C:
+			return nil
+		}
+	}
+}
+
+// orUnsaid is s, or says that it is not there.
+func orUnsaid(s string) string {
+	if s == "" {
+		return "(none given)"
+	}
+	return s
+}
+
+// phaseOr is a migration's phase, Pending before the controller set one.
+func phaseOr(phase string) string {
+	if phase == "" {
+		return kubeapi.VMMigrationPending
+	}
+	return phase
 }

@@ -2,415 +2,476 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"regexp"
-	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/crimux/crimux/controller/vmmigration"
 	"github.com/crimux/crimux/kubeapi"
 )
 
-const target = "vm1-mig-abcde"
+// migCluster is a fake cluster for migrate: pods in a fake clientset,
+// the VMMigration objects in a fake dynamic client.
+type migCluster struct {
+	kube  *fake.Clientset
+	dyn   *dynamicfake.FakeDynamicClient
+	store vmmigration.Store
+	// gap is the fake controller's wait between two statuses.
+	gap time.Duration
+	// got is the options the plugin's last clientFunc call had.
+	mu  sync.Mutex
+	got options
+}
 
-func getPod(t *testing.T, c *fake.Clientset, name string) *corev1.Pod {
+// newMigCluster holds pods, and migs as they are.
+func newMigCluster(t *testing.T, pods []*corev1.Pod, migs ...*kubeapi.VMMigration) *migCluster {
 	t.Helper()
-	p, err := c.CoreV1().Pods(testNS).Get(context.Background(), name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
+	var objs []runtime.Object
+	for _, m := range migs {
+		u, err := vmmigration.ToUnstructured(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, u)
 	}
+	var kobjs []runtime.Object
+	for _, p := range pods {
+		kobjs = append(kobjs, p)
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{vmmigration.GVR: "VMMigrationList"}, objs...)
+	return &migCluster{kube: fake.NewClientset(kobjs...), dyn: dyn, store: vmmigration.Store{Client: dyn}, gap: 20 * time.Millisecond}
+}
+
+// client is the plugin's clientFunc: the namespace is -n's, else testNS.
+func (c *migCluster) client(o options) (clients, string, error) {
+	c.mu.Lock()
+	c.got = o
+	c.mu.Unlock()
+	ns := o.namespace
+	if ns == "" {
+		ns = testNS
+	}
+	return clients{kube: c.kube, dyn: c.dyn}, ns, nil
+}
+
+func (c *migCluster) run(ctx context.Context, args ...string) (int, string, string) {
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	code := run(ctx, args, out, errOut, c.client)
+	return code, out.String(), errOut.String()
+}
+
+// step is one status the fake controller writes; with onCancel, it waits
+// for spec.cancel first.
+type step struct {
+	status   kubeapi.VMMigrationStatus
+	onCancel bool
+}
+
+// controller plays crimux's controller until the test ends: it takes
+// each migration it finds with no status yet, or with spec.cancel, through
+// script(m)'s statuses, gap apart, written with Store.UpdateStatus onto
+// the latest version (which keeps its spec). It starts once the plugin
+// watches the migration, so that the plugin sees each status, however
+// slowly it runs.
+func (c *migCluster) controller(t *testing.T, script func(m *kubeapi.VMMigration) []step) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		taken := map[string]bool{}
+		for ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+			migs, _, err := c.store.List(ctx)
+			if err != nil {
+				continue
+			}
+			for _, m := range migs {
+				key := m.Namespace + "/" + m.Name
+				if taken[key] || kubeapi.Final(m.Status.Phase) || m.Status.Phase != "" && !m.Spec.Cancel {
+					continue
+				}
+				taken[key] = true
+				c.play(ctx, t, m, script(m))
+			}
+		}
+	}()
+}
+
+func (c *migCluster) play(ctx context.Context, t *testing.T, m *kubeapi.VMMigration, steps []step) {
+	for ctx.Err() == nil && !c.watched(m.Name) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, s := range steps {
+		for {
+			if ctx.Err() != nil {
+				return
+			}
+			time.Sleep(c.gap)
+			cur, err := c.store.Get(ctx, m.Namespace, m.Name)
+			if err != nil || s.onCancel && !cur.Spec.Cancel {
+				continue
+			}
+			cur.Status = s.status
+			if _, err := c.store.UpdateStatus(ctx, cur); err != nil {
+				t.Errorf("fake controller: %v", err)
+			}
+			break
+		}
+	}
+}
+
+// watched reports whether the plugin watched migration name.
+func (c *migCluster) watched(name string) bool {
+	for _, a := range c.dyn.Actions() {
+		if w, ok := a.(k8stesting.WatchAction); ok && w.GetResource() == vmmigration.GVR &&
+			w.GetWatchRestrictions().Fields.String() == "metadata.name="+name {
+			return true
+		}
+	}
+	return false
+}
+
+// get is migration ns/name.
+func (c *migCluster) get(t *testing.T, ns, name string) *kubeapi.VMMigration {
+	t.Helper()
+	m, err := c.store.Get(context.Background(), ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return m
 }
 
-// inOrder fails unless want's lines appear in text in that order.
-func inOrder(t *testing.T, text string, want ...string) {
+var createdLine = regexp.MustCompile(`^created VMMigration ([a-z0-9-]+)/(vm1-[a-z0-9]{5}) of pod vm1\n`)
+
+// created is the namespace and name of the migration out says was
+// created.
+func created(t *testing.T, out string) (string, string) {
 	t.Helper()
-	rest := text
-	for _, w := range want {
-		i := strings.Index(rest, w)
-		if i < 0 {
-			t.Fatalf("output lacks %q (in order):\n%s", w, text)
-		}
-		rest = rest[i+len(w):]
+	sm := createdLine.FindStringSubmatch(out)
+	if sm == nil {
+		t.Fatalf("stdout does not start with the migration created:\n%s", out)
+	}
+	return sm[1], sm[2]
+}
+
+var (
+	prog1 = kubeapi.MigrationProgress{Token: "tok", ElapsedMS: 1000, TotalBytes: 512 << 20, ProcessedBytes: 212 << 20, RemainingBytes: 300 << 20, DirtyRateBytes: 3 << 20, Iteration: 1}
+	prog2 = kubeapi.MigrationProgress{Token: "tok", ElapsedMS: 2500, TotalBytes: 512 << 20, ProcessedBytes: 520 << 20, RemainingBytes: 20 << 20, DirtyRateBytes: 1 << 20, Iteration: 2}
+)
+
+// successScript is a migration of vm1 to node2 as the controller records
+// it.
+func successScript(*kubeapi.VMMigration) []step {
+	st := kubeapi.VMMigrationStatus{SourceNode: "node1", TargetPod: "vm1-mig-abcde", TargetNode: "node2"}
+	at := func(phase, msg string, p *kubeapi.MigrationProgress) step {
+		s := st
+		s.Phase, s.Reason, s.Message, s.Progress = phase, phase, msg, p
+		return step{status: s}
+	}
+	done := at(kubeapi.VMMigrationSucceeded, "moved in 1.0s: downtime 80 ms; addresses 10.88.78.5", &prog2)
+	done.status.Reason, done.status.DowntimeMS = "Moved", 80
+	return []step{
+		at(kubeapi.VMMigrationScheduling, "target pod vm1-mig-abcde created on node2", nil),
+		at(kubeapi.VMMigrationTargetReady, "target pod vm1-mig-abcde ready to receive it at 10.0.0.2", nil),
+		at(kubeapi.VMMigrationRunning, "target pod vm1-mig-abcde ready to receive it at 10.0.0.2", &prog1),
+		at(kubeapi.VMMigrationRunning, "the VM left vm1; waiting for vm1-mig-abcde to take it over", &prog2),
+		done,
 	}
 }
 
-// Happy path: each answer relayed in the protocol's order, the progress
-// printed, S deleted once T's finish says Succeeded; an earlier attempt's
-// leftovers on S cleared, and its late answers ignored.
+// TestMigrate: migrate creates a VMMigration of the pod (to --to's node)
+// and prints each step the controller records, each progress report
+// once, then where the VM runs.
 func TestMigrate(t *testing.T) {
-	old := func(p *corev1.Pod) {
-		p.Annotations[kubeapi.AnnotationMigrateTo] = "vm1-mig-old00" // gone
-		p.Annotations[kubeapi.AnnotationMigrationResult] = `{"phase":"Failed","message":"an old refusal"}`
-		p.Annotations[kubeapi.AnnotationMigrationFinish] = `{"token":"tok-old","phase":"Failed"}`
+	c := newMigCluster(t, []*corev1.Pod{vmPod("vm1", "node1")})
+	c.controller(t, successScript)
+	code, out, errOut := c.run(context.Background(), "migrate", "vm1", "--to", "node2")
+	ns, name := created(t, out)
+	want := "created VMMigration default/" + name + " of pod vm1\n" +
+		"Scheduling: target pod vm1-mig-abcde created on node2\n" +
+		"TargetReady: target pod vm1-mig-abcde ready to receive it at 10.0.0.2\n" +
+		progressLine(prog1) + "\n" +
+		progressLine(prog2) + "\n" +
+		"Running: the VM left vm1; waiting for vm1-mig-abcde to take it over\n" +
+		"Succeeded: moved in 1.0s: downtime 80 ms; addresses 10.88.78.5\n" +
+		"target pod vm1-mig-abcde runs the VM on node2\n"
+	if code != 0 || out != want || errOut != "" {
+		t.Errorf("migrate vm1 --to node2: exit %d, stderr %q, stdout:\n%s\nwant:\n%s", code, errOut, out, want)
 	}
-	c := newFakeCluster(t, behaviour{staleFirst: true}, vmPod("vm1", "node1", old))
-	m, out, errOut := testMigration(c.client, "vm1", "node2", 10*time.Second)
-	if err := m.run(context.Background()); err != nil {
-		t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
-	}
-	t.Logf("stdout:\n%s", out)
-	inOrder(t, out.String(),
-		"migrating pod default/vm1 from node1 to node2\n",
-		"created target pod vm1-mig-abcde on node2\n",
-		"  41%  remaining 300.0 MiB  dirty 3.0 MiB/s  pass 1  (1.0s)\n",
-		"  96%  remaining 20.0 MiB  dirty 1.0 MiB/s  pass 2  (2.5s)\n",
-		"the VM left vm1; waiting for vm1-mig-abcde to take it over\n",
-		"moved in ", "s: downtime 80 ms; addresses 10.88.78.5\n",
-		"deleted source pod vm1\n")
-	for _, w := range []string{
-		"target pod vm1-mig-abcde running on node2\n",
-		"source pod vm1 ready to send its VM (image sha256:0123456789ab)\n",
-		"target pod vm1-mig-abcde ready to receive it at 10.0.0.2 (libvirt qemu+tls://10.0.0.2/system)\n",
-	} {
-		if !strings.Contains(out.String(), w) {
-			t.Errorf("output lacks %q", w)
-		}
-	}
-	if strings.Contains(out.String(), "512.0 MiB") || errOut.String() != "" {
-		t.Errorf("the earlier attempt's progress printed, or errors:\n%s\n%s", out, errOut)
-	}
-	if getPod(t, c.client, "vm1") != nil {
-		t.Error("the source pod is still there")
-	}
-	tp := getPod(t, c.client, target)
-	if tp == nil || tp.Annotations[kubeapi.AnnotationMigrationFinish] == "" {
-		t.Fatalf("the target pod is gone or has no finish: %+v", tp)
-	}
-	var src kubeapi.MigrationSource
-	if _, err := kubeapi.DecodeAnnotation(tp.Annotations, kubeapi.AnnotationMigrationSource, &src); err != nil || src.Target != target {
-		t.Errorf("T's migration-source is %+v (%v): the earlier attempt's relayed?", src, err)
-	}
-
-	// Each step after the one it answers, whoever wrote it.
-	seq := patched(c.client)
-	order := []string{
-		"vm1 " + kubeapi.AnnotationMigrateTo,
-		"vm1 " + kubeapi.AnnotationMigrationSource,
-		target + " " + kubeapi.AnnotationMigrationSource,
-		target + " " + kubeapi.AnnotationMigrationTarget,
-		"vm1 " + kubeapi.AnnotationMigrationTarget,
-		"vm1 " + kubeapi.AnnotationMigrationProgress,
-		"vm1 " + kubeapi.AnnotationMigrationResult,
-		target + " " + kubeapi.AnnotationMigrationResult,
-		target + " " + kubeapi.AnnotationMigrationFinish,
-	}
-	last := -1
-	for _, k := range order {
-		i := slices.Index(seq, k)
-		if i <= last {
-			t.Fatalf("%s at %d, want after %d: %v", k, i, last, seq)
-		}
-		last = i
+	m := c.get(t, ns, name)
+	if ns != testNS || m.Spec != (kubeapi.VMMigrationSpec{Pod: "vm1", TargetNode: "node2"}) {
+		t.Errorf("created %s/%s with spec %+v; want %s, pod vm1 to node2", ns, name, m.Spec, testNS)
 	}
 }
 
-// The target refuses: T deleted, S's migration annotations removed, the
-// VM said to run on in S.
-func TestMigrateTargetRefuses(t *testing.T) {
-	c := newFakeCluster(t, behaviour{targetRefuses: "the source VM has 2 vCPUs, the target pod 4"}, vmPod("vm1", "node1"))
-	m, out, errOut := testMigration(c.client, "vm1", "node2", 10*time.Second)
-	err := m.run(context.Background())
-	if !errors.Is(err, errReported) {
-		t.Fatalf("run: %v, want a failure", err)
-	}
-	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
-	inOrder(t, errOut.String(),
-		"kubectl-crimux: migration of pod default/vm1 to node2 failed: the target refused: the source VM has 2 vCPUs, the target pod 4\n",
-		"deleted target pod vm1-mig-abcde\n",
-		"removed the migration annotations of pod vm1\n",
-		"the VM still runs in pod default/vm1 on node1, unchanged\n")
-	requireCleanedUp(t, c)
-}
-
-// S's Migrate fails: its result goes to T all the same (T's agent ends
-// its wait), then T goes.
-func TestMigrateSourceFails(t *testing.T) {
-	c := newFakeCluster(t, behaviour{sourceFails: "migration job: unexpectedly failed"}, vmPod("vm1", "node1"))
-	m, out, errOut := testMigration(c.client, "vm1", "node2", 10*time.Second)
-	if err := m.run(context.Background()); !errors.Is(err, errReported) {
-		t.Fatalf("run: %v, want a failure", err)
-	}
-	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
-	inOrder(t, errOut.String(), "failed: the source could not send the VM: migration job: unexpectedly failed\n",
-		"deleted target pod", "the VM still runs in pod default/vm1 on node1, unchanged\n")
-	if !slices.Contains(patched(c.client), target+" "+kubeapi.AnnotationMigrationResult) {
-		t.Error("S's failed result was not copied to T")
-	}
-	requireCleanedUp(t, c)
-}
-
-// kubelet refuses T: its reason is told.
-func TestMigrateTargetPodFails(t *testing.T) {
-	c := newFakeCluster(t, behaviour{targetFails: true}, vmPod("vm1", "node1"))
-	m, out, errOut := testMigration(c.client, "vm1", "node2", 10*time.Second)
-	if err := m.run(context.Background()); !errors.Is(err, errReported) {
-		t.Fatalf("run: %v, want a failure", err)
-	}
-	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
-	inOrder(t, errOut.String(), "failed: target pod vm1-mig-abcde is Failed: NodeAffinity: Pod was rejected: Predicate NodeAffinity failed\n",
-		"the VM still runs")
-	requireCleanedUp(t, c)
-}
-
-// Nobody answers: the timeout ends it, cleanly.
-func TestMigrateTimeout(t *testing.T) {
-	c := newFakeCluster(t, behaviour{noAgents: true}, vmPod("vm1", "node1"))
-	m, out, errOut := testMigration(c.client, "vm1", "node2", 500*time.Millisecond)
-	if err := m.run(context.Background()); !errors.Is(err, errReported) {
-		t.Fatalf("run: %v, want a failure", err)
-	}
-	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
-	inOrder(t, errOut.String(), "failed: timed out after 500ms (--timeout)\n", "the VM still runs")
-	if !strings.Contains(out.String(), "still waiting for node1's node agent to answer for pod vm1: is crimux's node agent on there") {
-		t.Error("no hint of the agent waited for")
-	}
-	requireCleanedUp(t, c)
-}
-
-// A signal (ctx ends) once T runs: cleaned up as any failure.
-func TestMigrateInterrupted(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := newFakeCluster(t, behaviour{noAgents: true, onTargetRun: cancel}, vmPod("vm1", "node1"))
-	m, out, errOut := testMigration(c.client, "vm1", "node2", 10*time.Second)
-	if err := m.run(ctx); !errors.Is(err, errReported) {
-		t.Fatalf("run: %v, want a failure", err)
-	}
-	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
-	inOrder(t, errOut.String(), "failed: interrupted\n", "deleted target pod", "the VM still runs")
-	requireCleanedUp(t, c)
-}
-
-// The VM left S but T's agent says it did not arrive: T goes (its
-// agent's word is the last), and nobody is told the VM runs on S.
-func TestMigrateFinishFails(t *testing.T) {
-	c := newFakeCluster(t, behaviour{finishFails: "FinishMigration: the VM has not arrived"}, vmPod("vm1", "node1"))
-	m, out, errOut := testMigration(c.client, "vm1", "node2", 10*time.Second)
-	if err := m.run(context.Background()); !errors.Is(err, errReported) {
-		t.Fatalf("run: %v, want a failure", err)
-	}
-	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
-	inOrder(t, errOut.String(), "failed: the target could not take the VM: FinishMigration: the VM has not arrived\n",
-		"deleted target pod vm1-mig-abcde\n",
-		"the VM left pod default/vm1 (its node agent said it was sent) but did not arrive in pod vm1-mig-abcde: it runs in neither")
-	if strings.Contains(errOut.String(), "still runs") {
-		t.Error("said the VM still runs on the source")
-	}
-	requireCleanedUp(t, c)
-}
-
-// The VM left S and T's agent does not finish: the VM may run in T, so
-// both pods are kept.
-func TestMigrateNoFinishAfterTheVMLeft(t *testing.T) {
-	c := newFakeCluster(t, behaviour{noFinish: true}, vmPod("vm1", "node1"))
-	m, out, errOut := testMigration(c.client, "vm1", "node2", time.Second)
-	if err := m.run(context.Background()); !errors.Is(err, errReported) {
-		t.Fatalf("run: %v, want a failure", err)
-	}
-	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
-	inOrder(t, errOut.String(), "failed: timed out after 1s (--timeout)\n",
-		"the VM left pod vm1: it was sent to pod vm1-mig-abcde, whose node agent has not said whether it arrived; both pods are kept")
-	if strings.Contains(errOut.String(), "still runs") || strings.Contains(errOut.String(), "deleted") {
-		t.Error("said the VM still runs on the source, or deleted a pod")
-	}
-	if getPod(t, c.client, target) == nil || getPod(t, c.client, "vm1") == nil {
-		t.Error("a pod was deleted")
-	}
-}
-
-// T's agent says the VM arrived while S's has not said it left (a
-// compromised target node, or one that lies): S is on another node, and
-// T's word alone never deletes it. Both pods are kept for a person.
-func TestMigrateTargetsWordAloneDeletesNoSource(t *testing.T) {
-	c := newFakeCluster(t, behaviour{forgedFinish: true, sourceSilent: true}, vmPod("vm1", "node1"))
-	m, out, errOut := testMigration(c.client, "vm1", "node2", 10*time.Second)
-	if err := m.run(context.Background()); !errors.Is(err, errReported) {
-		t.Fatalf("run: %v, want a failure\n%s\n%s", err, out, errOut)
-	}
-	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
-	if getPod(t, c.client, "vm1") == nil {
-		t.Fatal("the source pod was deleted on the target's word alone")
-	}
-	if getPod(t, c.client, target) == nil {
-		t.Error("the target pod was deleted: its node says the VM runs there")
-	}
-	if strings.Contains(out.String(), "moved in") {
-		t.Error("said the VM moved on the target's word alone")
-	}
-	inOrder(t, errOut.String(), "pod vm1-mig-abcde's node agent says the VM arrived, but pod default/vm1's (on node1) has not said it left; both pods are kept")
-}
-
-// S's Migrate failed, but T's agent finds the VM arrived (it switched
-// over as the source failed): S's node did not say the VM left, so S is
-// kept, and the user is told how to finish by hand.
-func TestMigrateSourceFailedYetArrived(t *testing.T) {
-	c := newFakeCluster(t, behaviour{sourceFails: "job cancelled", arrivedAnyway: true}, vmPod("vm1", "node1"))
-	m, out, errOut := testMigration(c.client, "vm1", "node2", 10*time.Second)
-	if err := m.run(context.Background()); !errors.Is(err, errReported) {
-		t.Fatalf("run: %v, want a failure\n%s\n%s", err, out, errOut)
-	}
-	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
-	inOrder(t, errOut.String(), "note from pod vm1-mig-abcde's node agent: the source reported the migration failed, but the VM arrived here\n",
-		"pod vm1-mig-abcde's node agent says the VM arrived, but pod default/vm1's (on node1) said: job cancelled; both pods are kept",
-		"kubectl delete pod -n default vm1")
-	if getPod(t, c.client, "vm1") == nil || getPod(t, c.client, target) == nil {
-		t.Error("a pod was deleted")
-	}
-}
-
-// S's Migrate failed and T's agent does not finish: T goes after a
-// while.
-func TestMigrateSourceFailedNoFinish(t *testing.T) {
-	c := newFakeCluster(t, behaviour{sourceFails: "job cancelled", noFinish: true}, vmPod("vm1", "node1"))
-	m, out, errOut := testMigration(c.client, "vm1", "node2", 10*time.Second)
-	m.finishWait = 300 * time.Millisecond
-	if err := m.run(context.Background()); !errors.Is(err, errReported) {
-		t.Fatalf("run: %v, want a failure", err)
-	}
-	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
-	inOrder(t, errOut.String(), "failed: the source could not send the VM: job cancelled; then the target's node agent did not finish within 300ms\n",
-		"deleted target pod", "the VM still runs in pod default/vm1 on node1, unchanged\n")
-	requireCleanedUp(t, c)
-}
-
-// A pod that arrived by migration (its finish Succeeded) moves on like
-// any other: its own migration's annotations are not T's, and go from it.
-func TestMigrateArrivedPodMovesOn(t *testing.T) {
-	c := newFakeCluster(t, behaviour{}, vmPod("vm1", "node1", func(p *corev1.Pod) {
-		p.Annotations[kubeapi.AnnotationMigrateFrom] = "default/vm0"
-		p.Annotations[kubeapi.AnnotationMigrationSource] = `{"target":"vm1"}`
-		p.Annotations[kubeapi.AnnotationMigrationTarget] = `{"source":"default/vm0","token":"t0"}`
-		p.Annotations[kubeapi.AnnotationMigrationResult] = `{"token":"t0","phase":"Succeeded"}`
-		p.Annotations[kubeapi.AnnotationMigrationFinish] = `{"token":"t0","phase":"Succeeded","downtimeMs":70}`
-	}))
-	m, out, errOut := testMigration(c.client, "vm1", "node2", 10*time.Second)
-	if err := m.run(context.Background()); err != nil {
-		t.Fatalf("run: %v\n%s\n%s", err, out, errOut)
-	}
-	tp := getPod(t, c.client, target)
-	if tp == nil || tp.Annotations[kubeapi.AnnotationMigrateFrom] != "default/vm1" {
-		t.Fatalf("target pod %+v", tp)
-	}
-	var fin kubeapi.MigrationFinish
-	if _, err := kubeapi.DecodeAnnotation(tp.Annotations, kubeapi.AnnotationMigrationFinish, &fin); err != nil || fin.Token != "tok-"+target {
-		t.Errorf("T's finish %+v (%v): vm1's own copied?", fin, err)
-	}
-}
-
-// requireCleanedUp: T gone, S without migrate-to, and every migration
-// annotation removed from S (its agent may answer later all the same).
-func requireCleanedUp(t *testing.T, c *fakeCluster) {
-	t.Helper()
-	if getPod(t, c.client, target) != nil {
-		t.Error("the target pod is still there")
-	}
-	s := getPod(t, c.client, "vm1")
-	if s == nil {
-		t.Fatal("the source pod is gone")
-	}
-	if to, ok := s.Annotations[kubeapi.AnnotationMigrateTo]; ok {
-		t.Errorf("the source pod still has %s: %s", kubeapi.AnnotationMigrateTo, to)
-	}
-	for _, a := range c.client.Actions() {
-		pa, ok := a.(k8stesting.PatchAction)
-		if !ok || pa.GetName() != "vm1" {
-			continue
-		}
-		var p struct {
-			Metadata struct {
-				Annotations map[string]*string `json:"annotations"`
-			} `json:"metadata"`
-		}
-		_ = json.Unmarshal(pa.GetPatch(), &p)
-		removed := 0
-		for _, k := range append([]string{kubeapi.AnnotationMigrateTo}, kubeapi.MigrationAnnotations...) {
-			if v, ok := p.Metadata.Annotations[k]; ok && v == nil {
-				removed++
+// TestMigrateRewatch: a watch that fails (its version expired) or ends
+// is started again from a new list: the plugin misses no step and prints
+// none twice.
+func TestMigrateRewatch(t *testing.T) {
+	c := newMigCluster(t, []*corev1.Pod{vmPod("vm1", "node1")})
+	c.gap = 50 * time.Millisecond
+	var mu sync.Mutex
+	calls := 0
+	c.dyn.PrependWatchReactor(kubeapi.VMMigrationResource, func(a k8stesting.Action) (bool, watch.Interface, error) {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		switch {
+		case n == 1: // the version expired
+			w := watch.NewRaceFreeFake()
+			w.Error(&apierrors.NewResourceExpired("too old resource version").ErrStatus)
+			return true, w, nil
+		case n <= 4: // one event, then the watch ends (as the API server's do)
+			wa := a.(k8stesting.WatchActionImpl)
+			real, err := c.dyn.Tracker().Watch(vmmigration.GVR, wa.GetNamespace(), metav1.ListOptions{ResourceVersion: wa.WatchRestrictions.ResourceVersion})
+			if err != nil {
+				return true, nil, err
 			}
-		}
-		if removed == 1+len(kubeapi.MigrationAnnotations) {
-			return
-		}
-	}
-	t.Error("no patch removed the source pod's migration annotations")
-}
-
-// Refused before anything is made.
-func TestMigrateRefused(t *testing.T) {
-	other := "default/vm0"
-	cases := []struct {
-		name, node string
-		pod        *corev1.Pod
-		more       []*corev1.Pod
-		want       string
-	}{
-		{"already there", "node1", vmPod("vm1", "node1"), nil, "pod default/vm1 runs on node1 already"},
-		{"not running", "node2", vmPod("vm1", "node1", func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }), nil, "is Pending, not Running"},
-		{"no node", "node2", vmPod("vm1", "", func(p *corev1.Pod) {}), nil, "is on no node"},
-		{"a target", "node2", vmPod("vm1", "node1", func(p *corev1.Pod) { p.Annotations[kubeapi.AnnotationMigrateFrom] = other }), nil,
-			"is itself a migration's target (crimux.io/migrate-from: default/vm0)"},
-		{"no such node", "node9", vmPod("vm1", "node1"), nil, "node node9 not found"},
-		{"node not ready", "node3", vmPod("vm1", "node1"), nil, "node node3 is not Ready (Ready=False: KubeletReady)"},
-		{"no such pod", "node2", vmPod("vm2", "node1"), nil, "pod default/vm1 not found"},
-		{"not a VM", "node2", vmPod("vm1", "node1", func(p *corev1.Pod) { p.Spec.RuntimeClassName = nil }), nil, "not a VM pod"},
-		{"under way", "node2", vmPod("vm1", "node1", func(p *corev1.Pod) { p.Annotations[kubeapi.AnnotationMigrateTo] = "vm1-mig-zzzzz" }),
-			[]*corev1.Pod{vmPod("vm1-mig-zzzzz", "node2", func(p *corev1.Pod) { p.Annotations[kubeapi.AnnotationMigrateFrom] = "default/vm1" })},
-			"pod default/vm1 is being migrated already, to pod vm1-mig-zzzzz"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c := newFakeCluster(t, behaviour{noAgents: true}, append(tc.more, tc.pod)...)
-			m, _, _ := testMigration(c.client, "vm1", tc.node, time.Second)
-			err := m.run(context.Background())
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("run: %v, want an error saying %q", err, tc.want)
-			}
-			for _, a := range c.client.Actions() {
-				if a.GetVerb() == "create" || a.GetVerb() == "patch" {
-					t.Errorf("%s %s before refusing", a.GetVerb(), a.GetResource().Resource)
+			ch := make(chan watch.Event)
+			pw := watch.NewProxyWatcher(ch)
+			go func() {
+				defer close(ch)
+				defer real.Stop()
+				select {
+				case ev, ok := <-real.ResultChan():
+					if ok {
+						select {
+						case ch <- ev:
+						case <-pw.StopChan():
+						}
+					}
+				case <-pw.StopChan():
 				}
-			}
-		})
+			}()
+			return true, pw, nil
+		}
+		return false, nil, nil
+	})
+	c.controller(t, successScript)
+	code, out, errOut := c.run(context.Background(), "migrate", "vm1", "--to", "node2")
+	_, name := created(t, out)
+	want := "created VMMigration default/" + name + " of pod vm1\n" +
+		"Scheduling: target pod vm1-mig-abcde created on node2\n" +
+		"TargetReady: target pod vm1-mig-abcde ready to receive it at 10.0.0.2\n" +
+		progressLine(prog1) + "\n" +
+		progressLine(prog2) + "\n" +
+		"Running: the VM left vm1; waiting for vm1-mig-abcde to take it over\n" +
+		"Succeeded: moved in 1.0s: downtime 80 ms; addresses 10.88.78.5\n" +
+		"target pod vm1-mig-abcde runs the VM on node2\n"
+	if code != 0 || out != want || errOut != "" {
+		t.Errorf("exit %d, stderr %q, stdout:\n%s\nwant:\n%s", code, errOut, out, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls < 5 {
+		t.Errorf("%d watches; want the plugin to watch again after each ended", calls)
 	}
 }
 
-// The command line, through run: a fake client, a random name; a pod a
-// controller manages is warned of.
+// TestMigrateFails: without --to the node is the scheduler's (no
+// spec.targetNode); a failed migration is exit 1, with its reason and
+// message on stderr.
+func TestMigrateFails(t *testing.T) {
+	c := newMigCluster(t, []*corev1.Pod{vmPod("vm1", "node1")})
+	const why = "the target's node agent refused: no room for the VM; deleted target pod vm1-mig-abcde; the VM still runs in pod vm1 on node1, unchanged"
+	c.controller(t, func(*kubeapi.VMMigration) []step {
+		return []step{
+			{status: kubeapi.VMMigrationStatus{Phase: kubeapi.VMMigrationScheduling, TargetPod: "vm1-mig-abcde",
+				Message: "target pod vm1-mig-abcde created (the scheduler chooses its node)"}},
+			{status: kubeapi.VMMigrationStatus{Phase: kubeapi.VMMigrationFailed, TargetPod: "vm1-mig-abcde", Reason: "TargetFailed", Message: why}},
+		}
+	})
+	code, out, errOut := c.run(context.Background(), "migrate", "vm1")
+	ns, name := created(t, out)
+	if code != 1 || !strings.HasSuffix(out, "\nScheduling: target pod vm1-mig-abcde created (the scheduler chooses its node)\n") ||
+		errOut != "kubectl-crimux: migration default/"+name+" failed (TargetFailed): "+why+"\n" {
+		t.Errorf("a failed migration: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if m := c.get(t, ns, name); m.Spec != (kubeapi.VMMigrationSpec{Pod: "vm1"}) {
+		t.Errorf("spec %+v; want pod vm1, no target node", m.Spec)
+	}
+}
+
+// TestMigrateTimeout: with no controller the plugin asks whether it runs;
+// at --timeout it stops following, says the migration goes
+// on and how to follow and cancel it; the migration is left as it is.
+func TestMigrateTimeout(t *testing.T) {
+	defer func(d time.Duration) { controllerHintAfter = d }(controllerHintAfter)
+	controllerHintAfter = 50 * time.Millisecond
+	c := newMigCluster(t, []*corev1.Pod{vmPod("vm1", "node1")})
+	start := time.Now()
+	code, out, errOut := c.run(context.Background(), "migrate", "vm1", "--timeout", "300ms")
+	ns, name := created(t, out)
+	for _, want := range []string{
+		"kubectl-crimux: stopped following after --timeout 300ms: migration default/" + name + " of pod vm1 is Pending; it goes on in the cluster",
+		"follow it: kubectl get vmmigration -n default " + name + " -w\n",
+		"cancel it: kubectl crimux migrate vm1 --cancel -n default\n",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr %q; want %q", errOut, want)
+		}
+	}
+	if code != 1 || !strings.Contains(out, "has no status after 50ms: is crimux's controller (crimux-controller) running?") ||
+		time.Since(start) > 5*time.Second {
+		t.Errorf("timeout: exit %d after %v, stdout %q", code, time.Since(start), out)
+	}
+	if m := c.get(t, ns, name); m.Spec.Cancel || m.Spec.Pod != "vm1" {
+		t.Errorf("the migration after the timeout: %+v", m.Spec)
+	}
+
+}
+
+// TestMigrateInterrupted: a signal (the context run gets ends) stops the
+// following as --timeout does, saying it was interrupted.
+func TestMigrateInterrupted(t *testing.T) {
+	c := newMigCluster(t, []*corev1.Pod{vmPod("vm1", "node1")})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	code, out, errOut := c.run(ctx, "migrate", "vm1", "--to", "node2")
+	_, name := created(t, out)
+	if code != 1 || !strings.HasPrefix(errOut, "kubectl-crimux: interrupted: migration default/"+name+" of pod vm1 is Pending; it goes on") ||
+		!strings.Contains(errOut, "kubectl crimux migrate vm1 --cancel -n default\n") {
+		t.Errorf("interrupted: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestRunMigrate: migrate's flags reach the migration and the client:
+// --to, -n, --context, --timeout (here 300ms, no controller answering),
+// and the hints name the context.
 func TestRunMigrate(t *testing.T) {
-	yes := true
-	c := newFakeCluster(t, behaviour{}, vmPod("vm1", "node1", func(p *corev1.Pod) {
-		p.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "rs1", Controller: &yes}}
-	}))
-	var got options
-	client := func(o options) (kubernetes.Interface, string, error) {
-		got = o
-		return c.client, testNS, nil
-	}
-	out, errOut := &syncBuffer{}, &syncBuffer{}
-	code := run(context.Background(), []string{"migrate", "vm1", "--to", "node2", "-n", "default", "--context", "kind", "--timeout=30s"}, out, errOut, client)
-	if code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
-	}
-	if got.to != "node2" || got.namespace != "default" || got.context != "kind" || got.timeout != 30*time.Second {
+	pod := vmPod("vm1", "node1", func(p *corev1.Pod) { p.Namespace = "ns1" })
+	c := newMigCluster(t, []*corev1.Pod{pod})
+	code, out, errOut := c.run(context.Background(), "migrate", "--context", "prod", "vm1", "-n", "ns1", "--to", "node2", "--timeout", "300ms")
+	ns, name := created(t, out)
+	c.mu.Lock()
+	got := c.got
+	c.mu.Unlock()
+	if got.context != "prod" || got.namespace != "ns1" || got.to != "node2" || got.timeout != 300*time.Millisecond || !got.timeoutSet {
 		t.Errorf("options %+v", got)
 	}
-	if !regexp.MustCompile(`(?m)^created target pod vm1-mig-[a-z0-9]{5} on node2$`).MatchString(out.String()) {
-		t.Errorf("output:\n%s", out)
+	if m := c.get(t, "ns1", name); ns != "ns1" || m.Spec.Pod != "vm1" || m.Spec.TargetNode != "node2" {
+		t.Errorf("created %s/%s: %+v", ns, name, m.Spec)
 	}
-	if want := "warning: pod default/vm1 is managed by ReplicaSet rs1; its target pod will not be, though it has the same labels\n"; errOut.String() != want {
-		t.Errorf("stderr %q, want %q", errOut, want)
+	if code != 1 || !strings.Contains(errOut, "--timeout 300ms") ||
+		!strings.Contains(errOut, "follow it: kubectl get vmmigration -n ns1 "+name+" -w --context prod\n") ||
+		!strings.Contains(errOut, "cancel it: kubectl crimux migrate vm1 --cancel -n ns1 --context prod\n") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestMigrateRefused: a pod that is not there, or whose migration is
+// under way already, gets no migration.
+func TestMigrateRefused(t *testing.T) {
+	under := &kubeapi.VMMigration{ObjectMeta: metav1.ObjectMeta{Name: "vm2-aaaaa", Namespace: testNS},
+		Spec: kubeapi.VMMigrationSpec{Pod: "vm2"}, Status: kubeapi.VMMigrationStatus{Phase: kubeapi.VMMigrationRunning}}
+	c := newMigCluster(t, []*corev1.Pod{vmPod("vm2", "node1")}, under)
+	if code, out, errOut := c.run(context.Background(), "migrate", "nope"); code != 1 || out != "" || !strings.Contains(errOut, `pod default/nope: pods "nope" not found`) {
+		t.Errorf("a missing pod: exit %d, %q %q", code, out, errOut)
+	}
+	code, out, errOut := c.run(context.Background(), "migrate", "vm2")
+	if code != 1 || out != "" || !strings.Contains(errOut, "migration default/vm2-aaaaa of pod vm2 is under way already (Running): follow it: kubectl get vmmigration -n default vm2-aaaaa -w") {
+		t.Errorf("a migration under way: exit %d, %q %q", code, out, errOut)
+	}
+	if migs, _, _ := c.store.List(context.Background()); len(migs) != 1 {
+		t.Errorf("%d migrations; want the one there was", len(migs))
+	}
+}
+
+// TestMigrateCancel: --cancel sets spec.cancel on the pod's migration
+// under way (not on one that ended, another pod's, or another
+// namespace's) and follows it to its end.
+func TestMigrateCancel(t *testing.T) {
+	mig := func(ns, name, pod, phase string) *kubeapi.VMMigration {
+		return &kubeapi.VMMigration{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: kubeapi.VMMigrationSpec{Pod: pod}, Status: kubeapi.VMMigrationStatus{Phase: phase, Message: "the VM is on its way", TargetPod: pod + "-mig-abcde"}}
+	}
+	c := newMigCluster(t, nil,
+		mig(testNS, "vm1-aaaaa", "vm1", kubeapi.VMMigrationRunning),
+		mig(testNS, "vm1-old00", "vm1", kubeapi.VMMigrationSucceeded),
+		mig(testNS, "vm2-bbbbb", "vm2", kubeapi.VMMigrationRunning),
+		mig("other", "vm1-ccccc", "vm1", kubeapi.VMMigrationRunning))
+	const why = "cancelled (spec.cancel); deleted target pod vm1-mig-abcde; the VM still runs in pod vm1 on node1, unchanged"
+	c.controller(t, func(m *kubeapi.VMMigration) []step {
+		return []step{
+			{status: kubeapi.VMMigrationStatus{Phase: kubeapi.VMMigrationFailed, Reason: "Cancelled", Message: why}, onCancel: true},
+		}
+	})
+	code, out, errOut := c.run(context.Background(), "migrate", "vm1", "--cancel")
+	want := "cancelling VMMigration default/vm1-aaaaa of pod vm1 (Running)\n" +
+		"Running: the VM is on its way\n" +
+		"migration default/vm1-aaaaa cancelled: " + why + "\n"
+	if code != 0 || out != want || errOut != "" {
+		t.Errorf("migrate vm1 --cancel: exit %d, stderr %q, stdout:\n%s\nwant:\n%s", code, errOut, out, want)
+	}
+	for _, m := range []struct {
+		ns, name string
+		cancel   bool
+	}{{testNS, "vm1-aaaaa", true}, {testNS, "vm1-old00", false}, {testNS, "vm2-bbbbb", false}, {"other", "vm1-ccccc", false}} {
+		if got := c.get(t, m.ns, m.name).Spec.Cancel; got != m.cancel {
+			t.Errorf("%s/%s: spec.cancel %v, want %v", m.ns, m.name, got, m.cancel)
+		}
+	}
+
+	// Nothing under way any more.
+	code, out, errOut = c.run(context.Background(), "migrate", "vm1", "--cancel")
+	if code != 1 || out != "" || errOut != "kubectl-crimux: no migration of pod default/vm1 is under way\n" {
+		t.Errorf("nothing to cancel: exit %d, %q %q", code, out, errOut)
+	}
+}
+
+// TestMigrateCancelTooLate: a migration whose VM had left the source
+// succeeds though cancelled: that is no failure.
+func TestMigrateCancelTooLate(t *testing.T) {
+	c := newMigCluster(t, nil, &kubeapi.VMMigration{ObjectMeta: metav1.ObjectMeta{Name: "vm1-aaaaa", Namespace: testNS},
+		Spec: kubeapi.VMMigrationSpec{Pod: "vm1"}, Status: kubeapi.VMMigrationStatus{Phase: kubeapi.VMMigrationRunning}})
+	c.controller(t, func(*kubeapi.VMMigration) []step {
+		return []step{{onCancel: true, status: kubeapi.VMMigrationStatus{Phase: kubeapi.VMMigrationSucceeded, Reason: "Moved",
+			TargetPod: "vm1-mig-abcde", TargetNode: "node2", Message: "moved in 1.0s: downtime 80 ms; addresses 10.88.78.5"}}}
+	})
+	code, out, errOut := c.run(context.Background(), "migrate", "vm1", "--cancel")
+	want := "cancelling VMMigration default/vm1-aaaaa of pod vm1 (Running)\n" +
+		"Succeeded: moved in 1.0s: downtime 80 ms; addresses 10.88.78.5\n" +
+		"migration default/vm1-aaaaa succeeded before it could be cancelled (the VM had left pod vm1)\n" +
+		"target pod vm1-mig-abcde runs the VM on node2\n"
+	if code != 0 || out != want || errOut != "" {
+		t.Errorf("exit %d, stderr %q, stdout:\n%s\nwant:\n%s", code, errOut, out, want)
+	}
+}
+
+func TestMigrationName(t *testing.T) {
+	if n := migrationName("vm1"); !regexp.MustCompile(`^vm1-[a-z0-9]{5}$`).MatchString(n) {
+		t.Errorf("migrationName(vm1) = %q", n)
+	}
+	long := strings.Repeat("a", 100)
+	if n := migrationName(long); len(n) != 63 || !strings.HasPrefix(n, strings.Repeat("a", 58)) {
+		t.Errorf("migrationName of a long name: %q (%d characters)", n, len(n))
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	p := kubeapi.MigrationProgress{ElapsedMS: 5200, TotalBytes: 1000 << 20, RemainingBytes: 120 << 20, DirtyRateBytes: 3250586, Iteration: 2}
+	if got, want := progressLine(p), "  88%  remaining 120.0 MiB  dirty 3.1 MiB/s  pass 2  (5.2s)"; got != want {
+		t.Errorf("progressLine = %q, want %q", got, want)
+	}
+	if got := progressLine(kubeapi.MigrationProgress{RemainingBytes: 5}); !strings.HasPrefix(got, "   0%") {
+		t.Errorf("no total: %q", got)
+	}
+	if got := progressLine(kubeapi.MigrationProgress{TotalBytes: 10, RemainingBytes: 50}); !strings.HasPrefix(got, "   0%") {
+		t.Errorf("more remaining than the total: %q", got)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/crimux/crimux/internal/kubeclient"
 	"github.com/crimux/crimux/kubeapi"
 )
 
@@ -94,6 +95,9 @@ func rebootToken() string {
 	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
 }
 
+// fieldManager is the plugin's name in the objects' managed fields.
+const fieldManager = "kubectl-crimux"
+
 // errAlreadyAsked: a snapshot, restore or delete of that name was asked
 // for before; the agent does each name once.
 var errAlreadyAsked = errors.New("was asked for before: the node agent does each name once; name a new one")
@@ -114,7 +118,7 @@ func (r request) send(ctx context.Context, c kubernetes.Interface, ns, name stri
 		}
 		return err
 	}
-	if _, err := patchAnnotations(ctx, c, pod, map[string]*string{r.key: &r.value}); err != nil {
+	if _, err := kubeclient.PatchAnnotations(ctx, c, fieldManager, pod, map[string]*string{r.key: &r.value}); err != nil {
 		return fmt.Errorf("pod %s/%s: set %s: %w", ns, name, r.key, err)
 	}
 	outcome, err := r.wait(ctx, c, pod)
@@ -127,22 +131,26 @@ func (r request) send(ctx context.Context, c kubernetes.Interface, ns, name stri
 
 // wait watches pod until its node agent answers r.
 func (r request) wait(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) (string, error) {
-	events := make(chan podEvent)
+	events := make(chan kubeclient.PodEvent)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go watchPod(wctx, c, pod.Namespace, pod.Name, events)
+	go kubeclient.WatchPod(wctx, c, pod.Namespace, pod.Name, events)
 	for {
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("the node agent on %s did not answer in time (is crimux's node agent on there?)", orUnsaid(pod.Spec.NodeName))
+			node := pod.Spec.NodeName
+			if node == "" {
+				node = "the pod's node (none yet)"
+			}
+			return "", fmt.Errorf("the node agent on %s did not answer in time (is crimux's node agent on there?)", node)
 		case ev := <-events:
 			switch {
-			case ev.err != nil:
-				return "", ev.err
-			case ev.pod == nil || ev.pod.UID != pod.UID:
+			case ev.Err != nil:
+				return "", ev.Err
+			case ev.Pod == nil || ev.Pod.UID != pod.UID:
 				return "", errors.New("the pod was deleted")
 			}
-			if outcome, failed, done := r.answer(ev.pod.Annotations); done {
+			if outcome, failed, done := r.answer(ev.Pod.Annotations); done {
 				if failed {
 					return "", errors.New(outcome)
 				}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/crimux/crimux/internal/kubeclient"
 	"github.com/crimux/crimux/kubeapi"
 )
 
@@ -34,14 +35,15 @@ func fakeAgent(t *testing.T, c *fake.Clientset, name string, answer func(a map[s
 				}
 			}
 			if len(changes) > 0 {
-				_, _ = patchAnnotations(ctx, c, p, changes)
+				_, _ = kubeclient.PatchAnnotations(ctx, c, fieldManager, p, changes)
 			}
 		}
 	}()
 }
 
+// clientOf gives c, and no dynamic client (the VM verbs use none).
 func clientOf(c kubernetes.Interface) clientFunc {
-	return func(options) (kubernetes.Interface, string, error) { return c, testNS, nil }
+	return func(options) (clients, string, error) { return clients{kube: c}, testNS, nil }
 }
 
 func runRequest(c kubernetes.Interface, args ...string) (int, string, string) {

@@ -69,7 +69,7 @@ func snapshotList(in invocation, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(in.ctx, timeout)
 	defer cancel()
-	pod, err := c.CoreV1().Pods(ns).Get(ctx, args[0], metav1.GetOptions{})
+	pod, err := c.kube.CoreV1().Pods(ns).Get(ctx, args[0], metav1.GetOptions{})
 	if err != nil {
 		return err
 	}

@@ -114,19 +114,3 @@ func TestSnapshotCreateAlias(t *testing.T) {
 		}
 	}
 }
-
-// TestTargetPodDropsSnapshotAnnotations: a migration's target pod gets
-// neither S's delete request (T's agent would delete again) nor S's
-// agent's answers and list: T's agent lists T's own.
-func TestTargetPodDropsSnapshotAnnotations(t *testing.T) {
-	s := vmPod("vm1", "node1",
-		withAnnotation(kubeapi.AnnotationSnapshotDeleteRequest, "snap0"),
-		withAnnotation(kubeapi.AnnotationSnapshotDeleteResult, "snap0: deleted"),
-		withAnnotation(kubeapi.AnnotationSnapshots, `[{"name":"snap1"}]`))
-	tp := targetPod(s, "vm1-mig-abcde", "node2")
-	for _, k := range []string{kubeapi.AnnotationSnapshotDeleteRequest, kubeapi.AnnotationSnapshotDeleteResult, kubeapi.AnnotationSnapshots} {
-		if v, ok := tp.Annotations[k]; ok {
-			t.Errorf("the target pod has %s: %q", k, v)
-		}
-	}
-}

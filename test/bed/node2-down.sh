@@ -30,6 +30,7 @@ N2_BRIDGE_HOST_PID=$N2_RUN/apiserver-bridge-host.pid
 N2_BRIDGE_NODE_PID=$N2_RUN/apiserver-bridge-node.pid
 N2_REG_BRIDGE_HOST_PID=$N2_RUN/registry-bridge-host.pid
 N2_REG_BRIDGE_NODE_PID=$N2_RUN/registry-bridge-node.pid
+N1_LIBVIRT_TLS_PID=$N2_RUN/node1-libvirt-tls.pid
 N2_CTD_PID=$N2_RUN/containerd.pid
 N2_KUBELET_MADE=$N2_RUN/var-lib-kubelet.made
 N2_CNI_DATA_DIR=$N2_LIB/cni/networks
@@ -84,7 +85,8 @@ done
 # Each side's socat and the children it forked for open connections (the
 # host sides' run in the host's namespaces: the sweep below misses them).
 for d in "$N2_BRIDGE_NODE_PID:kube-apiserver bridge's node side" "$N2_BRIDGE_HOST_PID:kube-apiserver bridge's host side" \
-	"$N2_REG_BRIDGE_NODE_PID:registry bridge's node side" "$N2_REG_BRIDGE_HOST_PID:registry bridge's host side"; do
+	"$N2_REG_BRIDGE_NODE_PID:registry bridge's node side" "$N2_REG_BRIDGE_HOST_PID:registry bridge's host side" \
+	"$N1_LIBVIRT_TLS_PID:node one's libvirt TLS front"; do
 	pf=${d%%:*} side=${d#*:}
 	if pid=$(pid_running "$pf" "$SOCAT"); then
 		children=$(pgrep -P "$pid" || true)

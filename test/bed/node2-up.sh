@@ -52,6 +52,8 @@ N2_BRIDGE_LOG=$N2_RUN/apiserver-bridge.log
 N2_REGISTRY_SOCK=$N2_RUN/registry.sock
 N2_REG_BRIDGE_HOST_PID=$N2_RUN/registry-bridge-host.pid
 N2_REG_BRIDGE_NODE_PID=$N2_RUN/registry-bridge-node.pid
+# Node one's libvirt TLS front: node two's libvirtd reaches the host's.
+N1_LIBVIRT_TLS_PID=$N2_RUN/node1-libvirt-tls.pid
 # Node two's containerd: its own root (images, snapshots: kept, a cache
 # like the host's), state, socket and runc root.
 N2_CTD_ROOT=$N2_LIB/containerd
@@ -549,6 +551,18 @@ start_bridge "registry bridge's host side" "$N2_REG_BRIDGE_HOST_PID" "$host_net"
 	socat "UNIX-LISTEN:$N2_REGISTRY_SOCK,fork,unlink-early,mode=0600" "TCP:$REG_ADDR" || true
 start_bridge "registry bridge's node side" "$N2_REG_BRIDGE_NODE_PID" "$node_net" nsenter -t "$npid" -m -n -- \
 	socat "TCP-LISTEN:${REG_ADDR##*:},bind=${REG_ADDR%:*},fork,reuseaddr" "UNIX-CONNECT:$N2_REGISTRY_SOCK" || true
+
+# --- node one's libvirt over TLS ----------------------------------------------------
+# A migration into node one (node two its source) needs node two's
+# libvirtd to reach node one's, the host's, at qemu+tls://$HOST_IP/system,
+# as node one's reaches node two's. The host's libvirtd, every suite's,
+# keeps listening on its Unix socket alone; a socat on the host's side of
+# the veth ends TLS with node one's certificate, takes only clients whose
+# certificate the bed's CA made (the two nodes'), and hands each
+# connection to the host libvirtd's socket.
+start_bridge "node one's libvirt TLS front" "$N1_LIBVIRT_TLS_PID" "$host_net" \
+	socat "OPENSSL-LISTEN:16514,bind=$HOST_IP,fork,reuseaddr,cert=$PKI_DIR/node1/servercert.pem,key=$PKI_DIR/node1/serverkey.pem,cafile=$CA_DIR/cacert.pem,verify=1" \
+	"UNIX-CONNECT:/run/libvirt/libvirt-sock" || true
 
 # The host containerd's config (up.sh) with node two's root, state (its
 # socket, shims, NRI), runc root, opt dir and CNI config.

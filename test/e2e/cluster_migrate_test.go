@@ -14,85 +14,6 @@ import (
 	"github.com/crimux/crimux/internal/testutil"
 )
 
-// migratePod is the Debian guest as a VM pod on node one, to be moved.
-var migratePod = debianVMPod("vm-mig", "")
-
-// migrateCounter counts in the guest's memory (tmpfs), five times a
-// second, as long as the SSH session that started it lives.
-const migrateCounter = `i=0; while :; do i=$((i+1)); echo $i >/dev/shm/crimux-count; sleep 0.2; done`
-
-// TestVMMigrateKubectl (make e2e-migrate): the bed's cluster with a
-// kubelet on each node; the Debian guest runs on node one with a process
-// counting in memory, started by an open SSH session (kubectl
-// port-forward), and a file written to its root disk. kubectl crimux
-// migrate moves it to node two: the counter goes on from where it was (no
-// reboot: memory moved), the session's processes are there, the file is
-// there, the guest has the target pod's IP, kubectl exec and an SSH login
-// through kubectl port-forward reach it there, kubectl logs shows its
-// console from the switch-over on; the source pod is deleted and node one
-// keeps no domain, tap, cgroup, disk or record of it.
-func TestVMMigrateKubectl(t *testing.T) {
-	if os.Getenv("CRIMUX_MIGRATE") == "" {
-		t.Skip("node two is not up: make e2e-migrate runs the migration tests")
-	}
-	k8s := k8sDir(t)
-	requireVM(t)
-	requireNode2(t)
-	c1 := startClusterNode(t, k8s, migrationSection(1, ""), debianImage)
-	startClusterNodeTwo(t, k8s, migrationSection(2, ""), debianImage)
-	requireNodesReady(t, k8s)
-	key, pub := sshKey(t)
-	kubectlApply(t, k8s, fmt.Sprintf(migratePod, pub))
-
-	src, srcID := waitVMPodRunning(t, k8s, "vm-mig")
-	waitGuestExec(t, k8s, "vm-mig")
-	// A booted machine moves: cloud-init done (its first boot's work would
-	// otherwise go on across the switch-over, and time the test).
-	kubectl(t, k8s, "-n", clusterNamespace, "exec", "vm-mig", "--", "cloud-init", "status", "--wait")
-	kubectl(t, k8s, "-n", clusterNamespace, "exec", "vm-mig", "--", "sh", "-c", "echo crimux-migrated-disk >/var/tmp/migrate-file && sync")
-	session := startSSHSession(t, k8s, key, "vm-mig", migrateCounter)
-	before := guestCount(t, k8s, "vm-mig")
-	net := snapshotPodNet(t, c1.crimux, c1.crictl("pods", "--namespace", clusterNamespace, "--name", "vm-mig", "-q"))
-
-	out := kubectlCrimux(t, k8s, "migrate", "vm-mig", "--to", node2Name, "-n", clusterNamespace)
-	t.Logf("kubectl crimux migrate:\n%s", out)
-	target := migratedTarget(t, out)
-	t.Cleanup(func() {
-		if t.Failed() {
-			logs, _ := kubectlErr(k8s, "-n", clusterNamespace, "logs", target)
-			t.Logf("kubectl logs %s (the guest's console on node two):\n%s", target, tail(logs, 40))
-		}
-	})
-
-	dst, _ := waitVMPodRunning(t, k8s, target)
-	if !strings.HasPrefix(dst.Status.PodIP, "10.88.78.") {
-		t.Fatalf("the target pod's IP %q is not on node two's pod network", dst.Status.PodIP)
-	}
-	if after := guestCount(t, k8s, target); after <= before {
-		t.Fatalf("the guest's counter reads %d on node two, %d before: memory was not moved", after, before)
-	}
-	if ps := kubectl(t, k8s, "-n", clusterNamespace, "exec", target, "--", "pgrep", "-u", debianUser, "-f", "crimux-count"); ps == "" {
-		t.Fatal("the SSH session's counter is gone from the guest")
-	}
-	if f := kubectl(t, k8s, "-n", clusterNamespace, "exec", target, "--", "cat", "/var/tmp/migrate-file"); f != "crimux-migrated-disk" {
-		t.Fatalf("the file on the root disk reads %q on node two", f)
-	}
-	requireGuestAddress(t, k8s, target, dst.Status.PodIP)
-	requireSSHLogin(t, k8s, key, target)
-	// The target pod's log is the guest's console from the switch-over on,
-	// after crimux's line saying where the VM came from.
-	arrived := "this VM arrived from " + clusterNamespace + "/vm-mig by live migration"
-	if logs := kubectl(t, k8s, "-n", clusterNamespace, "logs", target); !strings.Contains(logs, arrived) {
-		t.Fatalf("kubectl logs %s lacks %q:\n%s", target, arrived, tail(logs, 20))
-	}
-	session.stop()
-
-	if _, err := getPod(k8s, "vm-mig"); err == nil {
-		t.Fatal("the source pod is still there after kubectl crimux migrate")
-	}
-	requireVMPodLeftNothing(t, c1, src, srcID, net)
-}
-
 // waitVMPodRunning waits for a VM pod's container to run and returns the
 // pod and the container's ID.
 func waitVMPodRunning(t *testing.T, k8s, name string) (clusterPod, string) {
@@ -119,23 +40,6 @@ func waitGuestExec(t *testing.T, k8s, pod string) {
 		}
 		return nil
 	})
-}
-
-// guestCount reads the counter through kubectl exec, once it counts. The
-// wait is long: right after a move under TCG the guest runs slowly (qemu
-// translates its code anew) and its agent may be slow to answer.
-func guestCount(t *testing.T, k8s, pod string) int {
-	t.Helper()
-	var n int
-	testutil.Eventually(t, 3*time.Minute, "the guest's counter", func() error {
-		out, err := kubectlErr(k8s, "-n", clusterNamespace, "exec", pod, "--", "cat", "/dev/shm/crimux-count")
-		if err != nil {
-			return fmt.Errorf("%v: %s", err, out)
-		}
-		n, err = strconv.Atoi(strings.TrimSpace(out))
-		return err
-	})
-	return n
 }
 
 // sshSession is an ssh client running a command in the guest through
@@ -229,16 +133,4 @@ func kubectlCrimux(t *testing.T, k8s string, args ...string) string {
 		t.Fatalf("kubectl crimux %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
-}
-
-// migratedTarget is the target pod's name, from the plugin's output.
-func migratedTarget(t *testing.T, out string) string {
-	t.Helper()
-	for _, f := range strings.Fields(out) {
-		if strings.HasPrefix(f, "vm-mig-mig-") {
-			return strings.Trim(f, ".:,")
-		}
-	}
-	t.Fatalf("kubectl crimux migrate names no target pod:\n%s", out)
-	return ""
 }

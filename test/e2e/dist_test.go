@@ -34,14 +34,15 @@ func TestDistTarball(t *testing.T) {
 		t.Fatalf("tar: %v\n%s", err, b)
 	}
 	tree := filepath.Join(unpacked, strings.TrimSuffix(filepath.Base(tarballs[0]), ".tar.gz"))
-	for _, f := range []string{"bin/crimux", "bin/crimuxctl", "bin/kubectl-crimux", "lib/crimux/crimux-qemu-wrapper", "systemd/crimux.service",
+	for _, f := range []string{"bin/crimux", "bin/crimuxctl", "bin/kubectl-crimux", "bin/crimux-controller", "lib/crimux/crimux-qemu-wrapper", "systemd/crimux.service",
+		"share/crimux/controller/kustomization.yaml", "share/crimux/controller/crd-vmmigration.yaml",
 		"systemd/kubelet-crimux.conf", "share/crimux/runtimeclass-vm.yaml", "share/crimux/crimux-node-agent-rbac.yaml",
 		"share/crimux/crimux-node-agent-policy.yaml", "install.sh", "VERSION", "SHA256SUMS"} {
 		if _, err := os.Stat(filepath.Join(tree, f)); err != nil {
 			t.Errorf("the tarball lacks %s", f)
 		}
 	}
-	for _, b := range []string{"bin/crimux", "bin/crimuxctl", "bin/kubectl-crimux", "lib/crimux/crimux-qemu-wrapper"} {
+	for _, b := range []string{"bin/crimux", "bin/crimuxctl", "bin/kubectl-crimux", "bin/crimux-controller", "lib/crimux/crimux-qemu-wrapper"} {
 		requireStatic(t, filepath.Join(tree, b))
 	}
 
@@ -52,7 +53,8 @@ func TestDistTarball(t *testing.T) {
 		t.Fatalf("install.sh: %v\n%s", err, b)
 	}
 	for _, f := range []string{"usr/local/bin/crimux", "usr/local/bin/kubectl-crimux", "usr/local/lib/crimux/crimux-qemu-wrapper", "etc/systemd/system/crimux.service",
-		"etc/systemd/system/kubelet.service.d/20-crimux.conf", "etc/crimux/config.toml", "usr/local/share/crimux/runtimeclass-vm.yaml"} {
+		"etc/systemd/system/kubelet.service.d/20-crimux.conf", "etc/crimux/config.toml", "usr/local/share/crimux/runtimeclass-vm.yaml",
+		"usr/local/share/crimux/controller/kustomization.yaml"} {
 		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
 			t.Errorf("install.sh did not install %s", f)
 		}

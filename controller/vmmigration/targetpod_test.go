@@ -1,4 +1,4 @@
-package main
+package vmmigration
 
 import (
 	"regexp"
@@ -116,5 +116,22 @@ func TestTargetName(t *testing.T) {
 	}
 	if len(seen) < 15 {
 		t.Errorf("randomSuffix is hardly random: %v", seen)
+	}
+}
+
+// TestTargetPodDropsSnapshotAnnotations: a migration's target pod gets
+// neither S's delete request (T's agent would delete again) nor S's
+// agent's answers and list: T's agent lists T's own.
+func TestTargetPodDropsSnapshotAnnotations(t *testing.T) {
+	s := vmPod("vm1", "node1", func(p *corev1.Pod) {
+		p.Annotations[kubeapi.AnnotationSnapshotDeleteRequest] = "snap0"
+		p.Annotations[kubeapi.AnnotationSnapshotDeleteResult] = "snap0: deleted"
+		p.Annotations[kubeapi.AnnotationSnapshots] = `[{"name":"snap1"}]`
+	})
+	tp := targetPod(s, "vm1-mig-abcde", "node2")
+	for _, k := range []string{kubeapi.AnnotationSnapshotDeleteRequest, kubeapi.AnnotationSnapshotDeleteResult, kubeapi.AnnotationSnapshots} {
+		if v, ok := tp.Annotations[k]; ok {
+			t.Errorf("the target pod has %s: %q", k, v)
+		}
 	}
 }

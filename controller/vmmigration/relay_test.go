@@ -1,4 +1,4 @@
-package main
+package vmmigration
 
 import (
 	"maps"
@@ -180,18 +180,5 @@ func TestNext(t *testing.T) {
 				t.Errorf("failure %q, want %q", got.failure, w.failure)
 			}
 		})
-	}
-}
-
-func TestProgressLine(t *testing.T) {
-	p := kubeapi.MigrationProgress{ElapsedMS: 5200, TotalBytes: 1000 << 20, RemainingBytes: 120 << 20, DirtyRateBytes: 3250586, Iteration: 2}
-	if got, want := progressLine(p), "  88%  remaining 120.0 MiB  dirty 3.1 MiB/s  pass 2  (5.2s)"; got != want {
-		t.Errorf("progressLine = %q, want %q", got, want)
-	}
-	if got := progressLine(kubeapi.MigrationProgress{RemainingBytes: 5}); !strings.HasPrefix(got, "   0%") {
-		t.Errorf("no total: %q", got)
-	}
-	if got := progressLine(kubeapi.MigrationProgress{TotalBytes: 10, RemainingBytes: 50}); !strings.HasPrefix(got, "   0%") {
-		t.Errorf("more remaining than the total: %q", got)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package vmmigration
 
 import (
 	"math/rand/v2"

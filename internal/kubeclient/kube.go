@@ -1,7 +1,11 @@
-package main
+// Package kubeclient is what crimux's clients of the Kubernetes API
+// (kubectl-crimux, the controller) do with pods: patch their annotations,
+// delete one by its UID, wait for it to go, follow it through a watch.
+package kubeclient
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,17 +21,16 @@ import (
 	"github.com/crimux/crimux/kubeapi"
 )
 
-const fieldManager = "kubectl-crimux"
-
-// patchAnnotations applies changes to pod's annotations, retrying what
-// the API server may answer otherwise next time.
-func patchAnnotations(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, changes map[string]*string) (*corev1.Pod, error) {
+// PatchAnnotations applies changes to pod's annotations (a nil value
+// removes the key) as fieldManager, retrying what the API server may
+// answer otherwise next time.
+func PatchAnnotations(ctx context.Context, c kubernetes.Interface, fieldManager string, pod *corev1.Pod, changes map[string]*string) (*corev1.Pod, error) {
 	patch, err := kubeapi.AnnotationPatch(pod.UID, changes)
 	if err != nil {
 		return nil, err
 	}
 	var patched *corev1.Pod
-	err = retry.OnError(retry.DefaultBackoff, transient, func() error {
+	err = retry.OnError(retry.DefaultBackoff, Transient, func() error {
 		patched, err = c.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch,
 			metav1.PatchOptions{FieldManager: fieldManager})
 		return err
@@ -35,20 +38,20 @@ func patchAnnotations(ctx context.Context, c kubernetes.Interface, pod *corev1.P
 	return patched, err
 }
 
-// transient: an error the same request may not meet again.
-func transient(err error) bool {
+// Transient: an error the same request may not meet again.
+func Transient(err error) bool {
 	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
 		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err)
 }
 
-// deletePod deletes pod (that one: its UID is a precondition) with its
+// DeletePod deletes pod (that one: its UID is a precondition) with its
 // default grace period; gone already is no error.
-func deletePod(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) error {
+func DeletePod(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) error {
 	opts := metav1.DeleteOptions{}
 	if pod.UID != "" {
 		opts.Preconditions = metav1.NewUIDPreconditions(string(pod.UID))
 	}
-	err := retry.OnError(retry.DefaultBackoff, transient, func() error {
+	err := retry.OnError(retry.DefaultBackoff, Transient, func() error {
 		return c.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, opts)
 	})
 	if apierrors.IsNotFound(err) {
@@ -57,9 +60,9 @@ func deletePod(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) err
 	return err
 }
 
-// waitGone waits until pod is gone (or another has its name), at most
+// WaitGone waits until pod is gone (or another has its name), at most
 // timeout; it reports whether it went.
-func waitGone(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, timeout time.Duration) (bool, error) {
+func WaitGone(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, timeout time.Duration) (bool, error) {
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		cur, err := c.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		switch {
@@ -76,21 +79,21 @@ func waitGone(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, time
 	return err == nil, err
 }
 
-// podEvent is a pod as watchPod last saw it.
-type podEvent struct {
-	name string
-	pod  *corev1.Pod // nil: there is no such pod
-	err  error       // the watch cannot go on
+// PodEvent is a pod as WatchPod last saw it.
+type PodEvent struct {
+	Name string
+	Pod  *corev1.Pod // nil: there is no such pod
+	Err  error       // the watch cannot go on
 }
 
-// watchPod sends pod ns/name to out as it is now, then each time it
+// WatchPod sends pod ns/name to out as it is now, then each time it
 // changes, until ctx ends: a list then a watch from the list's version,
 // with the field selector metadata.name (and the name checked, as the
 // fake clientset does not select), listed again whenever the watch ends.
-func watchPod(ctx context.Context, c kubernetes.Interface, ns, name string, out chan<- podEvent) {
+func WatchPod(ctx context.Context, c kubernetes.Interface, ns, name string, out chan<- PodEvent) {
 	pods := c.CoreV1().Pods(ns)
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
-	send := func(e podEvent) bool {
+	send := func(e PodEvent) bool {
 		select {
 		case out <- e:
 			return true
@@ -101,7 +104,7 @@ func watchPod(ctx context.Context, c kubernetes.Interface, ns, name string, out 
 	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Cap: 10 * time.Second, Steps: 1 << 30}
 	again := func(err error) bool {
 		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-			send(podEvent{name: name, err: err})
+			send(PodEvent{Name: name, Err: err})
 			return false
 		}
 		select {
@@ -125,7 +128,7 @@ func watchPod(ctx context.Context, c kubernetes.Interface, ns, name string, out 
 				pod = &list.Items[i]
 			}
 		}
-		if !send(podEvent{name: name, pod: pod}) {
+		if !send(PodEvent{Name: name, Pod: pod}) {
 			return
 		}
 		w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: selector, ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true})
@@ -146,7 +149,7 @@ func watchPod(ctx context.Context, c kubernetes.Interface, ns, name string, out 
 
 // follow sends the pod's changes until the watch ends (an error
 // event's error) or ctx does.
-func follow(ctx context.Context, w watch.Interface, name string, send func(podEvent) bool) error {
+func follow(ctx context.Context, w watch.Interface, name string, send func(PodEvent) bool) error {
 	for {
 		var ev watch.Event
 		var ok bool
@@ -169,9 +172,18 @@ func follow(ctx context.Context, w watch.Interface, name string, send func(podEv
 			if ev.Type == watch.Deleted {
 				pod = nil
 			}
-			if !send(podEvent{name: name, pod: pod}) {
+			if !send(PodEvent{Name: name, Pod: pod}) {
 				return nil
 			}
 		}
 	}
+}
+
+// ConditionPatch is a strategic merge patch of a pod's status setting
+// cond (conditions merge by type), the pod's UID a precondition.
+func ConditionPatch(uid types.UID, cond corev1.PodCondition) ([]byte, error) {
+	return json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": uid},
+		"status":   map[string]any{"conditions": []corev1.PodCondition{cond}},
+	})
 }
