@@ -56,124 +56,174 @@ type step struct {
 // names this migration (the target pod, the source pod, the token), so
 // one left by an earlier attempt is never taken for this one's.
 func (r relay) next(st relayState, s, t *corev1.Pod) step {
-	out := step{state: st, toSource: map[string]string{}, toTarget: map[string]string{}}
-	fail := func(format string, args ...any) step {
-		out.failure = fmt.Sprintf(format, args...)
-		if why := out.state.sourceFailed; why != "" {
-			out.failure = "the source could not send the VM: " + why + "; then " + out.failure
-		}
-		return out
-	}
+	x := &reading{r: r, out: step{state: st, toSource: map[string]string{}, toTarget: map[string]string{}}}
 	// Each pod's annotations; nil if the pod is gone (or another has its
 	// name).
-	var sa, ta map[string]string
 	if s != nil && s.UID == r.sourceUID {
-		sa = annotationsOf(s)
+		x.sa = annotationsOf(s)
 	}
 	if t != nil && t.UID == r.targetUID {
-		ta = annotationsOf(t)
+		x.ta = annotationsOf(t)
 	}
-	// copyTo copies value to the pod whose annotations are toAnn, unless
-	// it has it, or is gone.
-	copyTo := func(to map[string]string, toAnn map[string]string, key, value string) {
-		if cur, ok := toAnn[key]; toAnn != nil && (!ok || cur != value) {
-			to[key] = value
+	for _, read := range []func() bool{x.sourceAnswer, x.targetAnswer, x.sourceProgress, x.sourceResult, x.targetRefusal, x.targetFinish} {
+		if done := read(); done {
+			return x.out
 		}
 	}
+	x.pods(s, t)
+	return x.out
+}
 
-	// 2-3. S's answer to migrate-to: its VM, for T.
+// reading is one next: the step it makes and the pods' annotations.
+// Each of its reads says whether the step is made (a failure, or T's
+// finish).
+type reading struct {
+	r      relay
+	out    step
+	sa, ta map[string]string
+}
+
+// fail makes the step a failure (after S's own, if it said so).
+func (x *reading) fail(format string, args ...any) bool {
+	x.out.failure = fmt.Sprintf(format, args...)
+	if why := x.out.state.sourceFailed; why != "" {
+		x.out.failure = "the source could not send the VM: " + why + "; then " + x.out.failure
+	}
+	return true
+}
+
+// copyTo copies value to the pod whose annotations are toAnn, unless it
+// has it, or is gone.
+func copyTo(to map[string]string, toAnn map[string]string, key, value string) {
+	if cur, ok := toAnn[key]; toAnn != nil && (!ok || cur != value) {
+		to[key] = value
+	}
+}
+
+// sourceAnswer is steps 2-3: S's answer to migrate-to, its VM, for T.
+func (x *reading) sourceAnswer() bool {
 	var src kubeapi.MigrationSource
-	if ok, err := kubeapi.DecodeAnnotation(sa, kubeapi.AnnotationMigrationSource, &src); err != nil {
-		return fail("source pod %s: %v", r.source, err)
-	} else if ok && src.Target == r.target {
-		out.sourceReady = &src
-		copyTo(out.toTarget, ta, kubeapi.AnnotationMigrationSource, sa[kubeapi.AnnotationMigrationSource])
+	if ok, err := kubeapi.DecodeAnnotation(x.sa, kubeapi.AnnotationMigrationSource, &src); err != nil {
+		return x.fail("source pod %s: %v", x.r.source, err)
+	} else if ok && src.Target == x.r.target {
+		x.out.sourceReady = &src
+		copyTo(x.out.toTarget, x.ta, kubeapi.AnnotationMigrationSource, x.sa[kubeapi.AnnotationMigrationSource])
 	}
-	// 4-5. T's answer to it: where the VM goes, for S.
+	return false
+}
+
+// targetAnswer is steps 4-5: T's answer to it, where the VM goes, for S.
+func (x *reading) targetAnswer() bool {
 	var tgt kubeapi.MigrationTarget
-	if ok, err := kubeapi.DecodeAnnotation(ta, kubeapi.AnnotationMigrationTarget, &tgt); err != nil {
-		return fail("target pod %s: %v", r.target, err)
-	} else if ok && tgt.Source == r.ns+"/"+r.source && tgt.Token != "" {
-		out.state.token = tgt.Token
-		out.targetReady = &tgt
-		copyTo(out.toSource, sa, kubeapi.AnnotationMigrationTarget, ta[kubeapi.AnnotationMigrationTarget])
+	if ok, err := kubeapi.DecodeAnnotation(x.ta, kubeapi.AnnotationMigrationTarget, &tgt); err != nil {
+		return x.fail("target pod %s: %v", x.r.target, err)
+	} else if ok && tgt.Source == x.r.ns+"/"+x.r.source && tgt.Token != "" {
+		x.out.state.token = tgt.Token
+		x.out.targetReady = &tgt
+		copyTo(x.out.toSource, x.sa, kubeapi.AnnotationMigrationTarget, x.ta[kubeapi.AnnotationMigrationTarget])
 	}
-	token := out.state.token
-	// 6-7. S's Migrate: its progress, then its result, for T.
+	return false
+}
+
+// sourceProgress is step 6: S's Migrate's progress.
+func (x *reading) sourceProgress() bool {
 	var prog kubeapi.MigrationProgress
-	if ok, err := kubeapi.DecodeAnnotation(sa, kubeapi.AnnotationMigrationProgress, &prog); err != nil {
-		return fail("source pod %s: %v", r.source, err)
-	} else if ok && token != "" && prog.Token == token {
-		out.progress, out.prog = sa[kubeapi.AnnotationMigrationProgress], prog
+	if ok, err := kubeapi.DecodeAnnotation(x.sa, kubeapi.AnnotationMigrationProgress, &prog); err != nil {
+		return x.fail("source pod %s: %v", x.r.source, err)
+	} else if token := x.out.state.token; ok && token != "" && prog.Token == token {
+		x.out.progress, x.out.prog = x.sa[kubeapi.AnnotationMigrationProgress], prog
 	}
+	return false
+}
+
+// sourceResult is steps 6-7: S's Migrate's result, for T; or S's
+// refusal to describe its VM.
+func (x *reading) sourceResult() bool {
 	var sres kubeapi.MigrationResult
-	ok, err := kubeapi.DecodeAnnotation(sa, kubeapi.AnnotationMigrationResult, &sres)
+	ok, err := kubeapi.DecodeAnnotation(x.sa, kubeapi.AnnotationMigrationResult, &sres)
+	token := x.out.state.token
 	switch {
 	case err != nil:
-		return fail("source pod %s: %v", r.source, err)
+		return x.fail("source pod %s: %v", x.r.source, err)
 	case ok && token != "" && sres.Token == token:
 		// Copied either way: T's agent finishes with it.
-		copyTo(out.toTarget, ta, kubeapi.AnnotationMigrationResult, sa[kubeapi.AnnotationMigrationResult])
+		copyTo(x.out.toTarget, x.ta, kubeapi.AnnotationMigrationResult, x.sa[kubeapi.AnnotationMigrationResult])
 		if sres.Phase == kubeapi.MigrationSucceeded {
-			out.state.moved = true
+			x.out.state.moved = true
 		} else {
-			out.state.sourceFailed = orUnsaid(sres.Message)
+			x.out.state.sourceFailed = orUnsaid(sres.Message)
 		}
 	case ok && sres.Token == "" && sres.Phase == kubeapi.MigrationFailed:
-		return fail("the source refused: %s", orUnsaid(sres.Message))
+		return x.fail("the source refused: %s", orUnsaid(sres.Message))
 	}
-	// 4. T's refusal to prepare (its result without a token; with one it
-	// is S's, copied).
-	var tres kubeapi.MigrationResult
-	if ok, err := kubeapi.DecodeAnnotation(ta, kubeapi.AnnotationMigrationResult, &tres); err != nil {
-		return fail("target pod %s: %v", r.target, err)
-	} else if ok && tres.Token == "" && tres.Phase == kubeapi.MigrationFailed {
-		return fail("the target refused: %s", orUnsaid(tres.Message))
-	}
-	// 8. T's finish.
-	var fin kubeapi.MigrationFinish
-	if ok, err := kubeapi.DecodeAnnotation(ta, kubeapi.AnnotationMigrationFinish, &fin); err != nil {
-		return fail("target pod %s: %v", r.target, err)
-	} else if ok && (fin.Token == token && token != "" || fin.Token == "" && fin.Phase == kubeapi.MigrationFailed) {
-		if fin.Phase == kubeapi.MigrationSucceeded {
-			out.finish = &fin
-			return out
-		}
-		out.finishFailed = true
-		if why := out.state.sourceFailed; why != "" {
-			out.failure = "the source could not send the VM: " + why
-			return out
-		}
-		return fail("the target could not take the VM: %s", orUnsaid(fin.Message))
-	}
+	return false
+}
 
-	// The pods themselves.
+// targetRefusal is step 4 refused: T's result without a token (with one
+// it is S's, copied).
+func (x *reading) targetRefusal() bool {
+	var tres kubeapi.MigrationResult
+	if ok, err := kubeapi.DecodeAnnotation(x.ta, kubeapi.AnnotationMigrationResult, &tres); err != nil {
+		return x.fail("target pod %s: %v", x.r.target, err)
+	} else if ok && tres.Token == "" && tres.Phase == kubeapi.MigrationFailed {
+		return x.fail("the target refused: %s", orUnsaid(tres.Message))
+	}
+	return false
+}
+
+// targetFinish is step 8: T's finish.
+func (x *reading) targetFinish() bool {
+	var fin kubeapi.MigrationFinish
+	token := x.out.state.token
+	ok, err := kubeapi.DecodeAnnotation(x.ta, kubeapi.AnnotationMigrationFinish, &fin)
+	switch {
+	case err != nil:
+		return x.fail("target pod %s: %v", x.r.target, err)
+	case !ok || !(fin.Token == token && token != "" || fin.Token == "" && fin.Phase == kubeapi.MigrationFailed):
+		return false
+	case fin.Phase == kubeapi.MigrationSucceeded:
+		x.out.finish = &fin
+		return true
+	}
+	x.out.finishFailed = true
+	if why := x.out.state.sourceFailed; why != "" {
+		x.out.failure = "the source could not send the VM: " + why
+		return true
+	}
+	return x.fail("the target could not take the VM: %s", orUnsaid(fin.Message))
+}
+
+// pods reads the pods themselves: T must be there and on its way, S too
+// until its VM left.
+func (x *reading) pods(s, t *corev1.Pod) {
+	r := x.r
 	switch {
 	case t == nil || t.UID != r.targetUID:
-		return fail("target pod %s was deleted", r.target)
+		x.fail("target pod %s was deleted", r.target)
+		return
 	case t.DeletionTimestamp != nil:
-		return fail("target pod %s is being deleted", r.target)
+		x.fail("target pod %s is being deleted", r.target)
+		return
 	}
 	if why := podTrouble(t); why != "" {
-		return fail("target pod %s %s", r.target, why)
+		x.fail("target pod %s %s", r.target, why)
+		return
 	}
-	out.targetRunning = t.Status.Phase == corev1.PodRunning
-	out.targetWaiting = waiting(t)
-	if out.state.moved {
-		// S's container exits once its VM left; only T matters now.
-		return out
+	x.out.targetRunning = t.Status.Phase == corev1.PodRunning
+	x.out.targetWaiting = waiting(t)
+	if x.out.state.moved {
+		return // S's container exits once its VM left; only T matters now
 	}
 	switch {
 	case s == nil || s.UID != r.sourceUID:
-		return fail("source pod %s was deleted", r.source)
+		x.fail("source pod %s was deleted", r.source)
 	case s.DeletionTimestamp != nil:
-		return fail("source pod %s is being deleted", r.source)
+		x.fail("source pod %s is being deleted", r.source)
 	case s.Status.Phase != corev1.PodRunning:
-		return fail("source pod %s is %s, no longer Running", r.source, s.Status.Phase)
-	case sa[kubeapi.AnnotationMigrateTo] != r.target:
-		return fail("source pod %s no longer says %s: %s (another migration?)", r.source, kubeapi.AnnotationMigrateTo, r.target)
+		x.fail("source pod %s is %s, no longer Running", r.source, s.Status.Phase)
+	case x.sa[kubeapi.AnnotationMigrateTo] != r.target:
+		x.fail("source pod %s no longer says %s: %s (another migration?)", r.source, kubeapi.AnnotationMigrateTo, r.target)
 	}
-	return out
 }
 
 func annotationsOf(p *corev1.Pod) map[string]string {

@@ -11,10 +11,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/crimux/crimux/kubeapi"
 )
@@ -38,9 +40,7 @@ type rig struct {
 func newRig(t *testing.T, b behaviour, timeout time.Duration, pods ...*corev1.Pod) *rig {
 	t.Helper()
 	c := newFakeCluster(t, b, pods...)
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{GVR: kubeapi.VMMigrationKind + "List"})
-	r := &rig{fakeCluster: c, store: Store{Client: dyn}}
+	r := &rig{fakeCluster: c, store: Store{Client: fakeDynamic()}}
 	r.ctl = &Controller{Client: c.client, Store: r.store, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Timing: Timing{Timeout: timeout, GoneWait: 5 * time.Second, CleanupWait: 5 * time.Second, HintAfter: 200 * time.Millisecond, FinishWait: time.Minute}}
 	r.start(t)
@@ -138,4 +138,31 @@ func unstructuredSet(obj map[string]any, v any, fields ...string) error {
 	}
 	obj[fields[len(fields)-1]] = v
 	return nil
+}
+
+// fakeDynamic is the fake dynamic client holding VMMigrations, whose
+// status updates change the status alone, as the API server's status
+// subresource does (the fake's own would write the spec too, undoing a
+// cancel).
+func fakeDynamic() *dynamicfake.FakeDynamicClient {
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{GVR: kubeapi.VMMigrationKind + "List"})
+	dyn.PrependReactor("update", GVR.Resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		ua, ok := a.(k8stesting.UpdateAction)
+		if !ok || ua.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		obj := ua.GetObject().(*unstructured.Unstructured)
+		cur, err := dyn.Tracker().Get(GVR, obj.GetNamespace(), obj.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		u := cur.(*unstructured.Unstructured).DeepCopy()
+		u.Object["status"] = obj.Object["status"]
+		if err := dyn.Tracker().Update(GVR, u, obj.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, u, nil
+	})
+	return dyn
 }
