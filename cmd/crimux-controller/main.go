@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -36,10 +37,10 @@ import (
 
 // flags are the command line.
 type flags struct {
-	kubeconfig, leaseNamespace, id, eviction, runtimeClasses, logFormat string
-	leaderElect, showVersion                                            bool
-	caps                                                                vmmigration.Caps
-	timeout, leaseDuration                                              time.Duration
+	kubeconfig, leaseNamespace, id, eviction, runtimeClasses, logFormat, metricsAddr string
+	leaderElect, showVersion                                                         bool
+	caps                                                                             vmmigration.Caps
+	timeout, leaseDuration                                                           time.Duration
 }
 
 func parse(args []string, stderr io.Writer) (flags, error) {
@@ -59,6 +60,7 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 		kubeapi.EvictionLiveMigrate+", "+kubeapi.EvictionLiveMigrateOrShutdown+", or empty (Kubernetes evicts them)")
 	fs.StringVar(&f.runtimeClasses, "vm-runtime-classes", "vm,vm-instant", "the RuntimeClasses of VM pods, comma-separated")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fs.StringVar(&f.metricsAddr, "metrics-address", "", "host:port to serve Prometheus metrics on (/metrics); empty: none")
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -119,7 +121,12 @@ func run(ctx context.Context, f flags, log *slog.Logger) error {
 		return err
 	}
 	store := vmmigration.Store{Client: dyn}
-	mig := &vmmigration.Controller{Client: kube, Store: store, Caps: f.caps, Timing: vmmigration.Timing{Timeout: f.timeout}, Log: log}
+	reg := prometheus.NewRegistry()
+	if err := serveMetrics(ctx, f.metricsAddr, reg, log); err != nil {
+		return err
+	}
+	mig := &vmmigration.Controller{Client: kube, Store: store, Caps: f.caps, Timing: vmmigration.Timing{Timeout: f.timeout}, Log: log,
+		Metrics: vmmigration.NewMetrics(reg)}
 	dr := &drain.Controller{Client: kube, Migrations: store, Eviction: f.eviction, RuntimeClasses: strings.Split(f.runtimeClasses, ","), Log: log}
 	act := func(ctx context.Context) {
 		log.Info("crimux-controller acting", "version", version.Version, "id", f.id)

@@ -58,6 +58,8 @@ type Controller struct {
 	Caps   Caps
 	Timing Timing
 	Log    *slog.Logger
+	// Metrics are the migrations' series (nil: none).
+	Metrics *Metrics
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 
@@ -106,6 +108,7 @@ func (c *Controller) pass(ctx context.Context, wake chan<- struct{}) {
 		c.Log.Warn("list VMMigrations", "err", err)
 		return
 	}
+	c.Metrics.observePhases(migs)
 	sort.Slice(migs, func(i, j int) bool { return migs[i].CreationTimestamp.Before(&migs[j].CreationTimestamp) })
 	for _, m := range migs {
 		if kubeapi.Final(m.Status.Phase) {
@@ -190,7 +193,7 @@ func (c *Controller) start(ctx context.Context, m *kubeapi.VMMigration, node str
 		now := metav1.NewTime(c.Now())
 		m.Status.StartTime = &now
 	}
-	w := &worker{client: c.Client, status: newStatusWriter(c.Store, m, c.Log), timing: c.Timing, now: c.Now,
+	w := &worker{client: c.Client, status: newStatusWriter(c.Store, m, c.Log), timing: c.Timing, now: c.Now, metrics: c.Metrics,
 		events: eventSink{kubeclient.Events{Client: c.Client, Component: FieldManager, Log: c.Log, Now: c.Now}}}
 	c.wg.Add(1)
 	go func() {

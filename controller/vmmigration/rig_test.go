@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -41,7 +42,7 @@ func newRig(t *testing.T, b behaviour, timeout time.Duration, pods ...*corev1.Po
 	t.Helper()
 	c := newFakeCluster(t, b, pods...)
 	r := &rig{fakeCluster: c, store: Store{Client: fakeDynamic()}}
-	r.ctl = &Controller{Client: c.client, Store: r.store, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	r.ctl = &Controller{Client: c.client, Store: r.store, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: NewMetrics(prometheus.NewRegistry()),
 		Timing: Timing{Timeout: timeout, GoneWait: 5 * time.Second, CleanupWait: 5 * time.Second, HintAfter: 200 * time.Millisecond, FinishWait: time.Minute}}
 	r.start(t)
 	return r

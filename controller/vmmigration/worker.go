@@ -57,11 +57,12 @@ var errCancelled = errors.New("cancelled (spec.cancel)")
 // started again on the same object, after the controller died at any
 // point, goes on from where the last one was.
 type worker struct {
-	client kubernetes.Interface
-	status *statusWriter
-	timing Timing
-	now    func() time.Time
-	events eventSink
+	client  kubernetes.Interface
+	status  *statusWriter
+	timing  Timing
+	now     func() time.Time
+	events  eventSink
+	metrics *Metrics
 }
 
 // run is the migration until it ends; ctx ends with the controller (or
@@ -187,6 +188,15 @@ func (w *worker) end(phase, reason, msg string, o outcome) {
 		}
 		setCondition(st, "Ready", phase == kubeapi.VMMigrationSucceeded, reason, msg, now)
 	})
+	var took time.Duration
+	if start := w.status.get().Status.StartTime; start != nil {
+		took = now.Sub(start.Time)
+	}
+	var downtime int64
+	if o.finish != nil {
+		downtime = o.finish.DowntimeMS
+	}
+	w.metrics.ended(phase, reason, took, downtime)
 }
 
 // refuse ends a migration that could not start: nothing was changed,

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,6 +88,12 @@ func TestMigrate(t *testing.T) {
 		t.Errorf("T's migration-source is %+v (%v): the earlier attempt's relayed?", src, err)
 	}
 	requireProtocolOrder(t, r.client)
+	if n := promtest.ToFloat64(r.ctl.Metrics.results.WithLabelValues("Succeeded", "Migrated")); n != 1 {
+		t.Errorf("crimux_controller_vmmigrations_ended_total{Succeeded,Migrated} = %v, want 1", n)
+	}
+	if n := promtest.CollectAndCount(r.ctl.Metrics.downtime); n != 1 {
+		t.Errorf("downtime histogram has %d series, want 1", n)
+	}
 }
 
 // requireProtocolOrder: each step after the one it answers, whoever
