@@ -153,7 +153,7 @@ func drainLocalVolume(t *testing.T, k8s string) {
 `))
 	_, ctrID := waitVMPodRunning(t, k8s, "vm-local")
 	waitProtected(t, k8s, "vm-local")
-	out, err := kubectlLong(k8s, 3*time.Minute, "drain", kubeletNode, "--ignore-daemonsets", "--delete-emptydir-data", "--force", "--timeout=45s")
+	out, err := kubectlLong(k8s, 3*time.Minute, "drain", kubeletNode, "--ignore-daemonsets", "--delete-emptydir-data", "--force", "--timeout=20s")
 	t.Logf("kubectl drain of the node-local VM's node: %v\n%s", err, tail(out, 10))
 	if err == nil || !strings.Contains(out, "vm-local") || !strings.Contains(out, "disruption budget") {
 		t.Fatalf("kubectl drain: %v, want it refused for vm-local by its disruption budget", err)
