@@ -54,7 +54,7 @@ func TestVMMigrateDrain(t *testing.T) {
 	k8s := k8sDir(t)
 	requireVM(t)
 	requireNode2(t)
-	startKubeProcs(t, k8s, controllerManager("disruption-controller"),
+	startKubeProcs(t, k8s, controllerManager("disruption-controller,node-lifecycle-controller"),
 		[]string{"kube-scheduler", "--kubeconfig", clusterPKI + "/admin.kubeconfig", "--secure-port", "0", "--leader-elect=false"})
 	c1 := startClusterNode(t, k8s, migrationSection(1, ""), debianImage, vmAgentImage)
 	c2 := startClusterNodeTwo(t, k8s, migrationSection(2, ""), debianImage, vmAgentImage)
