@@ -91,6 +91,10 @@ func Final(phase string) bool { return phase == VMMigrationSucceeded || phase ==
 const (
 	// LabelVMMigration, on a target pod: the VMMigration that made it.
 	LabelVMMigration = "crimux.io/vmmigration"
+	// AnnotationAvoidedNode, on a target pod the scheduler placed: the
+	// source's node, which the controller's node affinity term keeps it
+	// off; a later migration of it drops that term for its own.
+	AnnotationAvoidedNode = "crimux.io/avoided-node"
 	// AnnotationEviction, on a VM pod: what an eviction (a drain) does
 	// to it. EvictionLiveMigrate: the eviction is refused (a
 	// PodDisruptionBudget) while the controller moves the VM to another

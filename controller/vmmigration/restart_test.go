@@ -1,8 +1,13 @@
 package vmmigration
 
 import (
+	"reflect"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/crimux/crimux/kubeapi"
 )
@@ -98,5 +103,52 @@ func waitPhase(t *testing.T, r *rig, name string, ok func(string) bool) *kubeapi
 			t.Fatalf("migration %s: %+v, %v", name, m, err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTargetAvoidsTheSourceNodeOnly: a migration without a node keeps
+// its target off the source's node (a node affinity term, noted on the
+// target); the next migration of that target drops the term for its own,
+// and one to a named node carries none of them; the user's own terms
+// stay.
+func TestTargetAvoidsTheSourceNodeOnly(t *testing.T) {
+	own := corev1.NodeSelectorRequirement{Key: "disk", Operator: corev1.NodeSelectorOpIn, Values: []string{"ssd"}}
+	s := vmPod("vm1", "node1", func(p *corev1.Pod) {
+		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{own}}}}}}
+	})
+	r := newRig(t, behaviour{noAgents: true}, time.Minute, s)
+	w := &worker{client: r.client}
+	mig := func(name, node string) *kubeapi.VMMigration {
+		return &kubeapi.VMMigration{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, UID: types.UID("uid-" + name)},
+			Spec: kubeapi.VMMigrationSpec{Pod: "vm1", TargetNode: node}}
+	}
+	terms := func(p *corev1.Pod) []corev1.NodeSelectorRequirement {
+		return p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions
+	}
+	t1, err := w.createTarget(t.Context(), mig("a", ""), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notIn := func(node string) corev1.NodeSelectorRequirement {
+		return corev1.NodeSelectorRequirement{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpNotIn, Values: []string{node}}
+	}
+	if got := terms(t1); !reflect.DeepEqual(got, []corev1.NodeSelectorRequirement{own, notIn("node1")}) || t1.Annotations[kubeapi.AnnotationAvoidedNode] != "node1" {
+		t.Fatalf("the first target's terms %+v, avoided %q", got, t1.Annotations[kubeapi.AnnotationAvoidedNode])
+	}
+	t1.Spec.NodeName = "node2" // scheduled
+	t2, err := w.createTarget(t.Context(), mig("b", ""), t1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := terms(t2); !reflect.DeepEqual(got, []corev1.NodeSelectorRequirement{own, notIn("node2")}) || t2.Annotations[kubeapi.AnnotationAvoidedNode] != "node2" {
+		t.Fatalf("the second target's terms %+v, avoided %q", got, t2.Annotations[kubeapi.AnnotationAvoidedNode])
+	}
+	t3, err := w.createTarget(t.Context(), mig("c", "node1"), t1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := terms(t3); !reflect.DeepEqual(got, []corev1.NodeSelectorRequirement{own}) || t3.Annotations[kubeapi.AnnotationAvoidedNode] != "" {
+		t.Fatalf("the named node's target's terms %+v, avoided %q", got, t3.Annotations[kubeapi.AnnotationAvoidedNode])
 	}
 }

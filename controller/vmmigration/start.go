@@ -105,8 +105,11 @@ func (w *worker) createTarget(ctx context.Context, m *kubeapi.VMMigration, s *co
 		t.Labels = map[string]string{}
 	}
 	t.Labels[kubeapi.LabelVMMigration] = m.Name
+	dropAvoided(&t.Spec, s.Annotations[kubeapi.AnnotationAvoidedNode])
+	delete(t.Annotations, kubeapi.AnnotationAvoidedNode)
 	if m.Spec.TargetNode == "" {
 		avoidNode(&t.Spec, s.Spec.NodeName)
+		t.Annotations[kubeapi.AnnotationAvoidedNode] = s.Spec.NodeName
 	}
 	pods := w.client.CoreV1().Pods(m.Namespace)
 	created, err := pods.Create(ctx, t, metav1.CreateOptions{FieldManager: FieldManager})
@@ -156,4 +159,34 @@ func avoidNode(spec *corev1.PodSpec, node string) {
 	for i := range req.NodeSelectorTerms {
 		req.NodeSelectorTerms[i].MatchExpressions = append(req.NodeSelectorTerms[i].MatchExpressions, not)
 	}
+}
+
+// dropAvoided takes out of spec the term an earlier migration's
+// avoidNode added for node (S, itself a target, took it from its own
+// source): S's node is to be avoided now, not S's source's.
+func dropAvoided(spec *corev1.PodSpec, node string) {
+	if node == "" || spec.Affinity == nil || spec.Affinity.NodeAffinity == nil ||
+		spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return
+	}
+	req := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	var terms []corev1.NodeSelectorTerm
+	for _, term := range req.NodeSelectorTerms {
+		var kept []corev1.NodeSelectorRequirement
+		for _, r := range term.MatchExpressions {
+			if r.Key == "kubernetes.io/hostname" && r.Operator == corev1.NodeSelectorOpNotIn && len(r.Values) == 1 && r.Values[0] == node {
+				continue
+			}
+			kept = append(kept, r)
+		}
+		term.MatchExpressions = kept
+		if len(term.MatchExpressions) > 0 || len(term.MatchFields) > 0 {
+			terms = append(terms, term)
+		}
+	}
+	if len(terms) == 0 {
+		spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = nil
+		return
+	}
+	req.NodeSelectorTerms = terms
 }
