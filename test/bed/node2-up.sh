@@ -559,10 +559,16 @@ start_bridge "registry bridge's node side" "$N2_REG_BRIDGE_NODE_PID" "$node_net"
 # keeps listening on its Unix socket alone; a socat on the host's side of
 # the veth ends TLS with node one's certificate, takes only clients whose
 # certificate the bed's CA made (the two nodes'), and hands each
-# connection to the host libvirtd's socket.
+# connection to the host libvirtd's socket. libvirt's TLS transport has
+# the server confirm the client's certificate with one byte (1) after the
+# handshake, which the Unix socket's protocol has not: the front sends it.
+# TLS 1.2: libvirt's client takes the session tickets TLS 1.3 sends after
+# the handshake for that byte, reads nothing, and gives up.
+printf '%s\n' '#!/bin/sh' "printf '\\001'" "exec $SOCAT - UNIX-CONNECT:/run/libvirt/libvirt-sock" |
+	write_file "$N2_RUN/node1-libvirt-tls.sh" 0755
 start_bridge "node one's libvirt TLS front" "$N1_LIBVIRT_TLS_PID" "$host_net" \
-	socat "OPENSSL-LISTEN:16514,bind=$HOST_IP,fork,reuseaddr,cert=$PKI_DIR/node1/servercert.pem,key=$PKI_DIR/node1/serverkey.pem,cafile=$CA_DIR/cacert.pem,verify=1" \
-	"UNIX-CONNECT:/run/libvirt/libvirt-sock" || true
+	socat "OPENSSL-LISTEN:16514,bind=$HOST_IP,fork,reuseaddr,cert=$PKI_DIR/node1/servercert.pem,key=$PKI_DIR/node1/serverkey.pem,cafile=$CA_DIR/cacert.pem,verify=1,openssl-max-proto-version=TLS1.2" \
+	"EXEC:$N2_RUN/node1-libvirt-tls.sh" || true
 
 # The host containerd's config (up.sh) with node two's root, state (its
 # socket, shims, NRI), runc root, opt dir and CNI config.
