@@ -31,13 +31,14 @@ func backoff(failed int) time.Duration {
 	return min(d, 5*time.Minute)
 }
 
-// moveOffCordoned asks for a migration of each protected VM on a
-// cordoned node that has none under way; a failed one is reported and,
+// moveOffCordoned asks for a migration of each protected, running VM on
+// a cordoned node that has none under way (one not running yet is
+// waited for); a failed one is reported and,
 // per the pod's strategy, tried again later or let go.
 func (c *Controller) moveOffCordoned(ctx context.Context, vms []*corev1.Pod) {
 	var draining []*corev1.Pod
 	for _, p := range vms {
-		if c.onCordoned(p) && p.Labels[kubeapi.LabelEvictionPDB] != "" && c.strategy(p) != "" && !arriving(p) {
+		if p.Status.Phase == corev1.PodRunning && c.onCordoned(p) && p.Labels[kubeapi.LabelEvictionPDB] != "" && c.strategy(p) != "" && !arriving(p) {
 			draining = append(draining, p)
 		}
 	}

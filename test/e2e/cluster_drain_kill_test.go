@@ -100,6 +100,7 @@ func controllerKilled(t *testing.T, k8s string, ctl *controllerRun, c1 *daemonRu
 		}
 		pod = m.Status.TargetPod
 		waitVMPodRunning(t, k8s, pod)
+		waitGuestExec(t, k8s, pod)
 		requireOneVM(t)
 		if id := guestText(t, k8s, pod, "cat /proc/sys/kernel/random/boot_id"); id != bootID {
 			t.Fatalf("boot ID %s after the migration, %s before: the VM rebooted", id, bootID)

@@ -60,9 +60,22 @@ func TestVMMigrateDrain(t *testing.T) {
 	c2 := startClusterNodeTwo(t, k8s, migrationSection(2, ""), debianImage, vmAgentImage)
 	requireNodesReady(t, k8s)
 	ctl := startCrimuxController(t, k8s)
-	t.Run("drain there and back", func(t *testing.T) { drainThereAndBack(t, k8s, c1, c2) })
-	t.Run("the controller killed at each step", func(t *testing.T) { controllerKilled(t, k8s, ctl, c1, c2) })
-	t.Run("a VM on a node-local volume", func(t *testing.T) { drainLocalVolume(t, k8s) })
+	t.Run("drain there and back", func(t *testing.T) { cleanDrainPart(t, k8s); drainThereAndBack(t, k8s, c1, c2) })
+	t.Run("the controller killed at each step", func(t *testing.T) { cleanDrainPart(t, k8s); controllerKilled(t, k8s, ctl, c1, c2) })
+	t.Run("a VM on a node-local volume", func(t *testing.T) { cleanDrainPart(t, k8s); drainLocalVolume(t, k8s) })
+}
+
+// cleanDrainPart leaves, whatever a part did, both nodes schedulable and
+// no pod in the namespace for the next part.
+func cleanDrainPart(t *testing.T, k8s string) {
+	t.Cleanup(func() {
+		for _, n := range []string{kubeletNode, node2Name} {
+			_, _ = kubectlErr(k8s, "uncordon", n)
+		}
+		if out, err := kubectlLong(k8s, 5*time.Minute, "-n", clusterNamespace, "delete", "pods", "--all", "--wait=true", "--timeout=4m"); err != nil {
+			t.Logf("kubectl delete pods --all: %v\n%s", err, out)
+		}
+	})
 }
 
 // drain drains node (every pod: --force, as the bed's pods have no
@@ -100,6 +113,7 @@ func drainThereAndBack(t *testing.T, k8s string, c1 *daemonRun, c2 *crimux) {
 		t.Fatalf("the scheduler put the target on %q, want %s (node one is cordoned)", m.Status.TargetNode, node2Name)
 	}
 	dst, _ := waitVMPodRunning(t, k8s, target)
+	waitGuestExec(t, k8s, target)
 	if !strings.HasPrefix(dst.Status.PodIP, "10.88.78.") {
 		t.Fatalf("the target pod's IP %q is not on node two's pod network", dst.Status.PodIP)
 	}
@@ -132,6 +146,7 @@ func drainThereAndBack(t *testing.T, k8s string, c1 *daemonRun, c2 *crimux) {
 		t.Fatalf("moved back to %q, want %s", back.Status.TargetNode, kubeletNode)
 	}
 	waitVMPodRunning(t, k8s, back.Status.TargetPod)
+	waitGuestExec(t, k8s, back.Status.TargetPod)
 	requireSameMachine(t, k8s, back.Status.TargetPod, bootID, upBefore, back.Status.DowntimeMS)
 	kubectl(t, k8s, "uncordon", node2Name)
 	requireNode2Empty(t, c2)
