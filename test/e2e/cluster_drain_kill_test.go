@@ -55,30 +55,37 @@ type pluginResult struct {
 	err error
 }
 
-// controllerKilled: three migrations of the agent VM with kubectl crimux
-// migrate, the controller SIGKILLed in each, at another step (the target
-// pod made but not ready; the memory streaming; the VM switched over, as
-// the source's node agent reports it sent): a new controller (after the
-// Lease of the dead one ran out) finishes each. The VM runs exactly once
-// afterwards, the same machine, on the node asked; the plugin, following
-// the object, says where; the objects end Succeeded.
+// controllerKilled: three migrations of an agent VM from node one to
+// node two with kubectl crimux migrate, the controller SIGKILLed in
+// each, at another step (the target pod made but not ready; the memory
+// streaming; the VM switched over, as the source's node agent reports it
+// sent): a new controller (after the Lease of the dead one ran out)
+// finishes each. The VM runs exactly once afterwards, the same machine,
+// on the node asked; the plugin, following the object, says where; the
+// objects end Succeeded.
 func controllerKilled(t *testing.T, k8s string, ctl *controllerRun, c1 *daemonRun, c2 *crimux) {
-	kubectlApply(t, k8s, fmt.Sprintf(agentVMPod, "vm-kill", "live-migrate", ""))
-	waitVMPodRunning(t, k8s, "vm-kill")
-	waitGuestExec(t, k8s, "vm-kill")
-	bootID := guestText(t, k8s, "vm-kill", "cat /proc/sys/kernel/random/boot_id")
-	pod := "vm-kill"
 	steps := []struct {
-		name, to string
-		at       func(vmMigration) bool
+		name string
+		at   func(pod string) func(vmMigration) bool
 	}{
-		{"the target pod made, not ready", node2Name, func(m vmMigration) bool { return m.Status.Phase == "Scheduling" }},
-		{"the memory streaming", kubeletNode, func(m vmMigration) bool { return m.Status.Phase == "Running" && m.Status.Progress != nil }},
-		{"the VM switched over", node2Name, func(m vmMigration) bool { return sourceSentVM(k8s, pod) }},
+		{"the target pod made, not ready", func(string) func(vmMigration) bool {
+			return func(m vmMigration) bool { return m.Status.Phase == "Scheduling" }
+		}},
+		{"the memory streaming", func(string) func(vmMigration) bool {
+			return func(m vmMigration) bool { return m.Status.Phase == "Running" && m.Status.Progress != nil }
+		}},
+		{"the VM switched over", func(pod string) func(vmMigration) bool {
+			return func(vmMigration) bool { return sourceSentVM(k8s, pod) }
+		}},
 	}
-	for _, s := range steps {
-		done := pluginMigrate(k8s, pod, s.to)
-		at := waitMigration(t, k8s, pod, 3*time.Minute, pod+"'s migration at "+s.name, s.at)
+	for i, s := range steps {
+		pod := fmt.Sprintf("vm-kill-%d", i)
+		kubectlApply(t, k8s, fmt.Sprintf(agentVMPod, pod, "live-migrate", ""))
+		waitVMPodRunning(t, k8s, pod)
+		waitGuestExec(t, k8s, pod)
+		bootID := guestText(t, k8s, pod, "cat /proc/sys/kernel/random/boot_id")
+		done := pluginMigrate(k8s, pod, node2Name)
+		at := waitMigration(t, k8s, pod, 3*time.Minute, pod+"'s migration at "+s.name, s.at(pod))
 		ctl.kill()
 		t.Logf("controller killed at %s: VMMigration %s %s (%s)", s.name, at.Metadata.Name, at.Status.Phase, at.Status.Message)
 		ctl.start()
@@ -86,27 +93,26 @@ func controllerKilled(t *testing.T, k8s string, ctl *controllerRun, c1 *daemonRu
 		select {
 		case res = <-done:
 		case <-time.After(10 * time.Minute):
-			t.Fatalf("kubectl crimux migrate %s --to %s still running after 10 minutes", pod, s.to)
+			t.Fatalf("kubectl crimux migrate %s still running after 10 minutes", pod)
 		}
 		m := waitMigration(t, k8s, pod, time.Minute, "the migration over", func(m vmMigration) bool {
 			return m.Metadata.Name == at.Metadata.Name && (m.Status.Phase == "Succeeded" || m.Status.Phase == "Failed")
 		})
-		if res.err != nil || m.Status.Phase != "Succeeded" || m.Status.TargetNode != s.to {
+		if res.err != nil || m.Status.Phase != "Succeeded" || m.Status.TargetNode != node2Name {
 			t.Fatalf("killed at %s: VMMigration %s %s %s on %q: %s; kubectl crimux migrate: %v\n%s",
 				s.name, m.Metadata.Name, m.Status.Phase, m.Status.Reason, m.Status.TargetNode, m.Status.Message, res.err, res.out)
 		}
-		if !strings.Contains(res.out, "target pod "+m.Status.TargetPod+" runs the VM on "+s.to) {
+		if !strings.Contains(res.out, "target pod "+m.Status.TargetPod+" runs the VM on "+node2Name) {
 			t.Errorf("kubectl crimux migrate does not say where the VM runs:\n%s", res.out)
 		}
-		pod = m.Status.TargetPod
-		waitVMPodRunning(t, k8s, pod)
-		waitGuestExec(t, k8s, pod)
+		waitVMPodRunning(t, k8s, m.Status.TargetPod)
+		waitGuestExec(t, k8s, m.Status.TargetPod)
 		requireOneVM(t)
-		if id := guestText(t, k8s, pod, "cat /proc/sys/kernel/random/boot_id"); id != bootID {
+		if id := guestText(t, k8s, m.Status.TargetPod, "cat /proc/sys/kernel/random/boot_id"); id != bootID {
 			t.Fatalf("boot ID %s after the migration, %s before: the VM rebooted", id, bootID)
 		}
+		kubectl(t, k8s, "-n", clusterNamespace, "delete", "pod", m.Status.TargetPod, "--wait=true", "--timeout=3m")
 	}
-	kubectl(t, k8s, "-n", clusterNamespace, "delete", "pod", pod, "--wait=true", "--timeout=3m")
 	waitSandboxesGone(t, c1, clusterNamespace)
 	requireNode2Empty(t, c2)
 }
