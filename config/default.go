@@ -10,11 +10,11 @@ const DefaultTOML = `# crimux configuration (/etc/crimux/config.toml).
 # SIGHUP (systemctl reload crimux) re-reads this file. log_level, the
 # [[runtime]] entries and libvirt's agent call caps, guest_boot_timeout,
 # max_snapshots_per_vm, gc_interval, the template bounds (template_max_*,
-# _retry_after, _cpu_millis) and the migration's bandwidth and timeouts
-# change live; listen, state_dir, metrics_address, log_format, [kubernetes],
-# containerd.call_timeout (for the connections kept) and every other
-# [libvirt] key (while the VM runtime is kept) need a restart: a reload
-# that changes one fails, naming it, and applies nothing. Each key's
+# _retry_after, _cpu_millis), the migration's bandwidth and timeouts and
+# containerd.call_timeout change live; listen, state_dir, metrics_address,
+# log_format, [kubernetes] and every other [libvirt] key (while the VM
+# runtime is kept) need a restart: a reload that changes one fails,
+# naming it, and applies nothing. Each key's
 # "reload:" in docs/config.md; what a reload does: docs/node.md,
 # "Reloading the config".
 

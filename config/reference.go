@@ -22,7 +22,8 @@ var LiveKeys = map[string]bool{"log_level": true, "runtime": true,
 	"libvirt.template_max_making": true, "libvirt.template_max_kept": true,
 	"libvirt.template_retry_after": true, "libvirt.template_cpu_millis": true,
 	"libvirt.migration.bandwidth_mib": true, "libvirt.migration.completion_timeout_per_gib": true,
-	"libvirt.migration.progress_timeout": true, "libvirt.migration.target_timeout": true}
+	"libvirt.migration.progress_timeout": true, "libvirt.migration.target_timeout": true,
+	"containerd.call_timeout": true}
 
 // RefKey is one key of the configuration as the reference gives it.
 type RefKey struct {

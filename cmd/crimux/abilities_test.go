@@ -120,3 +120,30 @@ func TestLiveVMReachesTheVMRuntime(t *testing.T) {
 		t.Fatalf("the VM runtime got %+v, want %+v", got, want)
 	}
 }
+
+// timeoutable records the call timeout a reload hands it.
+type timeoutable struct {
+	plainBackend
+	got *time.Duration
+}
+
+func (r timeoutable) SetCallTimeout(d time.Duration) { *r.got = d }
+
+var _ containerd.CallTimeouter = timeoutable{}
+
+// TestLiveContainerdReachesTheContainerRuntime: a reload hands
+// containerd.call_timeout to a backend with the ability (a container
+// runtime's).
+func TestLiveContainerdReachesTheContainerRuntime(t *testing.T) {
+	var got time.Duration
+	reg, err := registry.New(context.Background(), config.Default(), map[string]registry.Factory{
+		config.TypeContainer: backendFactory{timeoutable{got: &got}}, config.TypeVM: backendFactory{plainBackend{}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveContainerd(reg, 42*time.Second)
+	if got != 42*time.Second {
+		t.Fatalf("the container runtime got %s, want 42s", got)
+	}
+}

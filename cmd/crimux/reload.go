@@ -11,6 +11,7 @@ import (
 
 	"github.com/crimux/crimux/config"
 	"github.com/crimux/crimux/registry"
+	"github.com/crimux/crimux/runtimes/containerd"
 	"github.com/crimux/crimux/runtimes/libvirt"
 	"github.com/crimux/crimux/runtimes/libvirt/instant"
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
@@ -62,6 +63,7 @@ func (d *daemon) applyConfig(ctx context.Context) error {
 		closeOld()
 	}()
 	liveVM(reg, cfg.Libvirt)
+	liveContainerd(reg, cfg.Containerd.CallTimeout.Duration)
 	d.level.Set(parseLevel(cfg.LogLevel))
 	d.cfg = cfg
 	d.log.Info("config reloaded", "config", d.flags.configPath, "runtimes", runtimeNames(reg))
@@ -74,6 +76,16 @@ func liveVM(reg *registry.Registry, l config.Libvirt) {
 	for _, rt := range reg.Backends() {
 		if vm, ok := registry.Ability[libvirt.Reconfigurer](rt); ok {
 			vm.Reconfigure(liveLibvirt(l))
+		}
+	}
+}
+
+// liveContainerd hands containerd.call_timeout to the container
+// runtimes of reg that were kept (a new one was dialled with it).
+func liveContainerd(reg *registry.Registry, timeout time.Duration) {
+	for _, rt := range reg.Backends() {
+		if c, ok := registry.Ability[containerd.CallTimeouter](rt); ok {
+			c.SetCallTimeout(timeout)
 		}
 	}
 }
@@ -98,7 +110,7 @@ func liveLibvirt(l config.Libvirt) libvirt.Live {
 // the state dir, the metrics address, the log format and the node
 // agent's settings; every libvirt key but the live ones while a VM
 // runtime is kept (a reload that adds the VM runtime builds it with
-// next's); containerd.call_timeout while a container runtime is kept.
+// next's).
 func restartOnlyChanges(cur, next config.Config) []string {
 	var keys []string
 	for _, k := range []struct {
@@ -122,9 +134,6 @@ func restartOnlyChanges(cur, next config.Config) []string {
 				keys = append(keys, key)
 			}
 		}
-	}
-	if next.Containerd.CallTimeout != cur.Containerd.CallTimeout && hasType(cur, config.TypeContainer) && hasType(next, config.TypeContainer) {
-		keys = append(keys, "containerd.call_timeout")
 	}
 	return keys
 }

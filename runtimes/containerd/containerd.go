@@ -80,6 +80,8 @@ type Options struct {
 // Backend is a connection to containerd's CRI service.
 type Backend struct {
 	conn *grpc.ClientConn
+	// base is the ordinary call's deadline (SetCallTimeout).
+	base *callBase
 	// raw: the connection's answers need no ID rewriting (no codec).
 	raw     bool
 	runtime runtimeapi.RuntimeServiceClient
@@ -103,7 +105,8 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 	if opts.Counters == nil {
 		opts.Counters = noCounters{}
 	}
-	unary := []grpc.UnaryClientInterceptor{deadlines(opts.CallTimeout)}
+	base := newCallBase(opts.CallTimeout)
+	unary := []grpc.UnaryClientInterceptor{deadlines(base)}
 	release := func() {}
 	var shared *sweep
 	if opts.StateDir != "" {
@@ -141,6 +144,7 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 	go watchReconnects(conn, func() { opts.Counters.Reconnected(endpoint) })
 	b := &Backend{
 		conn:    conn,
+		base:    base,
 		raw:     opts.Codec == nil,
 		runtime: runtimeapi.NewRuntimeServiceClient(conn),
 		images:  runtimeapi.NewImageServiceClient(conn),
@@ -148,6 +152,21 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 	}
 	return b, nil
 }
+
+// SetCallTimeout makes d the deadline of the ordinary calls made from
+// now on (containerd.call_timeout on a config reload); calls in flight
+// keep theirs.
+func (b *Backend) SetCallTimeout(d time.Duration) {
+	if d > 0 {
+		b.base.ns.Store(int64(d))
+	}
+}
+
+// CallTimeouter is the ability a config reload hands
+// containerd.call_timeout to (a container runtime's backend has it).
+type CallTimeouter interface{ SetCallTimeout(time.Duration) }
+
+var _ CallTimeouter = (*Backend)(nil)
 
 // Runtime returns the RuntimeService client.
 func (b *Backend) Runtime() runtimeapi.RuntimeServiceClient { return b.runtime }

@@ -2,6 +2,7 @@ package containerd
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -29,13 +30,25 @@ func callTimeout(method string, req any, base time.Duration) time.Duration {
 	return base
 }
 
+// callBase is the deadline of an ordinary call, which a config reload
+// changes for the calls made from then on.
+type callBase struct{ ns atomic.Int64 }
+
+func newCallBase(d time.Duration) *callBase {
+	b := &callBase{}
+	b.ns.Store(int64(d))
+	return b
+}
+
+func (b *callBase) get() time.Duration { return time.Duration(b.ns.Load()) }
+
 // deadlines gives each unary call its deadline; a caller's earlier
 // deadline wins. A call whose caller's deadline is already the earlier
 // (kubelet's, normally) gets no context of its own: a timer per call is
 // work for nothing on the path of every proxied call.
-func deadlines(base time.Duration) grpc.UnaryClientInterceptor {
+func deadlines(base *callBase) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if d := callTimeout(method, req, base); d > 0 && !deadlineWithin(ctx, d) {
+		if d := callTimeout(method, req, base.get()); d > 0 && !deadlineWithin(ctx, d) {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, d)
 			defer cancel()
