@@ -157,10 +157,10 @@ func requireSameMachine(t *testing.T, k8s, pod, bootID string, upBefore float64,
 	}
 	ticks := guestText(t, k8s, pod, "cat /dev/shm/crimux-ticks")
 	gap, n := maxGap(ticks)
-	limit := 0.2 + float64(downtimeMS)/1000 + 2.0 // a tick, the downtime, TCG's scheduling
+	limit := 0.2 + float64(downtimeMS)/1000 + 3.0 // a tick, the downtime, TCG's scheduling on a busy host
 	t.Logf("pod %s: %d ticks, the longest gap %.2fs (downtime %d ms)", pod, n, gap, downtimeMS)
 	if gap > limit {
-		t.Fatalf("the guest's ticks paused %.2fs, more than %.2fs (a tick, the downtime of %d ms, 2s)", gap, limit, downtimeMS)
+		t.Fatalf("the guest's ticks paused %.2fs, more than %.2fs (a tick, the downtime of %d ms, 3s)", gap, limit, downtimeMS)
 	}
 }
 
