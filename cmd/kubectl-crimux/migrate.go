@@ -11,11 +11,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/crimux/crimux/controller/vmmigration"
+	"github.com/crimux/crimux/internal/kubeclient"
 	"github.com/crimux/crimux/kubeapi"
 )
 
@@ -117,14 +117,7 @@ func (mc migrateCmd) create(ctx context.Context) (*kubeapi.VMMigration, error) {
 // "POD-" into a name: the base cut to 58 characters, then 5 random ones
 // (of [a-z0-9]). The controller puts the name in a label of the target
 // pod, so it must not pass 63 characters.
-func migrationName(pod string) string {
-	const maxBase = 63 - 5
-	base := pod + "-"
-	if len(base) > maxBase {
-		base = base[:maxBase]
-	}
-	return base + utilrand.String(5)
-}
+func migrationName(pod string) string { return kubeclient.RandomName(pod + "-") }
 
 // cancel sets spec.cancel on the pod's migrations under way and follows
 // each to its end.

@@ -2,13 +2,12 @@ package drain
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/crimux/crimux/internal/kubeclient"
 	"github.com/crimux/crimux/kubeapi"
 )
 
@@ -122,15 +121,4 @@ func (c *Controller) move(ctx context.Context, p *corev1.Pod, last *kubeapi.VMMi
 
 // migrationName is a drain migration's: the pod's name, cut, and a
 // random part.
-func migrationName(pod string) string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, 5)
-	for i := range b {
-		b[i] = alphabet[rand.IntN(len(alphabet))]
-	}
-	base := pod
-	if len(base) > 63-len("-drain-xxxxx") {
-		base = base[:63-len("-drain-xxxxx")]
-	}
-	return fmt.Sprintf("%s-drain-%s", base, b)
-}
+func migrationName(pod string) string { return kubeclient.RandomName(pod + "-drain-") }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -186,4 +187,16 @@ func ConditionPatch(uid types.UID, cond corev1.PodCondition) ([]byte, error) {
 		"metadata": map[string]any{"uid": uid},
 		"status":   map[string]any{"conditions": []corev1.PodCondition{cond}},
 	})
+}
+
+// RandomName is prefix (cut to fit) followed by five random characters
+// of [a-z0-9], at most 63 in all: what the API server's generateName
+// makes, chosen here so that the caller knows the name before the
+// create (and a fake client, which does not generate names, works).
+func RandomName(prefix string) string {
+	const maxPrefix = 63 - 5
+	if len(prefix) > maxPrefix {
+		prefix = prefix[:maxPrefix]
+	}
+	return prefix + utilrand.String(5)
 }
