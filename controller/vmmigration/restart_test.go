@@ -152,3 +152,26 @@ func TestTargetAvoidsTheSourceNodeOnly(t *testing.T) {
 		t.Fatalf("the named node's target's terms %+v, avoided %q", got, t3.Annotations[kubeapi.AnnotationAvoidedNode])
 	}
 }
+
+// TestCancelDropsAnUnrecordedTarget: a controller died after it made the
+// target pod and before its status said so; the user cancels: the next
+// controller ends the migration and deletes that pod, which it finds by
+// the migration's name and label.
+func TestCancelDropsAnUnrecordedTarget(t *testing.T) {
+	r := newRig(t, behaviour{noAgents: true}, time.Minute, vmPod("vm1", "node1"))
+	r.stop()
+	orphan := vmPod(migTarget, "node2", func(p *corev1.Pod) {
+		p.Labels[kubeapi.LabelVMMigration] = "mig"
+		p.Annotations[kubeapi.AnnotationMigrateFrom] = testNS + "/vm1"
+	})
+	if _, err := r.client.CoreV1().Pods(testNS).Create(t.Context(), orphan, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r.ask(t, "mig", "vm1", "node2")
+	setCancel(t, r, "mig")
+	r.start(t)
+	wantEnd(t, r.waitFinal(t, "mig"), kubeapi.VMMigrationFailed, "Cancelled", "before it started")
+	if getPod(t, r.client, migTarget) != nil {
+		t.Error("the target pod an earlier controller made is still there")
+	}
+}

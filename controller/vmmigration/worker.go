@@ -74,6 +74,7 @@ func (w *worker) run(ctx context.Context) {
 		return
 	}
 	if errors.Is(context.Cause(ctx), errCancelled) && m.Status.TargetPod == "" {
+		w.dropUnrecordedTarget(m)
 		w.end(kubeapi.VMMigrationFailed, "Cancelled", "cancelled (spec.cancel) before it started", outcome{})
 		return
 	}
@@ -86,6 +87,19 @@ func (w *worker) run(ctx context.Context) {
 		return
 	}
 	w.carry(ctx, s, t)
+}
+
+// dropUnrecordedTarget deletes the target pod an earlier worker of m
+// made but did not live to record (its name is m's, and it carries m's
+// label): nothing else would.
+func (w *worker) dropUnrecordedTarget(m *kubeapi.VMMigration) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.timing.CleanupWait)
+	defer cancel()
+	name := targetName(m.Spec.Pod, uidSuffix(m.UID))
+	t, err := w.client.CoreV1().Pods(m.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err == nil && t.Labels[kubeapi.LabelVMMigration] == m.Name {
+		_ = kubeclient.DeletePod(ctx, w.client, t)
+	}
 }
 
 // carry relays until the end and ends the migration. s and t are the
