@@ -99,7 +99,7 @@ func NewManager(cfg Config, log *slog.Logger) (*Manager, error) {
 
 func newManager(cfg Config, cni cniRunner, log *slog.Logger) *Manager {
 	return &Manager{
-		cfg: cfg, cni: cni, log: log, inflight: newInflight(),
+		cfg: cfg, cni: cni, log: log, inflight: newInflight(hostLockOf(cfg.NetnsDir)),
 		responders: map[string]*guestServers{}, oldNetworks: map[string]bool{},
 	}
 }
