@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
 
@@ -126,6 +127,9 @@ func (r *Collector) everyDomainRecorded(l virt.Libvirt) error {
 			continue
 		}
 		x, err := l.XML(d)
+		if errdefs.IsNotFound(err) {
+			continue // gone since the list (another crimux's VM, removed)
+		}
 		if err != nil {
 			return fmt.Errorf("domain %s has no record and its XML cannot be read (%v): %w", d.Name, err, errUseUnknown)
 		}

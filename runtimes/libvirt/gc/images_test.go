@@ -2,6 +2,7 @@ package gc
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -135,6 +136,11 @@ func TestCollectImages(t *testing.T) {
 			e.putDomainUsing(t, "")
 			e.Libvirt.Fail("XML", boom)
 		}, nil},
+		{"a crimux domain without a record, gone before its XML was read: collected", func(t *testing.T, e *env, _ *fakeCache) {
+			// Another crimux's VM removed between the list and the read.
+			e.putDomainUsing(t, "<os><kernel>"+e.Dir+"/images/sha256-aa/vmlinuz</kernel></os>")
+			e.Libvirt.Fail("XML", fmt.Errorf("Domain not found: no domain with matching uuid: %w", errdefs.ErrNotFound))
+		}, []string{imgA, imgB}},
 		{"another crimux's domain, of another state dir: collected", func(t *testing.T, e *env, _ *fakeCache) {
 			e.putDomainUsing(t, "<os><kernel>"+e.Dir+"-other/images/sha256-aa/vmlinuz</kernel></os>")
 		}, []string{imgA, imgB}},
