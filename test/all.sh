@@ -21,6 +21,15 @@
 #     the host lane    e2e ... critest (the Makefile's targets), one after
 #                      another: they share the bed's containerd, libvirtd and
 #                      cluster
+#   in the background, once make e2e's serial tests (those that kill the
+#   bed's daemons) are done:
+#     the host-b lane  e2e-cluster, e2e-kubelet, chaos, one after another,
+#                      on the bed's second containerd, pod network and
+#                      control plane (BED_INSTANCE=b, CLUSTER_INSTANCE=b):
+#                      their kubelets take every pod of their containerd
+#                      for theirs, and chaos counts the leaks of its
+#                      containerd's network. libvirtd is shared: each crimux
+#                      keeps to the VMs of its own identity.
 #
 # Each suite's output is kept in $CRIMUX_TEST_LOGS/<suite>.log (a new
 # directory under /tmp unless set); the host lane's is printed as it runs,
@@ -42,9 +51,10 @@ rm -f "$logs"/*.rc "$logs"/*.log "$logs/table"
 t0=$SECONDS
 echo "test/all.sh: logs in $logs"
 
-# The host lane, in this order. They run with make -o for what was made
-# once before them (build, bed, host-tools).
-host_lane=(e2e e2e-migrate e2e-guest e2e-guest-instant e2e-cluster e2e-kubelet chaos critest)
+# The host lanes, each in this order. They run with make -o for what was
+# made once before them (build, bed, host-tools).
+host_lane=(e2e e2e-migrate e2e-guest e2e-guest-instant critest)
+host_b_lane=(e2e-cluster e2e-kubelet chaos)
 # The node's critest starts once this host suite ended.
 node_critest_after=e2e-cluster
 made=(-o build -o bed -o host-tools)
@@ -104,7 +114,25 @@ show() {
 }
 
 bed() {
-	./test/bed/install.sh && $MAKE -s host-tools && ./test/bed/up.sh && ./test/bed/libvirt-up.sh
+	./test/bed/install.sh && $MAKE -s host-tools && ./test/bed/up.sh && BED_INSTANCE=b ./test/bed/up.sh &&
+		./test/bed/libvirt-up.sh
+}
+
+# serial_tests_done: make e2e's tests that kill the bed's daemons ended
+# (go test -v resumed its first parallel test, or make e2e ended).
+serial_tests_done() {
+	until grep -q '^=== CONT' "$logs/e2e.log" 2>/dev/null || [ -s "$logs/e2e.rc" ]; do sleep 2; done
+}
+
+# The second host lane (BED_INSTANCE=b), beside the first once its serial
+# tests are done.
+host_b_lane() {
+	serial_tests_done
+	local s
+	for s in "${host_b_lane[@]}"; do
+		suite "$s" host-b $MAKE "${made[@]}" BED_INSTANCE=b "$s"
+	done
+	echo 0 >"$logs/host-b-lane.rc"
 }
 
 # The node lane: its disk once the bed's binaries are there, then its
@@ -139,7 +167,7 @@ summary() {
 		esac
 		printf '  %-18s %-6s %6d %6d  %s\n' "$name" "$lane" "$start" "$wall" "$rc"
 	done
-	for lane in fg host bg node; do
+	for lane in fg host host-b bg node; do
 		awk -v l="$lane" '$2 == l { if (!n++ || $3 < s) s = $3; if ($3 + $4 > e) e = $3 + $4 } END { if (n) printf "  lane %-4s %5ds .. %5ds (%ds)\n", l, s, e, e - s }' "$logs/table"
 	done
 	printf '  total %ds (%d min %02d s) against a budget of %ds: %s\n' "$total" $((total / 60)) $((total % 60)) "$budget" \
@@ -170,14 +198,18 @@ bed_rc=$?
 show bed
 if [ "$bed_rc" != 0 ]; then
 	for s in "${host_lane[@]}"; do skipped "$s" host "the bed failed"; done
+	for s in "${host_b_lane[@]}"; do skipped "$s" host-b "the bed failed"; done
+	echo 0 >"$logs/host-b-lane.rc"
 else
+	host_b_lane &
 	for s in "${host_lane[@]}"; do
 		live "$s" host $MAKE "${made[@]}" "$s" || rc=1
 	done
 fi
+await host-b-lane
 # The node suite waits for this with CRIMUX_TEST_NODE_AFTER=1.
 echo 0 >"$logs/host-lane.rc"
-for s in kubernetes node-image e2e-node; do
+for s in "${host_b_lane[@]}" kubernetes node-image e2e-node; do
 	await "$s"
 	show "$s"
 done

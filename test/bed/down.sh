@@ -59,11 +59,14 @@ done
 [ ${#shims[@]} -eq 0 ] || notes+=("${#shims[@]} shims stopped")
 
 # --- registry ----------------------------------------------------------------------
-if reg_pid=$(pid_running "$REG_PID" "$REG_BIN"); then
-	stop_pid "$reg_pid" registry 5
-	notes+=("registry (pid $reg_pid) stopped")
+# (A second instance shares the default bed's registry: it stays.)
+if [ -z "$BED_INSTANCE" ]; then
+	if reg_pid=$(pid_running "$REG_PID" "$REG_BIN"); then
+		stop_pid "$reg_pid" registry 5
+		notes+=("registry (pid $reg_pid) stopped")
+	fi
+	rm -f "$REG_PID"
 fi
-rm -f "$REG_PID"
 
 # --- network -----------------------------------------------------------------------
 # Network namespaces: bind mounts inside containerd's mount namespace (gone

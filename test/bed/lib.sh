@@ -46,14 +46,50 @@ SUBNET=10.88.77.0/24
 # address of each family, IPv4 first (the pod IP, as containerd picks).
 SUBNET6=fd00:88:77::/64
 
+# BED_INSTANCE=b: a second containerd and pod network beside the
+# default ones, for test/all.sh's second host lane (suites whose kubelets
+# would take the default containerd's pods for orphans and remove them):
+# its own root, state, socket, runc root and CNI network (bridge crimuxbr1,
+# 10.88.76.0/24, its own IPAM data). The registry, the caches, libvirtd
+# and the mirrors' certs.d are the default bed's.
+BED_INSTANCE=${BED_INSTANCE:-}
+case $BED_INSTANCE in
+"") ;;
+b)
+	CTD_ROOT=$LIB_DIR/containerd-b
+	CTD_STATE=$RUN_DIR/containerd-b
+	CTD_SOCK=$CTD_STATE/containerd.sock
+	CTD_ENDPOINT=unix://$CTD_SOCK
+	CTD_PID=$RUN_DIR/containerd-b.pid
+	CTD_LOG=$RUN_DIR/containerd-b.log
+	CTD_CONFIG=$ETC_DIR/containerd-b/config.toml
+	CTD_CONFIG_HASH=$RUN_DIR/containerd-b.config.sha256
+	CTD_NRI_DIR=$CTD_STATE/nri
+	CTD_SHIM_SOCKETS=$CTD_STATE/s
+	RUNC_ROOT=$RUN_DIR/runc-b
+	CNI_CONF_DIR=$ETC_DIR/cni-b/net.d
+	CNI_DATA_DIR=$LIB_DIR/cni-b/networks
+	CNI_NETWORK=crimux-testbed-b
+	BRIDGE=crimuxbr1
+	SUBNET=10.88.76.0/24
+	SUBNET6=fd00:88:76::/64
+	;;
+*)
+	echo "test/bed: BED_INSTANCE is \"\" or b, not $BED_INSTANCE" >&2
+	exit 1
+	;;
+esac
+# containerd's plugins' opt dir, of each instance.
+CTD_OPT=$LIB_DIR/opt${BED_INSTANCE:+-$BED_INSTANCE}
+
 REG_ADDR=127.0.0.1:5117
 REG_BIN=$BIN/crimux-test-registry
 REG_PID=$RUN_DIR/registry.pid
 REG_LOG=$RUN_DIR/registry.log
 
-IP_FORWARD_SAVED=$RUN_DIR/ip_forward.saved
+IP_FORWARD_SAVED=$RUN_DIR/ip_forward${BED_INSTANCE:+-$BED_INSTANCE}.saved
 # The bridge plugin turns IPv6 forwarding on for the IPv6 gateway.
-IP6_FORWARD_SAVED=$RUN_DIR/ip6_forward.saved
+IP6_FORWARD_SAVED=$RUN_DIR/ip6_forward${BED_INSTANCE:+-$BED_INSTANCE}.saved
 
 # Upstream registries whose images the test bed serves (through mirrors to
 # the local registry).

@@ -73,7 +73,7 @@ disabled_plugins = [
   address = ""
 
 [plugins.'io.containerd.internal.v1.opt']
-  path = "$LIB_DIR/opt"
+  path = "$CTD_OPT"
 
 [plugins.'io.containerd.shim.v1.manager']
   socket_dir = "$CTD_SHIM_SOCKETS"
@@ -232,5 +232,15 @@ for ((i = 0; i < 300; i++)); do
 	sleep 0.1
 done
 $ready || { tail -n 30 "$CTD_LOG" >&2; die "containerd (pid $ctd_pid) is not ready after 30s (log: $CTD_LOG)"; }
+
+# The bridge and its gateway address before any pod: a kubelet on this
+# network registers with that address (test/e2e's cluster node), which it
+# must find on the host. The bridge plugin takes it as it would have made
+# it.
+if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+	ip link add "$BRIDGE" type bridge
+	ip addr add "${SUBNET%.0/24}.1/24" dev "$BRIDGE"
+	ip link set "$BRIDGE" up
+fi
 
 echo "up: registry $reg_state (pid $reg_pid, http://$REG_ADDR), containerd $ctd_state (pid $ctd_pid, $CTD_ENDPOINT) ($((SECONDS - start))s)"

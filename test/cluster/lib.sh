@@ -6,14 +6,19 @@
 # instance's certificates).
 #
 # CLUSTER_INSTANCE names a control plane of its own beside the default one
-# (its directory, pid and log files, and ports 10000 higher), so that
-# suites that share nothing else need not share it either: the cgroup-v2
-# node's suite (test/node/e2e.sh, instance "node") runs beside the host's
-# cluster suites, whose outage steps stop and start their kube-apiserver.
+# (its directory, pid and log files, and ports 10000 higher for "node",
+# 20000 for any other), so that suites that share nothing else need not
+# share it either: the cgroup-v2 node's suite (test/node/e2e.sh, instance
+# "node") and test/all.sh's second host lane (instance "b", on the bed's
+# second containerd) run beside the host's first lane, whose cluster
+# suites' outage steps stop and start their kube-apiserver.
 CLUSTER_INSTANCE=${CLUSTER_INSTANCE:-}
 cluster_suffix=${CLUSTER_INSTANCE:+-$CLUSTER_INSTANCE}
-cluster_port_offset=0
-[ -z "$CLUSTER_INSTANCE" ] || cluster_port_offset=10000
+case $CLUSTER_INSTANCE in
+"") cluster_port_offset=0 ;;
+node) cluster_port_offset=10000 ;;
+*) cluster_port_offset=20000 ;;
+esac
 CLUSTER_DIR=$LIB_DIR/cluster$cluster_suffix
 CLUSTER_PKI=$CLUSTER_DIR/pki
 CLUSTER_NODE=crimux-e2e-node

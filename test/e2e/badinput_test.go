@@ -35,6 +35,7 @@ func ctx(t *testing.T) context.Context {
 // TestBadInputThroughCrimux: each bad request is a clear gRPC error naming
 // the field, and crimux keeps serving afterwards.
 func TestBadInputThroughCrimux(t *testing.T) {
+	parallel(t)
 	requireBed(t)
 	c := startCrimux(t, bed.containerd)
 	rs, is := c.client()

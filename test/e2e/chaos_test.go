@@ -18,9 +18,12 @@ import (
 // Host places the chaos test counts leaks in (test/bed/lib.sh; crimux's
 // default netns_dir for VM pods).
 const (
-	netnsDir   = "/run/crimux-testbed/containerd/io.containerd.grpc.v1.cri/netns"
 	vmNetnsDir = "/run/crimux/netns"
 )
+
+// netnsDir is where the bed's containerd (of BED_INSTANCE) keeps its pods'
+// network namespaces.
+var netnsDir = "/run/crimux-testbed/" + bedInstance("containerd") + "/io.containerd.grpc.v1.cri/netns"
 
 // chaosCycles is how many pod cycles the chaos test runs; chaosMinKills,
 // the fewest SIGKILLs of crimux that make the run count.

@@ -20,12 +20,21 @@ import (
 // its own crimux and a kubelet against it that registers as kubeletNode.
 // CRIMUX_CLUSTER_PKI names another control plane's certificates (the
 // cgroup-v2 node's own, test/cluster/lib.sh's CLUSTER_INSTANCE).
-var clusterPKI = cmp.Or(os.Getenv("CRIMUX_CLUSTER_PKI"), "/var/lib/crimux-testbed/cluster/pki")
+// CLUSTER_INSTANCE alone names its directory, as test/cluster/lib.sh does.
+var clusterPKI = cmp.Or(os.Getenv("CRIMUX_CLUSTER_PKI"), "/var/lib/crimux-testbed/cluster"+instanceSuffix(os.Getenv("CLUSTER_INSTANCE"))+"/pki")
 
-const (
-	clusterNamespace = "crimux-cluster-e2e"
-	clusterNodeIP    = "10.88.77.1" // test/bed: crimuxbr0's address
-)
+const clusterNamespace = "crimux-cluster-e2e"
+
+// clusterNodeIP is this host's kubelet address: the bed bridge's.
+var clusterNodeIP = bed.gateway
+
+// instanceSuffix is "-NAME" of an instance NAME, "" of the default one.
+func instanceSuffix(name string) string {
+	if name == "" {
+		return ""
+	}
+	return "-" + name
+}
 
 // clusterKubeletConfig is a cluster node's KubeletConfiguration: as the
 // standalone one (cgroupfs under kubeletCgroup, eviction and image GC out of

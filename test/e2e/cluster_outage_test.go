@@ -81,7 +81,8 @@ func eventReasons(t *testing.T, v vmPodRef) map[string]int {
 // stopAPIServer kills the test bed's kube-apiserver (etcd keeps running).
 func stopAPIServer(t *testing.T) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(bed.runDir, "kube-apiserver.pid")) // test/cluster/lib.sh
+	// test/cluster/lib.sh's APISERVER_PID, of CLUSTER_INSTANCE's cluster.
+	b, err := os.ReadFile(filepath.Join(bed.runDir, "kube-apiserver"+instanceSuffix(os.Getenv("CLUSTER_INSTANCE"))+".pid"))
 	if err != nil {
 		t.Fatalf("kube-apiserver's pid: %v", err)
 	}

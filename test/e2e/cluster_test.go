@@ -115,7 +115,7 @@ func TestClusterVMPods(t *testing.T) {
 	}
 	checkPodOverhead(t, vm)
 	wide := kubectl(t, k8s, "-n", clusterNamespace, "get", "pod", "vm", "-o", "wide")
-	if vm.Status.PodIP == "" || !strings.HasPrefix(vm.Status.PodIP, "10.88.77.") || !strings.Contains(wide, vm.Status.PodIP) {
+	if vm.Status.PodIP == "" || !strings.HasPrefix(vm.Status.PodIP, bed.podNet) || !strings.Contains(wide, vm.Status.PodIP) {
 		t.Fatalf("kubectl get pod vm -o wide does not show the VM's pod IP %q:\n%s", vm.Status.PodIP, wide)
 	}
 

@@ -26,10 +26,10 @@ const (
 func podJSON(t *testing.T, name string, extra string) string {
 	logDir := t.TempDir()
 	return writeJSON(t, "pod.json", fmt.Sprintf(`{
-  "metadata": {"name": %q, "namespace": "crimux-e2e", "uid": "%s-uid", "attempt": 0},
+  "metadata": {"name": %q, "namespace": "crimux-e2e", "uid": %q, "attempt": 0},
   "log_directory": %q,
   "linux": {}%s
-}`, name, name, logDir, extra))
+}`, name, podUID(name), logDir, extra))
 }
 
 func containerJSON(t *testing.T, name, image string, cmd []string) string {
@@ -46,6 +46,7 @@ func containerJSON(t *testing.T, name, image string, cmd []string) string {
 // TestContainerLifecycleThroughCrimux drives a busybox pod through crimux
 // with crictl, from pull to rmp, checking what each step should show.
 func TestContainerLifecycleThroughCrimux(t *testing.T) {
+	parallel(t)
 	requireBed(t)
 	c := startCrimux(t, bed.containerd)
 	c.crictl("pull", busyboxImage)
@@ -133,6 +134,7 @@ func TestContainerLifecycleThroughCrimux(t *testing.T) {
 // TestPortForwardThroughCrimux checks that the streaming URL containerd
 // returns works when asked through crimux.
 func TestPortForwardThroughCrimux(t *testing.T) {
+	parallel(t)
 	requireBed(t)
 	c := startCrimux(t, bed.containerd)
 	c.crictl("pull", nginxImage)
@@ -185,6 +187,7 @@ func TestPortForwardThroughCrimux(t *testing.T) {
 
 // TestImagesThroughCrimux: pull, images, inspecti, rmi, imagefsinfo, info.
 func TestImagesThroughCrimux(t *testing.T) {
+	parallel(t)
 	requireBed(t)
 	c := startCrimux(t, bed.containerd)
 	ref := c.crictl("pull", pullImage)

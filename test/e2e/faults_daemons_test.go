@@ -250,7 +250,7 @@ func TestLibvirtdKilledDuringVMBurst(t *testing.T) {
 // after pause, as systemd would (test/bed/up.sh).
 func restartContainerd(t *testing.T, pause time.Duration) {
 	t.Helper()
-	killDaemon(t, filepath.Join(bed.runDir, "containerd.pid"))
+	killDaemon(t, filepath.Join(bed.runDir, bedInstance("containerd")+".pid"))
 	time.Sleep(pause)
 	up := exec.Command(filepath.Join(repoRoot(), "test/bed/up.sh"))
 	up.Env = append(os.Environ(), "TESTBED="+bed.testbed)

@@ -87,6 +87,7 @@ func configArg(c *crimux) string {
 // and crictl sees the same pod and VM, field for field, the same qemu
 // still running, which stop and remove as any, leaving nothing behind.
 func TestDamagedStoreRebuilt(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	ctl := ctlBin(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,21 +28,36 @@ import (
 )
 
 // bed describes the test bed, from the environment with test/bed defaults.
+// BED_INSTANCE=b (test/bed/lib.sh) is the bed's second containerd and pod
+// network, which test/all.sh's second host lane runs on.
 var bed = struct {
 	testbed, containerd, crimuxBin, runDir string
 	// cniConfDir is the bed's CNI config (containerd's), which VM pods
 	// join too; ipamDir is where its host-local IPAM keeps addresses;
 	// cniBinDir holds the bed's plugins (test/bed/install.sh).
 	cniConfDir, ipamDir, bridge, cniBinDir string
+	// podNet is the IPv4 pod addresses' prefix ("10.88.77."), gateway
+	// the bridge's address on this host.
+	podNet, gateway string
 }{
-	cniConfDir: env("CRIMUX_CNI_CONF_DIR", "/etc/crimux-testbed/cni/net.d"),
+	cniConfDir: env("CRIMUX_CNI_CONF_DIR", "/etc/crimux-testbed/"+bedInstance("cni")+"/net.d"),
 	cniBinDir:  env("CRIMUX_CNI_BIN_DIR", "/opt/cni/bin"),
-	ipamDir:    "/var/lib/crimux-testbed/cni/networks/crimux-testbed",
-	bridge:     "crimuxbr0",
+	ipamDir:    "/var/lib/crimux-testbed/" + bedInstance("cni") + "/networks/" + bedInstance("crimux-testbed"),
+	bridge:     map[string]string{"": "crimuxbr0", "b": "crimuxbr1"}[os.Getenv("BED_INSTANCE")],
+	podNet:     map[string]string{"": "10.88.77.", "b": "10.88.76."}[os.Getenv("BED_INSTANCE")],
+	gateway:    map[string]string{"": "10.88.77.1", "b": "10.88.76.1"}[os.Getenv("BED_INSTANCE")],
 	testbed:    env("CRIMUX_TESTBED", "/opt/crimux-testbed"),
-	containerd: env("CRIMUX_CONTAINERD_ENDPOINT", "unix:///run/crimux-testbed/containerd/containerd.sock"),
+	containerd: env("CRIMUX_CONTAINERD_ENDPOINT", "unix:///run/crimux-testbed/"+bedInstance("containerd")+"/containerd.sock"),
 	crimuxBin:  os.Getenv("CRIMUX_BIN"),
 	runDir:     env("CRIMUX_RUN_DIR", "/run/crimux-testbed"),
+}
+
+// bedInstance is name as BED_INSTANCE's bed calls it: name-b for b.
+func bedInstance(name string) string {
+	if i := os.Getenv("BED_INSTANCE"); i != "" {
+		return name + "-" + i
+	}
+	return name
 }
 
 func env(k, def string) string {
@@ -72,6 +88,29 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// parallel marks a test that owns all it makes (its crimux, state dir,
+// pods, cgroup parent and pod UIDs) as one to run beside the others of
+// its run (go test -parallel). A test that kills, restarts or reconfigures
+// the bed's daemons, or compares what the whole host holds before and
+// after, does not call it: go test runs those first, one at a time,
+// before any parallel test starts. CRIMUX_E2E_SERIAL=1 runs every test
+// alone (to tell a failure of a test from one of its neighbours').
+func parallel(t *testing.T) {
+	t.Helper()
+	if os.Getenv("CRIMUX_E2E_SERIAL") != "1" {
+		t.Parallel()
+	}
+}
+
+// podUID is a pod UID unique to this run's pod of that name: containerd
+// refuses a second sandbox of the same name, namespace, UID and attempt,
+// and tests running side by side may name their pods alike.
+func podUID(name string) string {
+	return fmt.Sprintf("%s-uid-%d-%d", name, os.Getpid(), podSeq.Add(1))
+}
+
+var podSeq atomic.Int64
+
 // requireBed skips unless e2e runs are on, and fails if the bed is missing.
 func requireBed(t *testing.T) {
 	t.Helper()
@@ -100,6 +139,9 @@ type crimux struct {
 	// prefix runs crimux, and crictl against it, in another node's
 	// namespaces (test/bed/node2-exec.sh); nil: the host's.
 	prefix []string
+	// wrapper and placement are the qemu wrapper and placement socket of
+	// its state dir (ownPlacement); "" when the test's config names them.
+	wrapper, placement string
 }
 
 // startCrimux runs the crimux binary in front of containerdEndpoint with a
@@ -149,8 +191,11 @@ func startCrimuxOn(t *testing.T, prefix []string, bin, containerdEndpoint string
 			c.stateDir = extraArgs[i+1]
 		}
 	}
+	if prefix == nil {
+		c.ownPlacement(dir)
+	}
 	if bin != "" {
-		c.args = downgradedArgs(args)
+		c.args = downgradedArgs(c.args)
 	}
 	c.start()
 	t.Cleanup(c.stop)

@@ -49,7 +49,7 @@ func leafState(leaf string) string {
 // uid, gid and groups, no capabilities) from inside the cgroup of VM A's
 // qemu (leafA), as a compromised qemu of A would, naming domain; it
 // returns the wrapper's exit error and output.
-func runAsCompromisedQemu(t *testing.T, idA identity, leafA, domain string) (string, error) {
+func runAsCompromisedQemu(t *testing.T, wrapper string, idA identity, leafA, domain string) (string, error) {
 	t.Helper()
 	var joins []string
 	for _, d := range cgroupDirs(leafA) {
@@ -66,7 +66,7 @@ func runAsCompromisedQemu(t *testing.T, idA identity, leafA, domain string) (str
 		groupFlag = "--groups=" + strings.Join(groups, ",")
 	}
 	script := strings.Join(joins, " && ") + fmt.Sprintf(" && exec setpriv --reuid=%d --regid=%d %s --inh-caps=-all --bounding-set=-all -- %s -name guest=%s,debug-threads=on -version",
-		idA.uid, idA.gid, groupFlag, vmapiWrapper, domain)
+		idA.uid, idA.gid, groupFlag, wrapper, domain)
 	out, err := exec.Command("sh", "-c", script).CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }
@@ -78,6 +78,7 @@ func runAsCompromisedQemu(t *testing.T, idA identity, leafA, domain string) (str
 // B's pod traffic). Again while B is hibernated, when no qemu of B holds
 // its place.
 func TestHostileNeighbour(t *testing.T) {
+	parallel(t)
 	c := startVMAPICrimux(t)
 	a := startTestVM(t, c, "hostile-a")
 	b := startTestVM(t, c, "hostile-b")
@@ -85,7 +86,7 @@ func TestHostileNeighbour(t *testing.T) {
 	idA := identityOf(t, qemuPID(t, a.domain))
 	before := leafState(leafB)
 
-	out, err := runAsCompromisedQemu(t, idA, leafA, b.domain)
+	out, err := runAsCompromisedQemu(t, c.wrapper, idA, leafA, b.domain)
 	t.Logf("the wrapper as A's qemu naming B: %v: %s", err, out)
 	if err == nil || !strings.Contains(out, "refused") && !strings.Contains(out, "placement") {
 		t.Fatalf("the wrapper run from A's cgroup with B's name was not refused: %v: %s", err, out)
@@ -102,7 +103,7 @@ func TestHostileNeighbour(t *testing.T) {
 
 	c.ctlOK(t, ctlBin(t), "vm", "power", b.ctrID, "hibernate")
 	beforeHibernated := leafState(leafB)
-	out, err = runAsCompromisedQemu(t, idA, leafA, b.domain)
+	out, err = runAsCompromisedQemu(t, c.wrapper, idA, leafA, b.domain)
 	t.Logf("the wrapper as A's qemu naming hibernated B: %v: %s", err, out)
 	if err == nil || strings.Contains(out, "QEMU emulator version") {
 		t.Fatalf("the wrapper naming hibernated B was not refused: %v: %s", err, out)
@@ -124,6 +125,7 @@ func writableLayer(t *testing.T, c *crimux, id string) uint64 {
 // so kubelet's ephemeral-storage eviction) sees as the container's
 // writable layer.
 func TestDiskGrowthIsTheWritableLayer(t *testing.T) {
+	parallel(t)
 	c := startVMAPICrimux(t)
 	v := startTestVM(t, c, "disk-growth")
 	before := writableLayer(t, c, v.ctrID)

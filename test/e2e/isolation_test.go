@@ -140,6 +140,7 @@ const vmImageOther = "127.0.0.1:5117/crimux/vm-busybox-b:latest"
 // identity does reach A's own (the harness acts with A's rights, so the
 // test can fail). B and C keep running, their qemu the same processes.
 func TestTwoTenants(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	c := startVMAPICrimux(t)
 	a := startTestVM(t, c, "tenant-a")
@@ -247,6 +248,7 @@ func qemuUserUID(t *testing.T) uint32 {
 // qemu runs. (Had the new container reused the disk after an Lstat alone,
 // libvirt would chown the host file to libvirt-qemu.)
 func TestRewrittenDiskHeaderIsRefused(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	c := startVMAPICrimux(t)
 	a := startTestVM(t, c, "header-a")

@@ -39,10 +39,14 @@ import (
 const (
 	kubeletNode      = "crimux-e2e-node"
 	kubeletNamespace = "crimux-kubelet-e2e"
-	kubeletCgroup    = "/crimux-kubelet-e2e"
 	ctrMarker        = "CRIMUX-CTR-STARTED"
 	kubeletCtrImage  = "127.0.0.1:5117/crimux/busybox:latest"
 )
+
+// kubeletCgroup is the host kubelets' cgroupRoot, one per bed instance: a
+// kubelet removes (and kills) the pod cgroups under its root that are not
+// its pods'.
+var kubeletCgroup = "/crimux-kubelet-e2e" + instanceSuffix(os.Getenv("BED_INSTANCE"))
 
 const ctrManifest = `apiVersion: v1
 kind: Pod
@@ -258,7 +262,7 @@ func TestKubeletMixedPods(t *testing.T) {
 	testutil.Eventually(t, 30*time.Second, "the VM pod's IP in kubelet's /pods", func() error {
 		pods, err := k.pods()
 		if err == nil {
-			if vmIP = pods[vmName].Status.PodIP; !strings.HasPrefix(vmIP, "10.88.77.") {
+			if vmIP = pods[vmName].Status.PodIP; !strings.HasPrefix(vmIP, bed.podNet) {
 				err = fmt.Errorf("podIP %q", vmIP)
 			}
 		}
@@ -617,10 +621,11 @@ func checkKubeletMetrics(t *testing.T, addr string) {
 // binds a dir of its own over (test/bed/node2-up.sh): the one wrapper
 // reaches each node's own crimux, node two's too, and a VM that migrates
 // between the cluster's two nodes, keeping its <emulator>, is placed by
-// the crimux of the node it runs on.
-const (
-	kubeletPlacementSocket = "/run/crimux/kubelet-e2e-placement.sock"
-	kubeletWrapper         = "/usr/local/lib/crimux/crimux-qemu-wrapper-kubelet-e2e"
+// the crimux of the node it runs on. One of each per bed instance: the
+// two host lanes run side by side.
+var (
+	kubeletPlacementSocket = "/run/crimux/kubelet-e2e" + instanceSuffix(os.Getenv("BED_INSTANCE")) + "-placement.sock"
+	kubeletWrapper         = "/usr/local/lib/crimux/crimux-qemu-wrapper-kubelet-e2e" + instanceSuffix(os.Getenv("BED_INSTANCE"))
 )
 
 // installKubeletWrapper builds crimux-qemu-wrapper asking

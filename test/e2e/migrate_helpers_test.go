@@ -55,7 +55,12 @@ func migrationConfig(t *testing.T, n int, extra string) string {
 		base = node2VMIDBase
 	}
 	path := filepath.Join(t.TempDir(), fmt.Sprintf("node%d.toml", n))
-	body := fmt.Sprintf("[libvirt]\nvm_id_base = %d\n\n%s", base, migrationSection(n, extra))
+	// The bed's wrapper and socket, not a slot of this host's
+	// (ownPlacement): a VM keeps its <emulator> as it migrates, and the
+	// bed's wrapper asks /run/crimux/placement.sock, which is each node's
+	// own (node two binds a dir of its own over /run/crimux).
+	body := fmt.Sprintf("[libvirt]\nemulator = %q\nplacement_socket = %q\nvm_id_base = %d\n\n%s",
+		bedWrapper, bedPlacement, base, migrationSection(n, extra))
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}

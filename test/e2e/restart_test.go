@@ -62,6 +62,7 @@ func runSleeper(t *testing.T, c *crimux, name string) (string, string) {
 // a container running: the same qemu process runs on, and crictl shows
 // the same IDs in the same states.
 func TestRestartKeepsEverything(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
 	c.crictl("pull", busyboxImage)
@@ -196,7 +197,7 @@ func TestContainerdRestart(t *testing.T) {
 	c := startCrimux(t, bed.containerd)
 	c.crictl("pull", busyboxImage)
 	_, ctrID := runSleeper(t, c, "containerd-restart")
-	b, err := os.ReadFile(filepath.Join(bed.runDir, "containerd.pid"))
+	b, err := os.ReadFile(filepath.Join(bed.runDir, bedInstance("containerd")+".pid"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +231,7 @@ func repoRoot() string {
 // identity stamped in the domain, lists it, and removing the pod removes
 // the domain — nothing is left running forever.
 func TestWipedStateDirAdoptsOwnVMs(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
 	c.crictl("pull", vmImage)

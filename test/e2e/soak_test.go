@@ -21,9 +21,9 @@ import (
 const soakLimit = 0.05
 
 // The soak's VMs run through a qemu wrapper of its own, asking a
-// placement socket of its own: over an hour, the VM API tests' socket
-// (vmapiPlacement) would be taken over by any of them started meanwhile
-// (the last crimux started owns a socket), and the soak's VMs refused.
+// placement socket of its own, fixed: over an hour, a socket would be
+// taken over by any crimux started meanwhile on it (the last crimux
+// started owns a socket), and the soak's VMs refused.
 const (
 	soakWrapper   = "/usr/local/lib/crimux/crimux-qemu-wrapper-soak"
 	soakPlacement = "/run/crimux-testbed/soak/placement.sock"

@@ -48,6 +48,7 @@ func buildCrimuxAt(t *testing.T, commit string) string {
 // its format; started again, the old crimux, which knows no format, still
 // reads it (a downgrade loses nothing it knew).
 func TestUpgradeKeepsEveryVM(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	old := buildCrimuxAt(t, upgradeFrom)
 	c := startVMAPICrimuxWith(t, old)

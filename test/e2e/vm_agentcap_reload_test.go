@@ -34,9 +34,9 @@ func agentCapConfig(t *testing.T) string {
 // restart applies fails: crimux reload exits 1 naming the key, nothing
 // of that config is applied (the cap stays 1), and crimux goes on
 // serving on its socket.
-func checkAgentCapReloaded(t *testing.T, c *crimux, rt runtimeapi.RuntimeServiceClient, ctrID, cfg string) {
+func checkAgentCapReloaded(t *testing.T, c *crimux, rt runtimeapi.RuntimeServiceClient, ctrID string) {
 	t.Helper()
-	writeFile(t, cfg, "[libvirt]\nagent_calls_per_vm = 1")
+	c.rewriteConfig(t, "[libvirt]\nagent_calls_per_vm = 1")
 	if out, code := crimuxReload(t, c); code != 0 || !strings.Contains(out, "config reloaded") {
 		t.Fatalf("crimux reload with agent_calls_per_vm = 1: exit %d: %s", code, out)
 	}
@@ -45,7 +45,7 @@ func checkAgentCapReloaded(t *testing.T, c *crimux, rt runtimeapi.RuntimeService
 	// The harness's --listen flag wins over the file's listen, so the key
 	// changed here is another restart-only one; the cgroup-v2 node's
 	// systemctl reload changes listen (node_restart_test.go).
-	writeFile(t, cfg, "[libvirt]\nagent_calls_per_vm = 8\nmax_vcpus = 3")
+	c.rewriteConfig(t, "[libvirt]\nagent_calls_per_vm = 8\nmax_vcpus = 3")
 	out, code := crimuxReload(t, c)
 	if code != 1 || !strings.Contains(out, "libvirt.max_vcpus cannot change while crimux runs") {
 		t.Fatalf("crimux reload with libvirt.max_vcpus changed: exit %d: %s; want 1 naming the key", code, out)

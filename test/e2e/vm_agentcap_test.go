@@ -50,6 +50,7 @@ const (
 // within lifecycleStepBound. Then the cap is changed by a config reload
 // (checkAgentCapReloaded).
 func TestAgentCallsAreCapped(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	cfg := agentCapConfig(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg", "--config", cfg)
@@ -84,7 +85,7 @@ func TestAgentCallsAreCapped(t *testing.T) {
 	if slow := during.over(lifecycleStepBound); slow != "" {
 		t.Fatalf("another VM pod's life while a guest's agent calls wait: %s took longer than %v (baseline %s)", slow, lifecycleStepBound, baseline)
 	}
-	checkAgentCapReloaded(t, c, rt, v.ctrID, cfg)
+	checkAgentCapReloaded(t, c, rt, v.ctrID)
 }
 
 // virtioConsoleDir is a directory holding the host's virtio_console

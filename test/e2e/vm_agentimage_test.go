@@ -18,6 +18,7 @@ const vmAgentImage = "127.0.0.1:5117/crimux/vm-busybox-agent:latest"
 // crictl exec (output and exit code), and crictl update grows its vCPUs
 // through the agent: the image the node's kubelet scenarios rely on.
 func TestVMAgentImage(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
 	c.crictl("pull", vmAgentImage)

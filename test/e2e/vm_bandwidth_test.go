@@ -77,6 +77,7 @@ func requireTBF(t *testing.T, dev, rate string) {
 // and answers through them; a pod without the annotations gets neither;
 // a bad annotation is refused naming it; stopp removes the ifb.
 func TestVMNetworkBandwidth(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg", "--cni-conf-dir", bandwidthConfDir(t))
 	c.crictl("pull", vmImage)

@@ -40,6 +40,7 @@ func inspectCtr(t *testing.T, c *crimux, id string) ctrStatus {
 // inspect) and its log (crictl logs) says why; a guest that boots (the
 // busybox test VM, started beside it) is told nothing.
 func TestGuestNotBootedIsVisible(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	cfg := filepath.Join(t.TempDir(), "crimux.toml")
 	if err := os.WriteFile(cfg, []byte("[libvirt]\nguest_boot_timeout = \"10s\"\n"), 0o644); err != nil {

@@ -18,6 +18,7 @@ import (
 // VM's directory), it is refused; its own disk, named on its command
 // line, it still opens.
 func TestQemuOpensOnlyItsVMsFiles(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
 	c.crictl("pull", vmImage)

@@ -124,6 +124,7 @@ func requirePortForward(t *testing.T, c *crimux, podID string) {
 // and DHCPv6, with the IPv6 name server), the node and a container pod
 // reach it over each family, and crictl port-forward reaches it.
 func TestVMDualStack(t *testing.T) {
+	parallel(t)
 	c, parent := startVMCrimux(t)
 	client := startClientPod(t, c, "ds-client")
 	podID, ctrID := startDualStackVM(t, c, "vm-ds", parent)
@@ -177,6 +178,7 @@ func ipv6OnlyConfDir(t *testing.T) string {
 // router, crimux in the pod's namespace), and crictl port-forward (which
 // dials the IPv6 address) reaches it.
 func TestVMIPv6Only(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg", "--cni-conf-dir", ipv6OnlyConfDir(t))
 	c.crictl("pull", vmImage)

@@ -24,6 +24,7 @@ import (
 // written: the import either refuses the link, naming the disk, or writes
 // a disk of its own in the volume.
 func TestVMDurableVolumeLinkRace(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
 	c.crictl("pull", vmImage)

@@ -117,6 +117,7 @@ func crimuxNotes(t *testing.T, c *crimux, ctrID string) string {
 // the snapshot and restores it. The volume is never given to anyone but
 // the VM: the host's device node stays root's.
 func TestVMDurableRootDisk(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	ctl := ctlBin(t)
 	c := startVMAPICrimux(t)
@@ -223,6 +224,7 @@ func volumeSum(t *testing.T, vol durableVolume) string {
 // where the annotation says qcow2, and a volume a running VM of another
 // pod already boots.
 func TestVMDurableBadInput(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
 	c.crictl("pull", vmImage)

@@ -14,6 +14,7 @@ import (
 // and memory of its cgroup, its disk and network traffic; once the pod is
 // removed, none of its series is left.
 func TestVMMetrics(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg", "--metrics-address", addr)

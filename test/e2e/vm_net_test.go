@@ -119,6 +119,7 @@ func startVMNetPod(t *testing.T, c *crimux, name, parent string, hostPort int, c
 // reports answers within 15 s of the start; a port mapping (portmap)
 // reaches the guest too; removal gives everything back.
 func TestVMNetwork(t *testing.T) {
+	parallel(t)
 	c, parent := startVMCrimux(t)
 	hostPort := freePort(t)
 	podID, ctrID, start := startVMNetPod(t, c, "vm-net", parent, hostPort, "")
@@ -154,6 +155,7 @@ func TestVMNetwork(t *testing.T) {
 // same bridge: the container fetches from the guest, the guest (told the
 // container's address on its kernel command line) from the container.
 func TestVMAndContainerReachEachOther(t *testing.T) {
+	parallel(t)
 	c, parent := startVMCrimux(t)
 	c.crictl("pull", busyboxImage)
 	c.crictl("pull", nginxImage)
@@ -197,6 +199,7 @@ func TestVMAndContainerReachEachOther(t *testing.T) {
 // theirs is left in the host-local IPAM store, and no bridge port, tap,
 // namespace (file, mount or live namespace) of theirs remains.
 func TestVMNetworkCycles(t *testing.T) {
+	parallel(t)
 	c, parent := startVMCrimux(t)
 	portsBefore := bridgePorts(t)
 	var snaps []*podNetSnapshot
@@ -325,6 +328,7 @@ func bridgePorts(t *testing.T) []string {
 // collector of a restarted crimux — until the address is back in the pool
 // and the namespace is gone.
 func TestVMNetworkDelRetried(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	bin := linkedCNIBinDir(t)
 	cfg := writeJSON(t, "crimux.toml", fmt.Sprintf("[libvirt]\ncni_bin_dirs = [%q]\n", bin))

@@ -40,6 +40,7 @@ import (
 // the share must be writable for the refusals to mean anything, and must
 // be served even though the user cannot pass the directories above it.
 func TestShareHonoursSecurityContext(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
 	c.crictl("pull", vmImage)

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,13 +16,9 @@ import (
 // stats shows it, which is what kubelet's ephemeral-storage eviction
 // reads.
 func TestSnapshotsAreCapped(t *testing.T) {
+	parallel(t)
 	requireVM(t)
-	installVMAPIWrapper(t)
-	if err := os.MkdirAll(filepath.Dir(vmapiPlacement), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cfg := writeJSON(t, "crimux.toml", fmt.Sprintf("[libvirt]\nemulator = %q\nplacement_socket = %q\nmax_snapshots_per_vm = 2\n",
-		vmapiWrapper, vmapiPlacement))
+	cfg := writeJSON(t, "crimux.toml", "[libvirt]\nmax_snapshots_per_vm = 2\n")
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg", "--config", cfg)
 	ctl := ctlBin(t)
 	v := startTestVM(t, c, "vm-snapcap")

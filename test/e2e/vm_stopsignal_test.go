@@ -14,6 +14,7 @@ import (
 // within seconds, the exit is 137 Killed, and the guest never heard the
 // ACPI power button (the test VM prints CRIMUX-POWEROFF when it does).
 func TestVMStopSignalKill(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
 	c.crictl("pull", vmImage)

@@ -34,6 +34,7 @@ import (
 //     after it is gone);
 //   - rmp leaves no virtiofsd, no VM or pod files.
 func TestVMStorage(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
 	c.crictl("pull", vmImage)

@@ -53,11 +53,11 @@ func domainOf(ctrID string) string {
 
 func vmPodJSON(t *testing.T, name, cgroupParent, annotations string) string {
 	return writeJSON(t, "vmpod.json", fmt.Sprintf(`{
-  "metadata": {"name": %q, "namespace": "crimux-e2e", "uid": "%s-uid", "attempt": 0},
+  "metadata": {"name": %q, "namespace": "crimux-e2e", "uid": %q, "attempt": 0},
   "log_directory": %q,
   "annotations": {%s},
   "linux": {"cgroup_parent": %q}
-}`, name, name, t.TempDir(), annotations, cgroupParent))
+}`, name, podUID(name), t.TempDir(), annotations, cgroupParent))
 }
 
 func vmContainerJSON(t *testing.T, image string, memory int64, annotations string) string {
@@ -74,6 +74,7 @@ func vmContainerJSON(t *testing.T, image string, memory int64, annotations strin
 // containerd, libvirtd and qemu (TCG): it runs in virsh, every qemu thread
 // is in the pod's cgroup with the container's limits, the console reaches
 // crictl logs, stats show CPU, and stop/rm/rmp leave nothing behind.
+// Not parallel: it holds the busybox guest to its 10 s boot.
 func TestVMPodLifecycle(t *testing.T) {
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
@@ -159,6 +160,7 @@ func TestVMPodLifecycle(t *testing.T) {
 // TestContainerAndVMSideBySide: one socket lists a container pod and a VM
 // pod, each with its right state.
 func TestContainerAndVMSideBySide(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
 	c.crictl("pull", busyboxImage)
@@ -357,6 +359,7 @@ func assertNoVMFiles(t *testing.T, c *crimux) {
 // choose KVM here, and the guest would hang for minutes while its
 // container said Running.
 func TestAccelAutoRunsAGuest(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	c := startCrimux(t, bed.containerd) // no --vm-accel: auto
 	c.crictl("pull", vmImage)

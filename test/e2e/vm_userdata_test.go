@@ -28,6 +28,7 @@ const leakMarker = "leaked-from-the-host"
 // InvalidArgument naming the mount, nothing of the host file anywhere, and
 // the pod then stops and is removed at once.
 func TestVMUserDataHostile(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	c := startCrimux(t, bed.containerd, "--vm-accel", "tcg")
 	c.crictl("pull", vmImage)

@@ -376,22 +376,6 @@ func randomToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// The VM API tests run their VMs through a qemu wrapper of their own,
-// built to ask a placement socket of their own, so they can run while
-// another crimux (another e2e test, the bench) serves the default
-// placement socket: the wrapper's socket is fixed at build time (libvirt
-// clears qemu's environment), and the last crimux to start owns a socket.
-const (
-	vmapiWrapper   = "/usr/local/lib/crimux/crimux-qemu-wrapper-vmapi"
-	vmapiPlacement = "/run/crimux-testbed/vmapi/placement.sock"
-)
-
-// installVMAPIWrapper installs the VM API tests' wrapper.
-func installVMAPIWrapper(t *testing.T) {
-	t.Helper()
-	installQemuWrapper(t, vmapiWrapper, vmapiPlacement)
-}
-
 // wrapperInstalls holds, per wrapper path, its one install of the run.
 var wrapperInstalls sync.Map // path -> *wrapperInstall
 
@@ -453,10 +437,11 @@ func startVMAPICrimux(t *testing.T) *crimux {
 }
 
 // startVMAPICrimuxWith is startVMAPICrimux of crimux binary bin ("": the
-// one under test).
+// one under test). Its VMs run through a qemu wrapper of its own
+// (ownPlacement), so they are placed whatever crimux runs beside it.
 func startVMAPICrimuxWith(t *testing.T, bin string, extraArgs ...string) *crimux {
 	t.Helper()
-	return startWrappedCrimux(t, vmapiWrapper, vmapiPlacement, bin, extraArgs...)
+	return startCrimuxBin(t, bin, bed.containerd, append([]string{"--vm-accel", "tcg"}, extraArgs...)...)
 }
 
 // startWrappedCrimux starts crimux bin (TCG) with the qemu wrapper at

@@ -77,6 +77,7 @@ func (v *testVM) power(t *testing.T, ctl, state string) (forced bool) {
 // power button) and a hard one each boot the guest again; the container
 // is the same and running throughout.
 func TestVMAPIReboot(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	ctl := ctlBin(t)
 	c := startVMAPICrimux(t)
@@ -133,6 +134,7 @@ func TestVMAPIReboot(t *testing.T) {
 // get show the snapshot, names are unique, delete removes it, and nothing
 // of it is left once the VM is removed.
 func TestVMAPISnapshot(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	ctl := ctlBin(t)
 	c := startVMAPICrimux(t)
@@ -242,6 +244,7 @@ func TestVMAPISnapshot(t *testing.T) {
 // disk); the container is the same and running throughout, its status
 // says the power state, and its stats answer.
 func TestVMAPIPower(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	ctl := ctlBin(t)
 	c := startVMAPICrimux(t)
@@ -385,6 +388,7 @@ func TestVMAPIPower(t *testing.T) {
 // TestVMAPIBadInput: every bad request fails with the right gRPC code and
 // a message naming the problem, and changes nothing.
 func TestVMAPIBadInput(t *testing.T) {
+	parallel(t)
 	requireVM(t)
 	ctl := ctlBin(t)
 	c := startVMAPICrimux(t)
