@@ -52,6 +52,10 @@ var bed = struct {
 	runDir:     env("CRIMUX_RUN_DIR", "/run/crimux-testbed"),
 }
 
+// bedConflist is the bed's network config file (test/bed/up.sh) in
+// bed.cniConfDir.
+var bedConflist = "10-" + bedInstance("crimux-testbed") + ".conflist"
+
 // bedInstance is name as BED_INSTANCE's bed calls it: name-b for b.
 func bedInstance(name string) string {
 	if i := os.Getenv("BED_INSTANCE"); i != "" {

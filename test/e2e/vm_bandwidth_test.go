@@ -36,7 +36,7 @@ func bandwidthConfDir(t *testing.T) string {
 	}
 	conflist["plugins"] = append(plugins, map[string]any{"type": "bandwidth", "capabilities": map[string]any{"bandwidth": true}})
 	out, _ := json.Marshal(conflist)
-	if err := os.WriteFile(filepath.Join(dir, "10-crimux-testbed.conflist"), out, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, bedConflist), out, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir

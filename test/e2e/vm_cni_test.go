@@ -30,7 +30,7 @@ const vmGCInterval = 5 * time.Second
 // started with an older config runs: see test/bed/up.sh.)
 func cni11ConfDir(t *testing.T) (dir string, conflist map[string]any) {
 	t.Helper()
-	src := filepath.Join(bed.cniConfDir, "10-crimux-testbed.conflist")
+	src := filepath.Join(bed.cniConfDir, bedConflist)
 	b, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatalf("the bed's network config: %v", err)
@@ -44,7 +44,7 @@ func cni11ConfDir(t *testing.T) (dir string, conflist map[string]any) {
 	conflist["cniVersion"] = "1.1.0"
 	dir = t.TempDir()
 	out, _ := json.Marshal(conflist)
-	if err := os.WriteFile(filepath.Join(dir, "10-crimux-testbed.conflist"), out, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, bedConflist), out, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir, conflist
