@@ -83,7 +83,7 @@ func TestContainerLifecycleThroughCrimux(t *testing.T) {
 		}
 	})
 	t.Run("logs", func(t *testing.T) {
-		testutil.Eventually(t, 10*time.Second, "log line", func() error {
+		testutil.Eventually(t, within(t, 10*time.Second), "log line", func() error {
 			if out, _ := c.crictlErr("logs", ctrID); !strings.Contains(out, "hello-from-crimux") {
 				return fmt.Errorf("logs: %q", out)
 			}
@@ -164,7 +164,7 @@ func TestPortForwardThroughCrimux(t *testing.T) {
 	if err := forward(); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 20*time.Second, "HTTP through port-forward", func() error {
+	testutil.Eventually(t, within(t, 20*time.Second), "HTTP through port-forward", func() error {
 		select {
 		case <-exited:
 			if err := forward(); err != nil {

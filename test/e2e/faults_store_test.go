@@ -34,7 +34,7 @@ func criStatus(t *testing.T, c *crimux, cmd, id string) string {
 func waitRecordCopies(t *testing.T, c *crimux, podID, vmID string) {
 	t.Helper()
 	sid, cid := strings.TrimPrefix(podID, "vm--"), strings.TrimPrefix(vmID, "vm--")
-	testutil.Eventually(t, 10*time.Second, "the record copies", func() error {
+	testutil.Eventually(t, within(t, 10*time.Second), "the record copies", func() error {
 		if _, err := store.ReadSandboxCopy(store.SandboxCopyPath(c.stateDir, sid)); err != nil {
 			return err
 		}
@@ -128,7 +128,7 @@ func TestDamagedStoreRebuilt(t *testing.T) {
 	}
 
 	c.start()
-	testutil.Eventually(t, 30*time.Second, "the same pod and VM listed", func() error {
+	testutil.Eventually(t, within(t, 30*time.Second), "the same pod and VM listed", func() error {
 		p2, c2 := podsAndContainers(t, c)
 		if fmt.Sprint(p2) != fmt.Sprint(pods) || fmt.Sprint(c2) != fmt.Sprint(ctrs) {
 			return fmt.Errorf("pods %v containers %v; before %v %v", p2, c2, pods, ctrs)

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -102,8 +103,27 @@ func TestMain(m *testing.M) {
 func parallel(t *testing.T) {
 	t.Helper()
 	if os.Getenv("CRIMUX_E2E_SERIAL") != "1" {
+		parallelTests.Store(t.Name(), true)
 		t.Parallel()
 	}
+}
+
+// parallelTests are the top-level tests that called parallel.
+var parallelTests sync.Map
+
+// sharedFactor stretches the deadlines of a test that runs beside others:
+// three TCG guests at once on two cores, beside CI's other lanes, boot in
+// up to three times what one takes alone.
+const sharedFactor = 3
+
+// within is a deadline d on a guest (its boot, its answer), stretched by
+// sharedFactor for a test running beside others, and by slowFactor.
+func within(t *testing.T, d time.Duration) time.Duration {
+	top, _, _ := strings.Cut(t.Name(), "/")
+	if _, ok := parallelTests.Load(top); ok {
+		d *= sharedFactor
+	}
+	return slowed(d)
 }
 
 // podUID is a pod UID unique to this run's pod of that name: containerd

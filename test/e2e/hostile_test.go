@@ -137,7 +137,7 @@ func TestDiskGrowthIsTheWritableLayer(t *testing.T) {
 	// with zeros); the disk has no detect_zeroes, so zeros are data.
 	v.guestRun(t, "[ -e /mnt/fill.started ] || { touch /mnt/fill.started; "+
 		"(dd if=/dev/zero of=/mnt/fill bs=1M count=8 2>/dev/null && sync && echo ok >/mnt/fill.done || echo failed >/mnt/fill.done) & }")
-	testutil.Eventually(t, 2*time.Minute, "the guest wrote and synced 8 MiB", func() error {
+	testutil.Eventually(t, within(t, 2*time.Minute), "the guest wrote and synced 8 MiB", func() error {
 		if out := v.guestRun(t, "cat /mnt/fill.done"); !strings.HasPrefix(out, "0:") {
 			return fmt.Errorf("not yet: %s", out)
 		}
@@ -146,7 +146,7 @@ func TestDiskGrowthIsTheWritableLayer(t *testing.T) {
 		}
 		return nil
 	})
-	testutil.Eventually(t, 30*time.Second, "the writable layer grown by the 8 MiB written", func() error {
+	testutil.Eventually(t, within(t, 30*time.Second), "the writable layer grown by the 8 MiB written", func() error {
 		if after := writableLayer(t, c, v.ctrID); after < before+8<<20 {
 			return fmt.Errorf("writable layer %d bytes, was %d", after, before)
 		}

@@ -287,7 +287,7 @@ func TestRewrittenDiskHeaderIsRefused(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("as A's qemu, rewrite its disk's header and exit: %v", err)
 	}
-	testutil.Eventually(t, 30*time.Second, "A's container exits", func() error {
+	testutil.Eventually(t, within(t, 30*time.Second), "A's container exits", func() error {
 		if out := c.crictl("inspect", "-o", "go-template", "--template", "{{.status.state}}", a.ctrID); out != "CONTAINER_EXITED" {
 			return fmt.Errorf("state %s", out)
 		}

@@ -114,7 +114,7 @@ func TestLibvirtdRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { startLibvirtd(t) })
-	testutil.Eventually(t, 10*time.Second, "VM runtime condition false", func() error {
+	testutil.Eventually(t, within(t, 10*time.Second), "VM runtime condition false", func() error {
 		cond := runtimeCondition(t, c, "VMRuntimeReady")
 		if cond.Status || cond.Reason == "" {
 			return fmt.Errorf("VMRuntimeReady %+v", cond)
@@ -134,7 +134,7 @@ func TestLibvirtdRestart(t *testing.T) {
 
 	startLibvirtd(t)
 	back := time.Now()
-	testutil.Eventually(t, 5*time.Second, "VM work served again", func() error {
+	testutil.Eventually(t, within(t, 5*time.Second), "VM work served again", func() error {
 		if cond := runtimeCondition(t, c, "VMRuntimeReady"); !cond.Status {
 			return fmt.Errorf("VMRuntimeReady %+v", cond)
 		}
@@ -211,7 +211,7 @@ func TestContainerdRestart(t *testing.T) {
 		t.Fatalf("restart containerd: %v\n%s", err, out)
 	}
 	back := time.Now()
-	testutil.Eventually(t, 5*time.Second, "container served again through crimux", func() error {
+	testutil.Eventually(t, within(t, 5*time.Second), "container served again through crimux", func() error {
 		out, err := c.crictlErr("inspect", "-o", "json", ctrID)
 		if err != nil || !strings.Contains(out, "CONTAINER_RUNNING") {
 			return fmt.Errorf("inspect: %v %.200s", err, out)
@@ -243,7 +243,7 @@ func TestWipedStateDirAdoptsOwnVMs(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.start()
-	testutil.Eventually(t, 15*time.Second, "adopted VM listed", func() error {
+	testutil.Eventually(t, within(t, 15*time.Second), "adopted VM listed", func() error {
 		pods, ctrs := podsAndContainers(t, c)
 		if pods[vmPod] == "" || ctrs[vmID] != "CONTAINER_RUNNING" {
 			return fmt.Errorf("pods %v containers %v", pods, ctrs)

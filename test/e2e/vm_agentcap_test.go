@@ -131,7 +131,7 @@ func holdAgentPortOpen(t *testing.T, v *testVM) {
 		t.Fatalf("virtio_console in the guest: %q", got)
 	}
 	var port string
-	testutil.Eventually(t, 20*time.Second, "the agent's port in the guest", func() error {
+	testutil.Eventually(t, within(t, 20*time.Second), "the agent's port in the guest", func() error {
 		port = v.guestOutput(t, `for p in /sys/class/virtio-ports/*; do [ "$(cat $p/name 2>/dev/null)" = org.qemu.guest_agent.0 ] && echo ${p##*/}; done; true`)
 		if port == "" {
 			return fmt.Errorf("no virtio port named org.qemu.guest_agent.0")
@@ -143,7 +143,7 @@ func holdAgentPortOpen(t *testing.T, v *testVM) {
 	// agent again. A second open of the port fails (EBUSY): typed twice,
 	// the line leaves one holder.
 	v.guestOutput(t, fmt.Sprintf("setsid sh -c 'exec 3</dev/%s; exec sleep 99999' </dev/null >/dev/null 2>&1 & echo ok", port))
-	testutil.Eventually(t, 30*time.Second, "libvirt connected to the guest's agent", func() error {
+	testutil.Eventually(t, within(t, 30*time.Second), "libvirt connected to the guest's agent", func() error {
 		if x := virsh(t, "dumpxml", v.domain); !strings.Contains(x, "name='org.qemu.guest_agent.0' state='connected'") {
 			return fmt.Errorf("the agent's channel is not connected")
 		}
@@ -156,7 +156,7 @@ func holdAgentPortOpen(t *testing.T, v *testVM) {
 // calls hold libvirtd's workers that long, each).
 func execIntoHungAgent(t *testing.T, rt runtimeapi.RuntimeServiceClient, ctrID string) {
 	t.Helper()
-	testutil.Eventually(t, 30*time.Second, "an exec that waits for the agent", func() error {
+	testutil.Eventually(t, within(t, 30*time.Second), "an exec that waits for the agent", func() error {
 		start := time.Now()
 		_, err := rt.ExecSync(context.Background(), &runtimeapi.ExecSyncRequest{ContainerId: ctrID, Cmd: []string{"true"}, Timeout: agentCapExecTimeout})
 		took := time.Since(start)

@@ -30,7 +30,7 @@ func TestVMAgentImage(t *testing.T) {
 	c.crictl("start", ctrID)
 	start := time.Now()
 	var out string
-	testutil.Eventually(t, 2*time.Minute, "crictl exec through the guest agent", func() error {
+	testutil.Eventually(t, within(t, 2*time.Minute), "crictl exec through the guest agent", func() error {
 		var err error
 		out, err = c.crictlErr("exec", "-s", ctrID, "cat", "/etc/os-release")
 		if err == nil && !strings.Contains(out, "crimux-test-vm") {

@@ -96,7 +96,7 @@ func TestVMNetworkBandwidth(t *testing.T) {
 	ctrID := c.crictl("create", podID, vmContainerJSON(t, vmImage, vmNetMemory, ""), pod)
 	start := time.Now()
 	c.crictl("start", ctrID)
-	requirePodIPAnswers(t, c, podID, 60*time.Second)
+	requirePodIPAnswers(t, c, podID, within(t, 60*time.Second))
 	t.Logf("shaped: %s tbf 10Mbit, %s tbf 20Mbit; the guest answered %.1f s after start", shaped.hostVeth, ifb, time.Since(start).Seconds())
 
 	plain := vmPodJSON(t, "vm-unshaped", parent, "")

@@ -61,7 +61,7 @@ func TestGuestNotBootedIsVisible(t *testing.T) {
 	stuck := start("vm-stuck", stuckImage)
 	booting := start("vm-boots", vmImage)
 
-	testutil.Eventually(t, 2*time.Minute, "the stuck VM's status to say GuestNotBooted", func() error {
+	testutil.Eventually(t, within(t, 2*time.Minute), "the stuck VM's status to say GuestNotBooted", func() error {
 		if st := inspectCtr(t, c, stuck).Status; st.Reason != "GuestNotBooted" {
 			return fmt.Errorf("state %s, reason %q", st.State, st.Reason)
 		}
@@ -75,7 +75,7 @@ func TestGuestNotBootedIsVisible(t *testing.T) {
 		!strings.Contains(st.Message, "firmware or boot loader") {
 		t.Fatalf("stuck VM: state %s, message %q", st.State, st.Message)
 	}
-	testutil.Eventually(t, 30*time.Second, "the note in the stuck VM's log", func() error {
+	testutil.Eventually(t, within(t, 30*time.Second), "the note in the stuck VM's log", func() error {
 		// crimux's note is on stderr (the console is stdout): crictl logs
 		// prints it there, kubectl logs with the console.
 		out, err := exec.Command(filepath.Join(bed.testbed, "bin", "crictl"), "--runtime-endpoint", c.endpoint, "logs", stuck).CombinedOutput()
@@ -87,7 +87,7 @@ func TestGuestNotBootedIsVisible(t *testing.T) {
 	// The busybox guest boots in seconds, but on a loaded host it may
 	// still be booting when the stuck one is reported: its boot is waited
 	// for, then it must say nothing of a stuck guest.
-	testutil.Eventually(t, 2*time.Minute, "crimux seeing the busybox guest boot", func() error {
+	testutil.Eventually(t, within(t, 2*time.Minute), "crimux seeing the busybox guest boot", func() error {
 		if !strings.Contains(c.logs.String(), "VM guest booted") {
 			return fmt.Errorf("not yet:\n%s", tail(c.logs.String(), 10))
 		}

@@ -101,7 +101,7 @@ func requireConsole(t *testing.T, c *crimux, ctrID string, timeout time.Duration
 // requireContainerReaches: the container fetches the guest's page at ip.
 func requireContainerReaches(t *testing.T, c *crimux, client, ip string) {
 	t.Helper()
-	testutil.Eventually(t, 20*time.Second, "the container reaching the VM at "+ip, func() error {
+	testutil.Eventually(t, within(t, 20*time.Second), "the container reaching the VM at "+ip, func() error {
 		get := fmt.Sprintf(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 %s %d`, ip, vmHTTPPort)
 		out, err := c.crictlErr("exec", client, "sh", "-c", get)
 		if err == nil && !strings.Contains(out, vmHTTPAnswer) {
@@ -115,7 +115,7 @@ func requireContainerReaches(t *testing.T, c *crimux, client, ip string) {
 func requirePortForward(t *testing.T, c *crimux, podID string) {
 	t.Helper()
 	local := portForward(t, c, podID, vmHTTPPort)
-	requireGuestHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/", local), 10*time.Second)
+	requireGuestHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/", local), within(t, 10*time.Second))
 }
 
 // TestVMDualStack: a VM pod on the bed's dual-stack network: crictl
@@ -137,8 +137,8 @@ func TestVMDualStack(t *testing.T) {
 	ip6 := extra[0]
 	requireConsole(t, c, ctrID, 60*time.Second, vmNetMarker+ip+"/24", vmNet6Marker+ip6, vmDNS6Marker+dns6)
 	t.Logf("guest has %s and %s %.1f s after start", ip, ip6, time.Since(start).Seconds())
-	requireGuestHTTP(t, fmt.Sprintf("http://%s/", net.JoinHostPort(ip, fmt.Sprint(vmHTTPPort))), 10*time.Second)
-	requireGuestHTTP(t, fmt.Sprintf("http://%s/", net.JoinHostPort(ip6, fmt.Sprint(vmHTTPPort))), 10*time.Second)
+	requireGuestHTTP(t, fmt.Sprintf("http://%s/", net.JoinHostPort(ip, fmt.Sprint(vmHTTPPort))), within(t, 10*time.Second))
+	requireGuestHTTP(t, fmt.Sprintf("http://%s/", net.JoinHostPort(ip6, fmt.Sprint(vmHTTPPort))), within(t, 10*time.Second))
 	requireContainerReaches(t, c, client, ip)
 	requireContainerReaches(t, c, client, ip6)
 	requirePortForward(t, c, podID)
@@ -193,7 +193,7 @@ func TestVMIPv6Only(t *testing.T) {
 	}
 	requireConsole(t, c, ctrID, 60*time.Second, vmNet6Marker+ip, vmDNS6Marker+dns6)
 	t.Logf("guest has %s %.1f s after start", ip, time.Since(start).Seconds())
-	requireGuestHTTP(t, fmt.Sprintf("http://%s/", net.JoinHostPort(ip, fmt.Sprint(vmHTTPPort))), 10*time.Second)
+	requireGuestHTTP(t, fmt.Sprintf("http://%s/", net.JoinHostPort(ip, fmt.Sprint(vmHTTPPort))), within(t, 10*time.Second))
 	requireContainerReaches(t, c, client, ip)
 	requirePortForward(t, c, podID)
 	t.Logf("node, container and port-forward reached the guest %.1f s after start", time.Since(start).Seconds())

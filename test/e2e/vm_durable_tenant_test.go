@@ -81,7 +81,7 @@ func TestVMDurableVolumeLinkRace(t *testing.T) {
 // seconds of the name being free, so every import raced it.
 func requirePlanting(t *testing.T, path, target string) {
 	t.Helper()
-	testutil.Eventually(t, 30*time.Second, "the second pod planting its link", func() error {
+	testutil.Eventually(t, within(t, 30*time.Second), "the second pod planting its link", func() error {
 		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 			return err
 		}

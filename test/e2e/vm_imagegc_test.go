@@ -40,7 +40,7 @@ func TestVMImageCacheCollected(t *testing.T) {
 	c.crictl("pull", image)
 	podID := runVMFrom(t, c, image, "vm-imagegc")
 	size := entrySize(t, entry)
-	testutil.Eventually(t, 30*time.Second, "crictl imagefsinfo counting the image cache", func() error {
+	testutil.Eventually(t, within(t, 30*time.Second), "crictl imagefsinfo counting the image cache", func() error {
 		return imageFsCounts(t, c, size)
 	})
 	c.crictl("rmp", "-f", podID)
@@ -61,7 +61,7 @@ func TestVMImageCacheCollected(t *testing.T) {
 		t.Fatalf("cache entry %s removed by crictl rmi while a VM runs from it: %v", entry, err)
 	}
 	c.crictl("rmp", "-f", podID)
-	testutil.Eventually(t, 90*time.Second, "cache entry removed by the collector", func() error {
+	testutil.Eventually(t, within(t, 90*time.Second), "cache entry removed by the collector", func() error {
 		if _, err := os.Stat(entry); !os.IsNotExist(err) {
 			return fmt.Errorf("%s still there (%v)", entry, err)
 		}

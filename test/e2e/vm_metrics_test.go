@@ -22,7 +22,7 @@ func TestVMMetrics(t *testing.T) {
 	podID, _ := runVM(t, c, "vm-metrics", testCgroupParent(t))
 	scrape := func() string { return scrapeMetrics(t, addr) }
 	labels := `{container="vm",namespace="crimux-e2e",pod="vm-metrics"}`
-	testutil.Eventually(t, 30*time.Second, "the VM's series", func() error {
+	testutil.Eventually(t, within(t, 30*time.Second), "the VM's series", func() error {
 		text := scrape()
 		for _, s := range []struct {
 			series  string

@@ -129,7 +129,7 @@ func TestVMNetwork(t *testing.T) {
 		t.Fatalf("crictl inspectp reports IP %q, want one of the bed's 10.88.77.0/24", ip)
 	}
 	leak := snapshotPodNet(t, c, podID)
-	requirePodIPAnswers(t, c, podID, 15*time.Second-time.Since(start))
+	requirePodIPAnswers(t, c, podID, within(t, 15*time.Second)-time.Since(start))
 	t.Logf("pod IP %s answered %.1f s after start", ip, time.Since(start).Seconds())
 	if logs := c.crictl("logs", ctrID); !strings.Contains(logs, vmNetMarker+ip+"/24") {
 		t.Fatalf("the guest did not lease %s/24 (console):\n%s", ip, logs)
@@ -138,7 +138,7 @@ func TestVMNetwork(t *testing.T) {
 	// portmap: the host port reaches the guest (through the host's address
 	// on the bridge, as from another node).
 	gw := strings.Join(strings.Split(ip, ".")[:3], ".") + ".1"
-	requireGuestHTTP(t, fmt.Sprintf("http://%s:%d/", gw, hostPort), 10*time.Second)
+	requireGuestHTTP(t, fmt.Sprintf("http://%s:%d/", gw, hostPort), within(t, 10*time.Second))
 
 	c.crictl("stop", ctrID)
 	c.crictl("stopp", podID)
@@ -173,7 +173,7 @@ func TestVMAndContainerReachEachOther(t *testing.T) {
 	vpodID, vID, _ := startVMNetPod(t, c, "net-vm", parent, 0, args)
 	vIP := podIP(t, c, vpodID)
 
-	testutil.Eventually(t, 60*time.Second, "the VM reaching the container "+cIP, func() error {
+	testutil.Eventually(t, within(t, 60*time.Second), "the VM reaching the container "+cIP, func() error {
 		logs, _ := c.crictlErr("logs", vID)
 		if strings.Contains(logs, "CRIMUX-PROBE-FAIL") {
 			t.Fatalf("the guest gave up reaching %s:80:\n%s", cIP, logs)
@@ -183,7 +183,7 @@ func TestVMAndContainerReachEachOther(t *testing.T) {
 		}
 		return nil
 	})
-	testutil.Eventually(t, 30*time.Second, "the container reaching the VM "+vIP, func() error {
+	testutil.Eventually(t, within(t, 30*time.Second), "the container reaching the VM "+vIP, func() error {
 		// nc: the image's busybox wget crashes looking the port up.
 		get := fmt.Sprintf(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 %s %d`, vIP, vmHTTPPort)
 		out, err := c.crictlErr("exec", client, "sh", "-c", get)
@@ -206,7 +206,7 @@ func TestVMNetworkCycles(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		podID, ctrID, start := startVMNetPod(t, c, fmt.Sprintf("vm-cycle-%d", i), parent, 0, "")
 		snap := snapshotPodNet(t, c, podID)
-		testutil.Eventually(t, 20*time.Second-time.Since(start), "the guest's lease in cycle "+fmt.Sprint(i), func() error {
+		testutil.Eventually(t, within(t, 20*time.Second)-time.Since(start), "the guest's lease in cycle "+fmt.Sprint(i), func() error {
 			if logs, _ := c.crictlErr("logs", ctrID); !strings.Contains(logs, vmNetMarker+snap.ip+"/") {
 				return fmt.Errorf("console so far:\n%s", logs)
 			}
@@ -358,7 +358,7 @@ func TestVMNetworkDelRetried(t *testing.T) {
 	}
 	start := time.Now()
 	c.restart()
-	testutil.Eventually(t, 20*time.Second, "the failed DEL retried", func() error {
+	testutil.Eventually(t, within(t, 20*time.Second), "the failed DEL retried", func() error {
 		if _, err := os.Lstat(snap.netns); err == nil {
 			return fmt.Errorf("netns %s still there", snap.netns)
 		}

@@ -76,7 +76,7 @@ func TestShareHonoursSecurityContext(t *testing.T) {
 				t.Errorf("on the host:\n%+v\nwant\n%+v", got, tc.want)
 			}
 			c.crictl("rmp", "-f", v.podID)
-			testutil.Eventually(t, 10*time.Second, "no virtiofsd nor helper left", func() error {
+			testutil.Eventually(t, within(t, 10*time.Second), "no virtiofsd nor helper left", func() error {
 				if pids := processesNaming(dir); len(pids) > 0 {
 					return fmt.Errorf("processes %v still serve %s", pids, dir)
 				}

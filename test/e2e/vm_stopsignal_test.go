@@ -32,7 +32,7 @@ func TestVMStopSignalKill(t *testing.T) {
 	ctrID := c.crictl("create", podID, ctr, pod)
 	c.crictl("start", ctrID)
 	// Booted: from here the guest would power off on the ACPI button.
-	testutil.Eventually(t, 60*time.Second, "console marker in crictl logs", func() error {
+	testutil.Eventually(t, within(t, 60*time.Second), "console marker in crictl logs", func() error {
 		if out, _ := c.crictlErr("logs", ctrID); !strings.Contains(out, vmMarker) {
 			return fmt.Errorf("logs so far: %q", out)
 		}

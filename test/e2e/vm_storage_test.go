@@ -56,7 +56,7 @@ func TestVMStorage(t *testing.T) {
 			t.Fatalf("serial of vdb: %q, want dev-xvdb (from /dev/xvdb)", got)
 		}
 		v.guestOutput(t, fmt.Sprintf("echo CRIMUX-BLK-%s | dd of=/dev/vdb bs=512 count=1 conv=sync,fsync 2>/dev/null; echo ok", token))
-		testutil.Eventually(t, 10*time.Second, "the marker on the loop device", func() error {
+		testutil.Eventually(t, within(t, 10*time.Second), "the marker on the loop device", func() error {
 			return deviceHas(loop, "CRIMUX-BLK-"+token)
 		})
 		v.guestOutput(t, fmt.Sprintf("echo ROOT-%s >/mnt/root-marker && sync && echo ok", token))
@@ -82,7 +82,7 @@ func TestVMStorage(t *testing.T) {
 			t.Fatalf("the guest's write on the host: %q", b)
 		}
 		writeFile(t, filepath.Join(shared, "hello.txt"), "CRIMUX-SHARE-TWO")
-		testutil.Eventually(t, 20*time.Second, "the host's change seen in the guest", func() error {
+		testutil.Eventually(t, within(t, 20*time.Second), "the host's change seen in the guest", func() error {
 			if got := v.guestOutput(t, "cat /data/hello.txt"); got != "CRIMUX-SHARE-TWO" {
 				return fmt.Errorf("guest reads %q", got)
 			}
@@ -136,7 +136,7 @@ func TestVMStorage(t *testing.T) {
 	})
 	t.Run("rmp leaves nothing", func(t *testing.T) {
 		c.crictl("rmp", "-f", podID)
-		testutil.Eventually(t, 10*time.Second, "virtiofsd gone", func() error {
+		testutil.Eventually(t, within(t, 10*time.Second), "virtiofsd gone", func() error {
 			if pids := append(virtiofsdOf(shared), virtiofsdOf(readOnly)...); len(pids) > 0 {
 				return fmt.Errorf("virtiofsd %v still running", pids)
 			}

@@ -106,7 +106,7 @@ func TestVMPodLifecycle(t *testing.T) {
 		return nil
 	})
 	t.Logf("console marker in crictl logs %v after crictl start", time.Since(start).Round(time.Millisecond))
-	testutil.Eventually(t, 10*time.Second, "non-zero CPU in crictl stats", func() error {
+	testutil.Eventually(t, within(t, 10*time.Second), "non-zero CPU in crictl stats", func() error {
 		if st := c.stats(t, ctrID); len(st) != 1 || st[0].CPUNanos == 0 {
 			return fmt.Errorf("stats: %+v", st)
 		}
@@ -376,7 +376,7 @@ func TestAccelAutoRunsAGuest(t *testing.T) {
 		} `json:"info"`
 	}
 	mustJSON(t, c.crictl("inspect", "-o", "json", ctrID), &insp)
-	testutil.Eventually(t, 30*time.Second, "the guest's console marker", func() error {
+	testutil.Eventually(t, within(t, 30*time.Second), "the guest's console marker", func() error {
 		if out, _ := c.crictlErr("logs", ctrID); !strings.Contains(out, vmMarker) {
 			return fmt.Errorf("no marker yet with accel %s", insp.Info.Accel)
 		}

@@ -183,7 +183,7 @@ func (v *testVM) typeLine(t *testing.T, line string, wait time.Duration, done fu
 	t.Helper()
 	sock := filepath.Join(v.c.stateDir, "vms", strings.TrimPrefix(v.ctrID, "vm--"), "run", "console.sock")
 	var conn net.Conn
-	testutil.Eventually(t, 10*time.Second, "connect to the console socket", func() error {
+	testutil.Eventually(t, within(t, 10*time.Second), "connect to the console socket", func() error {
 		var err error
 		conn, err = net.DialTimeout("unix", sock, time.Second)
 		return err

@@ -116,7 +116,7 @@ func TestVMAPIReboot(t *testing.T) {
 		}
 		return nil
 	})
-	testutil.Eventually(t, 10*time.Second, "three boots in crictl logs", func() error {
+	testutil.Eventually(t, within(t, 10*time.Second), "three boots in crictl logs", func() error {
 		if n := strings.Count(c.crictl("logs", v.ctrID), vmMarker); n != 3 {
 			return fmt.Errorf("%d boot markers in crictl logs", n)
 		}
@@ -176,7 +176,7 @@ func TestVMAPISnapshot(t *testing.T) {
 	v.requireRunningAs(t, "")
 	// The new qemu process got the pod's tap again: the guest answers on
 	// its pod IP.
-	requirePodIPAnswers(t, c, v.podID, 10*time.Second)
+	requirePodIPAnswers(t, c, v.podID, within(t, 10*time.Second))
 
 	var list struct {
 		Snapshots []snapshotJSON `json:"snapshots"`
@@ -316,7 +316,7 @@ func TestVMAPIPower(t *testing.T) {
 		if n := v.count(vmMarker); n != 1 {
 			t.Fatalf("%d boots after hibernate and resume, want 1", n)
 		}
-		requirePodIPAnswers(t, c, v.podID, 10*time.Second)
+		requirePodIPAnswers(t, c, v.podID, within(t, 10*time.Second))
 	})
 
 	t.Run("shutdown", func(t *testing.T) {
@@ -377,7 +377,7 @@ func TestVMAPIPower(t *testing.T) {
 		state, _ := v.criState(t)
 		return state == "CONTAINER_EXITED"
 	})
-	testutil.Eventually(t, 30*time.Second, "the container exits after the guest powered off", func() error {
+	testutil.Eventually(t, within(t, 30*time.Second), "the container exits after the guest powered off", func() error {
 		if state, reason := v.criState(t); state != "CONTAINER_EXITED" || reason != "Completed" {
 			return fmt.Errorf("state %s reason %q", state, reason)
 		}
