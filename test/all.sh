@@ -125,9 +125,13 @@ serial_tests_done() {
 }
 
 # The second host lane (BED_INSTANCE=b), beside the first once its serial
-# tests are done.
+# tests are done (CRIMUX_TEST_HOST_B=after: once the first lane ended).
 host_b_lane() {
-	serial_tests_done
+	if [ "${CRIMUX_TEST_HOST_B:-}" = after ]; then
+		await host-lane
+	else
+		serial_tests_done
+	fi
 	local s
 	for s in "${host_b_lane[@]}"; do
 		suite "$s" host-b $MAKE "${made[@]}" BED_INSTANCE=b "$s"
@@ -206,9 +210,10 @@ else
 		live "$s" host $MAKE "${made[@]}" "$s" || rc=1
 	done
 fi
-await host-b-lane
-# The node suite waits for this with CRIMUX_TEST_NODE_AFTER=1.
+# The node suite (CRIMUX_TEST_NODE_AFTER=1) and host-b lane
+# (CRIMUX_TEST_HOST_B=after) wait for this.
 echo 0 >"$logs/host-lane.rc"
+await host-b-lane
 for s in "${host_b_lane[@]}" kubernetes node-image e2e-node; do
 	await "$s"
 	show "$s"
