@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -230,6 +231,11 @@ func TestVMNetworkCycles(t *testing.T) {
 type podNetSnapshot struct {
 	sandboxID, ip, netns, hostVeth string
 	netnsIno                       uint64
+	// removed is when the first assertReleased ran (after the pod's
+	// removal): a process started later is in another namespace that
+	// got the freed inode number (the kernel hands out the lowest free
+	// one, and tests beside this one make namespaces).
+	removed time.Time
 }
 
 func snapshotPodNet(t *testing.T, c *crimux, podID string) *podNetSnapshot {
@@ -283,15 +289,18 @@ func (s *podNetSnapshot) assertReleased(t *testing.T, when string) {
 	if _, err := os.Lstat(s.netns); err == nil {
 		left = append(left, "netns file "+s.netns)
 	}
-	left = append(left, netnsHolders(s.netnsIno, s.netns)...)
+	if s.removed.IsZero() {
+		s.removed = time.Now()
+	}
+	left = append(left, netnsHolders(s.netnsIno, s.netns, s.removed)...)
 	if len(left) > 0 {
 		t.Fatalf("%s: pod %s left %v", when, s.sandboxID, left)
 	}
 }
 
-// netnsHolders lists the processes in a namespace (by inode) and the
-// mount namespaces that still mount its file.
-func netnsHolders(ino uint64, path string) []string {
+// netnsHolders lists the processes in a namespace (by inode) that started
+// before removed, and the mount namespaces that still mount its file.
+func netnsHolders(ino uint64, path string, removed time.Time) []string {
 	var out []string
 	procs, _ := os.ReadDir("/proc")
 	want := fmt.Sprintf("net:[%d]", ino)
@@ -299,7 +308,7 @@ func netnsHolders(ino uint64, path string) []string {
 		if p.Name()[0] < '0' || p.Name()[0] > '9' {
 			continue
 		}
-		if l, err := os.Readlink(filepath.Join("/proc", p.Name(), "ns/net")); err == nil && l == want {
+		if l, err := os.Readlink(filepath.Join("/proc", p.Name(), "ns/net")); err == nil && l == want && procStarted(p.Name()).Before(removed) {
 			out = append(out, "process "+p.Name()+" in the namespace")
 		}
 		if b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "mountinfo")); err == nil && strings.Contains(string(b), " "+path+" ") {
@@ -383,4 +392,28 @@ func linkedCNIBinDir(t *testing.T) string {
 		}
 	}
 	return bin
+}
+
+// procStarted is when process pid started (its stat's starttime, in clock
+// ticks of 1/100 s since boot); the zero time when it cannot be read (the
+// process is gone).
+func procStarted(pid string) time.Time {
+	stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return time.Time{}
+	}
+	// After the command's ")": state is field 3, starttime field 22.
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	procStat, err := os.ReadFile("/proc/stat")
+	if err != nil || len(fields) < 20 {
+		return time.Time{}
+	}
+	var btime int64
+	for _, l := range strings.Split(string(procStat), "\n") {
+		if v, ok := strings.CutPrefix(l, "btime "); ok {
+			btime, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	ticks, _ := strconv.ParseInt(fields[19], 10, 64)
+	return time.Unix(btime, 0).Add(time.Duration(ticks) * 10 * time.Millisecond)
 }
