@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"cmp"
 	"crypto/tls"
 	"encoding/json"
@@ -628,35 +627,13 @@ var (
 	kubeletWrapper         = "/usr/local/lib/crimux/crimux-qemu-wrapper-kubelet-e2e" + instanceSuffix(os.Getenv("BED_INSTANCE"))
 )
 
-// installKubeletWrapper builds crimux-qemu-wrapper asking
-// kubeletPlacementSocket and installs it where libvirt's qemu user can run
-// it (the directory test/bed/libvirt-up.sh makes), only when it or qemu
-// changed: libvirt caches what qemu can do by the emulator's ctime.
+// installKubeletWrapper installs crimux-qemu-wrapper asking
+// kubeletPlacementSocket where libvirt's qemu user can run it (the
+// directory test/bed/libvirt-up.sh makes), only when it or qemu changed:
+// libvirt caches what qemu can do by the emulator's ctime.
 func installKubeletWrapper(t *testing.T) string {
 	t.Helper()
-	built := filepath.Join(t.TempDir(), "wrapper")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.placementSocket="+kubeletPlacementSocket,
-		"-o", built, "./cmd/crimux-qemu-wrapper")
-	cmd.Dir, cmd.Env = repoRoot(), append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the qemu wrapper: %v\n%s", err, out)
-	}
-	data, err := os.ReadFile(built)
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, err := os.ReadFile(kubeletWrapper)
-	installed, ierr := os.Stat(kubeletWrapper)
-	qemu, qerr := os.Stat("/usr/bin/qemu-system-x86_64")
-	if err == nil && ierr == nil && qerr == nil && bytes.Equal(old, data) && !qemu.ModTime().After(installed.ModTime()) {
-		return kubeletWrapper
-	}
-	if err := os.WriteFile(kubeletWrapper+".new", data, 0o755); err != nil {
-		t.Fatalf("install the qemu wrapper (test/bed/libvirt-up.sh makes its directory): %v", err)
-	}
-	if err := os.Rename(kubeletWrapper+".new", kubeletWrapper); err != nil {
-		t.Fatal(err)
-	}
+	installQemuWrapper(t, kubeletWrapper, kubeletPlacementSocket)
 	return kubeletWrapper
 }
 
