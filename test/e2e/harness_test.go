@@ -59,10 +59,7 @@ var bedConflist = "10-" + bedInstance("crimux-testbed") + ".conflist"
 
 // bedInstance is name as BED_INSTANCE's bed calls it: name-b for b.
 func bedInstance(name string) string {
-	if i := os.Getenv("BED_INSTANCE"); i != "" {
-		return name + "-" + i
-	}
-	return name
+	return name + instanceSuffix(os.Getenv("BED_INSTANCE"))
 }
 
 func env(k, def string) string {

@@ -45,7 +45,7 @@ const (
 // kubeletCgroup is the host kubelets' cgroupRoot, one per bed instance: a
 // kubelet removes (and kills) the pod cgroups under its root that are not
 // its pods'.
-var kubeletCgroup = "/crimux-kubelet-e2e" + instanceSuffix(os.Getenv("BED_INSTANCE"))
+var kubeletCgroup = "/" + bedInstance("crimux-kubelet-e2e")
 
 const ctrManifest = `apiVersion: v1
 kind: Pod
@@ -623,8 +623,8 @@ func checkKubeletMetrics(t *testing.T, addr string) {
 // the crimux of the node it runs on. One of each per bed instance: the
 // two host lanes run side by side.
 var (
-	kubeletPlacementSocket = "/run/crimux/kubelet-e2e" + instanceSuffix(os.Getenv("BED_INSTANCE")) + "-placement.sock"
-	kubeletWrapper         = "/usr/local/lib/crimux/crimux-qemu-wrapper-kubelet-e2e" + instanceSuffix(os.Getenv("BED_INSTANCE"))
+	kubeletPlacementSocket = "/run/crimux/" + bedInstance("kubelet-e2e") + "-placement.sock"
+	kubeletWrapper         = "/usr/local/lib/crimux/" + bedInstance("crimux-qemu-wrapper-kubelet-e2e")
 )
 
 // installKubeletWrapper installs crimux-qemu-wrapper asking

@@ -118,7 +118,7 @@ func placementSlot(t *testing.T, stateDir string) (wrapper, socket string) {
 			delete(slots.inUse, s.n)
 		}
 	})
-	name := fmt.Sprintf("e2e%s-%d", instanceSuffix(os.Getenv("BED_INSTANCE")), s.n)
+	name := fmt.Sprintf("%s-%d", bedInstance("e2e"), s.n)
 	wrapper = "/usr/local/lib/crimux/crimux-qemu-wrapper-" + name
 	socket = filepath.Join(bed.runDir, name, "placement.sock")
 	installQemuWrapper(t, wrapper, socket)

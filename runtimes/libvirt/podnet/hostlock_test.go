@@ -54,7 +54,7 @@ func otherCrimux(t *testing.T, path, how string) (letGo func()) {
 	return func() { stdin.Close(); _ = cmd.Wait() }
 }
 
-// waits says whether fn is still running after a while, then lets the
+// waitsFor requires fn to be still running after a while, then lets the
 // other crimux go and requires fn to finish.
 func waitsFor(t *testing.T, what string, letGo func(), fn func()) {
 	t.Helper()
