@@ -21,9 +21,8 @@
 #     the host lane    e2e ... critest (the Makefile's targets), one after
 #                      another: they share the bed's containerd, libvirtd and
 #                      cluster
-#   in the background, after the host lane (CRIMUX_TEST_HOST_B=beside:
-#   once make e2e's serial tests, those that kill the bed's daemons, are
-#   done):
+#   in the background, once the host lane's migration suite ended
+#   (CRIMUX_TEST_HOST_B, host_b_lane below):
 #     the host-b lane  e2e-cluster, e2e-kubelet, chaos, one after another,
 #                      on the bed's second containerd, pod network and
 #                      control plane (BED_INSTANCE=b, CLUSTER_INSTANCE=b):
@@ -125,17 +124,20 @@ serial_tests_done() {
 	until grep -q '^=== CONT' "$logs/e2e.log" 2>/dev/null || [ -s "$logs/e2e.rc" ]; do sleep 2; done
 }
 
-# The second host lane (BED_INSTANCE=b): after the first by default
-# (CRIMUX_TEST_HOST_B=after); beside it once its serial tests are done
-# with CRIMUX_TEST_HOST_B=beside. Beside, the two cores run full for the
-# whole run, and the migration suite's steps, timed for a quieter host,
-# missed their minute (docs/testing.md).
+# The second host lane (BED_INSTANCE=b) starts, by CRIMUX_TEST_HOST_B:
+#   after-migrate  (the default) once the first lane's migration suite
+#                  ended: the migration steps, timed for a quieter host,
+#                  missed their minute with both lanes beside them
+#                  (docs/testing.md); the rest of the first lane holds it.
+#   after          once the whole first lane ended.
+#   beside         once make e2e's serial tests (those that kill the
+#                  bed's daemons) are done.
 host_b_lane() {
-	if [ "${CRIMUX_TEST_HOST_B:-after}" = after ]; then
-		await host-lane
-	else
-		serial_tests_done
-	fi
+	case ${CRIMUX_TEST_HOST_B:-after-migrate} in
+	after) await host-lane ;;
+	beside) serial_tests_done ;;
+	*) await e2e-migrate ;;
+	esac
 	local s
 	for s in "${host_b_lane[@]}"; do
 		suite "$s" host-b $MAKE "${made[@]}" BED_INSTANCE=b "$s"

@@ -36,7 +36,10 @@ func waitGuestExec(t *testing.T, k8s, pod string) {
 	testutil.Eventually(t, guestBootTimeout, "kubectl exec reaching the guest agent of "+pod, func() error {
 		out, err := kubectlErr(k8s, "-n", clusterNamespace, "exec", pod, "--", "true")
 		if err != nil {
-			return fmt.Errorf("%v: %s", err, out)
+			// The console says whether the guest is alive (its kernel,
+			// a hung task) when the agent never answers.
+			console, _ := kubectlErr(k8s, "-n", clusterNamespace, "logs", "--tail=25", pod)
+			return fmt.Errorf("%v: %s\nthe guest's console, last lines:\n%s", err, out, console)
 		}
 		return nil
 	})
