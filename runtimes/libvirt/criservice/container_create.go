@@ -73,21 +73,30 @@ func (r *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if err := r.defineDomain(plan, &undo); err != nil {
 		return nil, err
 	}
+	if err := r.finishCreate(ctx, sb, plan); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.CreateContainerResponse{ContainerId: plan.rec.ID}, nil
+}
+
+// finishCreate carries the pod's snapshots over to the new VM, clears the
+// record's intent and makes the VM the pod's container.
+func (r *Service) finishCreate(ctx context.Context, sb *store.Sandbox, plan *vmPlan) error {
 	r.carrySnapshots(sb, plan)
 	r.redefineVolumeSnapshots(ctx, plan)
 	plan.rec.Creating = false
 	if err := r.Store.PutContainer(plan.rec); err != nil {
-		return nil, err
+		return err
 	}
 	sb.ContainerID = plan.rec.ID
 	if err := r.Store.PutSandbox(sb); err != nil {
-		return nil, err
+		return err
 	}
 	r.Events.Publish(r.Event(plan.rec, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT))
 	r.Log.Info("VM created", "sandbox", sb.ID, "container", plan.rec.ID, "domain", plan.rec.Domain,
 		"vcpus", plan.rec.VCPUs, "memory_mib", plan.rec.MemoryMiB, "accel", plan.rec.Accel, "template", plan.rec.Clone.GetKey())
 	r.noteStart(plan)
-	return &runtimeapi.CreateContainerResponse{ContainerId: plan.rec.ID}, nil
+	return nil
 }
 
 // checkCanCreate enforces one VM per ready pod. A VM that has exited may
@@ -133,45 +142,78 @@ type vmPlan struct {
 // planVM validates the container config and reads the image: everything
 // that can be refused is refused here, before anything exists.
 func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi.ContainerConfig) (*vmPlan, error) {
-	res, err := vm.ResourcesFrom(cfg.GetLinux().GetResources())
+	in, err := r.readRequest(sb, cfg)
 	if err != nil {
 		return nil, err
-	}
-	if res, err = r.fitMemory(sb.Config.GetLinux().GetCgroupParent(), res); err != nil {
-		return nil, err
-	}
-	if err := core.CheckHugePages(res.HugePages); err != nil {
-		return nil, err
-	}
-	opts, err := vm.ParseAnnotations(sb.Config.GetAnnotations(), cfg.GetAnnotations())
-	if err != nil {
-		return nil, err
-	}
-	ci, err := cloudinit.FromPod(sb.Config.GetAnnotations(), cfg.GetAnnotations(), cfg.GetMounts())
-	if err != nil {
-		return nil, err
-	}
-	storage, err := core.StorageOf(cfg)
-	if err != nil {
-		return nil, err
-	}
-	root, storage, err := planRootVolume(sb, cfg, storage)
-	if err != nil {
-		return nil, err
-	}
-	if err := core.CheckStorageHost(storage); err != nil {
-		return nil, err
-	}
-	if cfg.GetLogPath() != "" && sb.Config.GetLogDirectory() == "" {
-		return nil, errdefs.Invalid("config.log_path", "is set but the pod has no log_directory")
 	}
 	layout, err := r.Images.Prepare(ctx, cfg.GetImage().GetImage())
 	if err != nil {
 		return nil, err
 	}
-	if err := r.checkDiskSize(cfg.GetImage().GetImage(), layout, root); err != nil {
+	if err := r.checkDiskSize(cfg.GetImage().GetImage(), layout, in.root); err != nil {
 		return nil, err
 	}
+	rec := r.newRecord(sb, cfg, in.res, layout)
+	spec := r.specOf(sb, rec, in, layout)
+	files, err := cloudInitFiles(sb, in.ci, in.storage.Shares)
+	if err != nil {
+		return nil, err
+	}
+	spec.CIData = filepath.Join(rec.Dir, core.CIDataFile)
+	p := &vmPlan{rec: rec, spec: spec, layout: layout, cidata: files, root: in.root}
+	if in.opts.MigrateFrom != "" && !sb.Arrived {
+		return p, r.planIncoming(p, in.opts, in.storage)
+	}
+	p.cold = r.planClone(sb, p, in.opts, in.storage)
+	return p, nil
+}
+
+// vmRequest is what the pod and container configs ask of the VM, checked.
+type vmRequest struct {
+	res     vm.Resources
+	opts    vm.Options
+	ci      cloudinit.Source
+	storage vm.Storage
+	// root is the volume the root disk is on; nil for the pod's overlay.
+	root *vm.RootVolume
+}
+
+// readRequest checks the configs' resources, annotations, cloud-init,
+// mounts and log path, and where the root disk goes.
+func (r *Service) readRequest(sb *store.Sandbox, cfg *runtimeapi.ContainerConfig) (in vmRequest, err error) {
+	if in.res, err = vm.ResourcesFrom(cfg.GetLinux().GetResources()); err != nil {
+		return in, err
+	}
+	if in.res, err = r.fitMemory(sb.Config.GetLinux().GetCgroupParent(), in.res); err != nil {
+		return in, err
+	}
+	if err := core.CheckHugePages(in.res.HugePages); err != nil {
+		return in, err
+	}
+	if in.opts, err = vm.ParseAnnotations(sb.Config.GetAnnotations(), cfg.GetAnnotations()); err != nil {
+		return in, err
+	}
+	if in.ci, err = cloudinit.FromPod(sb.Config.GetAnnotations(), cfg.GetAnnotations(), cfg.GetMounts()); err != nil {
+		return in, err
+	}
+	storage, err := core.StorageOf(cfg)
+	if err != nil {
+		return in, err
+	}
+	if in.root, in.storage, err = planRootVolume(sb, cfg, storage); err != nil {
+		return in, err
+	}
+	if err := core.CheckStorageHost(in.storage); err != nil {
+		return in, err
+	}
+	if cfg.GetLogPath() != "" && sb.Config.GetLogDirectory() == "" {
+		return in, errdefs.Invalid("config.log_path", "is set but the pod has no log_directory")
+	}
+	return in, nil
+}
+
+// newRecord is the container record of the VM to make, in state CREATED.
+func (r *Service) newRecord(sb *store.Sandbox, cfg *runtimeapi.ContainerConfig, res vm.Resources, layout core.ImageLayout) *store.Container {
 	id := core.NewID()
 	rec := &store.Container{
 		ID: id, SandboxID: sb.ID, Config: cfg, ImageRef: cfg.GetImage().GetImage(), ImageDigest: layout.Digest,
@@ -184,40 +226,36 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	if cfg.GetLogPath() != "" {
 		rec.LogPath = filepath.Join(sb.Config.GetLogDirectory(), cfg.GetLogPath())
 	}
+	return rec
+}
+
+// specOf is the domain's spec: the record's size, the pod's identity in
+// its metadata, its console, boot and root disk.
+func (r *Service) specOf(sb *store.Sandbox, rec *store.Container, in vmRequest, layout core.ImageLayout) vm.Spec {
 	spec := vm.Spec{
 		Name: rec.Domain, Meta: vm.Metadata{
 			Instance: r.Opts.Instance, PodUID: sb.Config.GetMetadata().GetUid(), PodName: sb.Config.GetMetadata().GetName(),
-			PodNamespace: sb.Config.GetMetadata().GetNamespace(), SandboxID: sb.ID, ContainerID: id,
+			PodNamespace: sb.Config.GetMetadata().GetNamespace(), SandboxID: sb.ID, ContainerID: rec.ID,
 		},
-		VCPUs: res.VCPUs, MemoryMiB: res.MemoryMiB, Accel: r.Accel, Emulator: r.Opts.Emulator,
+		VCPUs: rec.VCPUs, MemoryMiB: rec.MemoryMiB, Accel: r.Accel, Emulator: r.Opts.Emulator,
 		MaxVCPUs: rec.MaxVCPUs, MaxMemoryMiB: rec.MaxMemoryMiB,
 		Console:      vm.Console{Socket: core.ConsoleSocket(rec.Dir), Log: filepath.Join(rec.Dir, core.ConsoleLogFile)},
-		SharedMemory: len(storage.Shares) > 0, HugePageKiB: res.HugePages.PageKiB,
+		SharedMemory: len(in.storage.Shares) > 0, HugePageKiB: in.res.HugePages.PageKiB,
 	}
 	if layout.Kernel != "" {
 		args := layout.KernelArgs
-		if opts.KernelArgs != "" {
-			args = opts.KernelArgs
+		if in.opts.KernelArgs != "" {
+			args = in.opts.KernelArgs
 		}
 		spec.Boot = &vm.KernelBoot{Kernel: layout.Kernel, Initrd: layout.Initrd, Args: args}
 	}
-	if root != nil {
-		spec.Disk = rootVolumeDisk(root, rec.Dir)
+	if in.root != nil {
+		spec.Disk = rootVolumeDisk(in.root, rec.Dir)
 	} else if layout.DiskPath != "" {
 		spec.Disk = &vm.Disk{Path: filepath.Join(r.PodDir(sb.ID), core.DiskFile), Format: "qcow2",
 			Backing: &vm.Disk{Path: layout.DiskPath, Format: layout.DiskFormat}}
 	}
-	files, err := cloudInitFiles(sb, ci, storage.Shares)
-	if err != nil {
-		return nil, err
-	}
-	spec.CIData = filepath.Join(rec.Dir, core.CIDataFile)
-	p := &vmPlan{rec: rec, spec: spec, layout: layout, cidata: files, root: root}
-	if opts.MigrateFrom != "" && !sb.Arrived {
-		return p, r.planIncoming(p, opts, storage)
-	}
-	p.cold = r.planClone(sb, p, opts, storage)
-	return p, nil
+	return spec
 }
 
 // makeVMFiles makes the VM's directory and its root disk (the pod's,
