@@ -1,23 +1,39 @@
 // Package libvirt is crimux's VM runtime: a VM pod (RuntimeClass handler
 // "vm") is one libvirt domain run by qemu, its container is the VM, its
 // image an OCI image holding a disk and/or a kernel. This package wires
-// the runtime's rooms together and hands it to the registry (Factory):
+// the runtime's rooms together and hands it to the registry (Factory).
+// Every package under it, top floor first (packagemap_test.go checks
+// that the list names them all):
 //
-//	core/        the parts and the VM life cycle every room shares
-//	criservice/  the CRI face (sandbox, container, status, stats, attach)
-//	vmops/       the VM API's operations (power, reboot, snapshots)
-//	gc/          the collector (teardowns, orphans, foreign resources)
-//	virt/        the one interface to libvirt (and virtfake, in memory)
-//	store/       the records of what kubelet asked for (bbolt)
-//	console/     serial console -> CRI log
-//	placer/, placement/  qemu placed in the pod's cgroup before it runs
-//	podnet/      the pod network of a VM (CNI, tap, DHCP)
-//	vmimage/     VM images out of containerd's store
-//	instant/, template/, saveimage/  VMs started from booted templates
+//	criservice/       the CRI face (sandbox, container, status, stats, attach)
+//	vmops/            the VM API's operations (power, reboot, snapshots)
+//	gc/               the collector (teardowns, orphans, foreign resources)
+//	instant/          VMs started from booted templates (making, keeping, cloning)
+//	core/             the parts and the VM life cycle every room shares
+//	core/coretest/    a core on fakes, for the rooms' unit tests
+//	migration/        a node's part in live migrations (listener, seals)
+//	store/            the records of what kubelet asked for (bbolt)
+//	store/rebuild/    a damaged store made again from what libvirt holds
+//	virt/             the one interface to libvirt
+//	virt/virtfake/    an in-memory libvirtd for unit tests
+//	placer/           qemu placed in the pod's cgroup before it runs
+//	rootvol/          a VM's root disk on a volume
+//	placement/        the wire between the qemu wrapper and the placer
+//	migproxy/         a live migration's data carried between nodes
+//	console/          serial console -> CRI log
+//	virtiofs/         virtiofsd serving a pod's shared directory
+//	bootwatch/        a guest stuck in its firmware or boot loader
+//	podnet/           the pod network of a VM (CNI, tap, DHCP)
+//	qcow2/            the VM's root disk and overlays
+//	vmimage/          VM images out of containerd's store
+//	agent/            commands in the guest through its agent
+//	template/         the templates' files and their identity
+//	saveimage/        libvirt save images read and fed to clones
 //
-// Arrows run one way: this package imports the rooms; criservice, vmops
-// and gc import core; core imports store, console and virt; nothing but
-// virt imports go-libvirt.
+// Arrows run one way, down this list's floors: this package imports the
+// rooms; criservice, vmops, gc and instant import core; core imports
+// store, console and virt; nothing but virt imports go-libvirt
+// (internal/archtest).
 package libvirt
 
 import (
