@@ -17,10 +17,45 @@
 // half-done operation leaves a VM the API can act on again.
 package vmops
 
-import "github.com/crimux/crimux/runtimes/libvirt/core"
+import (
+	"log/slog"
+	"time"
 
-// Ops are the VM operations of a runtime.
-type Ops struct{ *core.Runtime }
+	"github.com/crimux/crimux/runtimes/libvirt/bootwatch"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/virt"
+)
+
+// Ops are the VM operations of a runtime: the parts of its core they use,
+// and nothing else of it.
+type Ops struct {
+	vmCore
+	Log     *slog.Logger
+	Store   *store.Store
+	Conn    core.Connection
+	Cgroups core.Cgroups
+	Reboots *core.RebootWatch
+	Boots   *bootwatch.Watcher
+}
+
+// vmCore is what the operations ask of the runtime's core: a VM under its
+// pod's lock and its domain, a qemu start the placer expects, the boot
+// watch of a started guest, the full-disk check, the caps.
+type vmCore interface {
+	BeginVMOp(id string) (*core.VMOp, error)
+	LockVM(id string) (*store.Container, func(), error)
+	SandboxOf(id string) (string, error)
+	DomainOf(c *store.Container) (virt.Libvirt, virt.Domain, error)
+	StartingQemu(c *store.Container, start func() error) error
+	WatchBoot(c *store.Container, since time.Time, fresh bool)
+	RequireRoom(what string) error
+	MaxSnapshots() int
+	DiskPathOf(c *store.Container) string
+	CgroupOf(c *store.Container) core.VMCgroup
+}
 
 // New returns the VM operations of the runtime r.
-func New(r *core.Runtime) *Ops { return &Ops{r} }
+func New(r *core.Runtime) *Ops {
+	return &Ops{vmCore: r, Log: r.Log, Store: r.Store, Conn: r.Conn, Cgroups: r.Cgroups, Reboots: r.Reboots, Boots: r.Boots}
+}
