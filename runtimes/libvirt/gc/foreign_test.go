@@ -407,7 +407,7 @@ func TestListForeignFails(t *testing.T) {
 	if err != nil || len(got) == 0 || got[0].Name != domA || got[0].State != "unknown" || !strings.Contains(got[0].Detail, "read its XML") {
 		t.Fatalf("ListForeign with State and XML failing: %v, %v", got, err)
 	}
-	e.R.Net = failingNet{e.Net}
+	e.setNet(failingNet{e.Net})
 	if _, err := e.gc.ListForeign(context.Background()); err == nil || !strings.Contains(err.Error(), "list VM pod namespaces") {
 		t.Fatalf("ListForeign with the namespaces unreadable: %v", err)
 	}
@@ -425,11 +425,11 @@ func TestForeignNetnsFails(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e, l, _ := foreignEnv(t)
-	e.R.Net = failingNet{e.Net}
+	e.setNet(failingNet{e.Net})
 	wantCode(t, e.gc.DeleteForeign(ctx, vmtypes.ForeignNetns, "other_orphan"), codes.Unknown, "list VM pod namespaces")
-	e.R.Net = refusingNet{e.Net, fmt.Errorf("rename: %w", errExist)}
+	e.setNet(refusingNet{e.Net, fmt.Errorf("rename: %w", errExist)})
 	wantCode(t, e.gc.AdoptForeign(ctx, vmtypes.ForeignNetns, "other_orphan"), codes.FailedPrecondition, `adopt netns "other_orphan": rename`)
-	e.R.Net = e.Net
+	e.setNet(e.Net)
 	l.Fail("ListAll", boom)
 	wantCode(t, e.gc.adoptForeignNetns(l, "other_orphan"), codes.Unknown, `netns "other_orphan": list libvirt domains`)
 	if len(e.Net.AdoptedNS) != 0 {
@@ -466,7 +466,7 @@ func TestAdoptPodNamespaceLeavesAlone(t *testing.T) {
 		setup func(*env) vm.Metadata
 	}{
 		{"no instance", func(*env) vm.Metadata { m := m; m.Instance = ""; return m }},
-		{"namespaces unreadable", func(e *env) vm.Metadata { e.R.Net = failingNet{e.Net}; return m }},
+		{"namespaces unreadable", func(e *env) vm.Metadata { e.setNet(failingNet{e.Net}); return m }},
 		{"not foreign", func(e *env) vm.Metadata { e.Net.Foreign = []string{"other_orphan"}; return m }},
 		{"adoption refused", func(e *env) vm.Metadata { e.Net.Own[sbA] = "/x/i_" + sbA; return m }},
 	} {

@@ -13,14 +13,26 @@ package gc
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
 )
 
 // Collector is the collector of a runtime.
 type Collector struct {
-	*core.Runtime
+	collectorCore
+	Opts     *core.Options
+	Accel    string
+	Log      *slog.Logger
+	Store    *store.Store
+	Conn     core.Connection
+	Net      core.PodNetwork
+	Cgroups  core.Cgroups
+	Images   core.ImageReader
+	Locks    *core.Locks
+	Counters core.Counters
 	// Templates are the VM templates, collected with their images (nil:
 	// templates are off).
 	Templates *template.Store
@@ -30,7 +42,22 @@ type Collector struct {
 }
 
 // New returns the collector of the runtime r.
-func New(r *core.Runtime) *Collector { return &Collector{Runtime: r} }
+func New(r *core.Runtime) *Collector {
+	return &Collector{collectorCore: r, Opts: &r.Opts, Accel: r.Accel, Log: r.Log, Store: r.Store, Conn: r.Conn,
+		Net: r.Net, Cgroups: r.Cgroups, Images: r.Images, Locks: &r.Locks, Counters: r.Counters}
+}
+
+// collectorCore is what the collector asks of the runtime's core: the
+// teardowns it finishes, where a VM's files are, the pod networks that
+// live, and whether a domain is a template being made.
+type collectorCore interface {
+	Teardown(c *store.Container) error
+	TeardownNetwork(ctx context.Context, sb *store.Sandbox) error
+	FinishSandboxRemoval(ctx context.Context, sb *store.Sandbox) error
+	LiveAttachments(ctx context.Context) ([]string, error)
+	VMDir(id string) string
+	IsMakingTemplate(domain string) bool
+}
 
 // Run runs a collector pass every Options.GCInterval (a minute by
 // default; SetInterval changes it) until ctx ends.

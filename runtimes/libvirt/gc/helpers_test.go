@@ -13,6 +13,7 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/runtimes/libvirt/virt/virtfake"
@@ -112,3 +113,7 @@ func (n refusingNet) AdoptNamespace(string) (string, error) { return "", n.err }
 
 // noNetwork runs VM pods without a pod network.
 var noNetwork = coretest.Options{NoNetwork: true}
+
+// setNet gives the core and the collector the pod network n (a test's
+// failing one).
+func (e *env) setNet(n core.PodNetwork) { e.R.Net, e.gc.Net = n, n }

@@ -67,7 +67,7 @@ func imageEnv(t *testing.T) (*env, *fakeCache) {
 	t.Helper()
 	e := newEnv(t, noNetwork)
 	cache := &fakeCache{Images: e.Images, entries: map[string]bool{imgA: true, imgB: true}, present: map[string]bool{}}
-	e.R.Images = cache
+	e.R.Images, e.gc.Images = cache, cache
 	return e, cache
 }
 

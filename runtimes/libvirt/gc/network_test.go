@@ -187,7 +187,7 @@ func TestCollectorWithoutPodNetwork(t *testing.T) {
 func TestCollectorNamespacesUnreadable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.R.Net = failingNet{e.Net}
+	e.setNet(failingNet{e.Net})
 	e.Net.Own = map[string]string{"orphan": "/x/i_orphan"}
 	rep := e.gc.CollectGarbage(context.Background(), false)
 	if rep.Networks != 0 || len(e.Net.Collected) != 0 || rep.Pending != 0 {
