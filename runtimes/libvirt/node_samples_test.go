@@ -34,7 +34,7 @@ func sampledRuntime(t *testing.T) (*Runtime, *coretest.Env) {
 	}
 	conn.SetAgentCaps(AgentCaps{PerVM: 2, PerNode: 5, Wait: time.Minute})
 	rt := &Runtime{core: e.R, cri: criservice.New(e.R), conn: conn}
-	rt.cri.Instant = &instant.Maker{R: e.R, Store: template.Store{Dir: filepath.Join(e.Dir, TemplatesDir)}}
+	rt.cri.Instant = &instant.Maker{R: instant.CoreOf(e.R), Store: template.Store{Dir: filepath.Join(e.Dir, TemplatesDir)}}
 	return rt, e
 }
 

@@ -153,7 +153,7 @@ func (rt *Runtime) wire(opts Options, p core.Parts, conn *virt.Conn) {
 	rt.cri, rt.ops, rt.gc, rt.conn = criservice.New(rt.core), vmops.New(rt.core), gc.New(rt.core), conn
 	if !opts.TemplatesOff {
 		lim := opts.TemplateLimits
-		rt.cri.Instant = &instant.Maker{R: rt.core, Store: template.Store{Dir: filepath.Join(opts.StateDir, TemplatesDir)},
+		rt.cri.Instant = &instant.Maker{R: instant.CoreOf(rt.core), Store: template.Store{Dir: filepath.Join(opts.StateDir, TemplatesDir)},
 			Parent: opts.TemplateParent, ShareAcrossNamespaces: lim.ShareAcrossNamespaces,
 			Limits: instant.Limits{MaxMaking: lim.MaxMaking, MaxKept: lim.MaxKept, RetryAfter: lim.RetryAfter, CPUMillis: lim.CPUMillis}}
 		rt.gc.Templates = &rt.cri.Instant.Store

@@ -92,7 +92,7 @@ func instantServiceWith(t *testing.T, opts coretest.Options) (*coretest.Env, *Se
 	agent := &guestAgent{}
 	e.Libvirt.SetAgent(agent.answer)
 	s := New(e.R)
-	s.Instant = &instant.Maker{R: e.R, Store: template.Store{Dir: filepath.Join(e.Dir, "templates")},
+	s.Instant = &instant.Maker{R: instant.CoreOf(e.R), Store: template.Store{Dir: filepath.Join(e.Dir, "templates")},
 		NIC: func(string) (func(string) (*os.File, []string, error), func(), error) {
 			return func(string) (*os.File, []string, error) { return nil, nil, nil }, func() {}, nil
 		}}

@@ -57,7 +57,7 @@ var ErrOtherTemplate = errors.New("the template at its key is another's")
 // Maker makes templates, one making per key at a time, at most
 // MaxMaking at once on the node, and keeps at most MaxKept (Limits).
 type Maker struct {
-	R     *core.Runtime
+	R     Core
 	Store template.Store
 	// Parent is the cgroup parent of templates being made ("" is
 	// DefaultParent); Timeout bounds a making (0 is DefaultMakeTimeout).

@@ -67,7 +67,7 @@ func (f *fakeBoot) counts() (now, most, made int) {
 
 func newMaker(t *testing.T, f *fakeBoot) (*Maker, *coretest.Env) {
 	e := coretest.New(t)
-	return &Maker{R: e.R, Store: template.Store{Dir: filepath.Join(e.Dir, "templates")}, boot: f.boot}, e
+	return &Maker{R: CoreOf(e.R), Store: template.Store{Dir: filepath.Join(e.Dir, "templates")}, boot: f.boot}, e
 }
 
 func request(ns string, memMiB uint64) Request {
