@@ -5,6 +5,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
@@ -97,3 +98,7 @@ func (r *Runtime) TargetTook(c *store.Container, result string) {
 	}
 	r.Opts.Counters.MigrationTook(MigrationTarget, result, time.Since(time.Unix(0, c.Migration.PreparedAt)))
 }
+
+// MigrationNode is this node's part in live migrations; nil: VMs neither
+// leave nor arrive.
+func (r *Runtime) MigrationNode() *migration.Node { return r.Migration }

@@ -348,16 +348,17 @@ func TestStartContainerGrantsOnePlacement(t *testing.T) {
 	sb := runPod(t, s, cfg)
 	id := createVM(t, s, sb, cfg, vmConfig(128, 0, 0))
 	var granted, twice, other bool
-	s.Conn = spyConn{startSpy{e.Libvirt, func(d virt.Domain) {
-		other = s.Starts.Take("crimux-someone-else")
-		granted = s.Starts.Take(d.Name)
-		twice = s.Starts.Take(d.Name)
+	spy := spyConn{startSpy{e.Libvirt, func(d virt.Domain) {
+		other = e.R.Starts.Take("crimux-someone-else")
+		granted = e.R.Starts.Take(d.Name)
+		twice = e.R.Starts.Take(d.Name)
 	}}}
+	s.Conn, e.R.Conn = spy, spy
 	startVM(t, s, id)
 	if !granted || twice || other {
 		t.Fatalf("during the start: granted %v, twice %v, to another VM %v; want one grant, to this VM", granted, twice, other)
 	}
-	if s.Starts.Take("crimux-" + id) {
+	if e.R.Starts.Take("crimux-" + id) {
 		t.Fatal("a placement granted after the start")
 	}
 }

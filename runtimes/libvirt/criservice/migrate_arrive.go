@@ -35,7 +35,7 @@ func (r *Service) arrived(ctx context.Context, c *store.Container) (vmtypes.Migr
 	if st, err := l.State(dom); err != nil || st != virt.StateRunning {
 		return vmtypes.MigrationResult{}, fmt.Errorf("the VM has not arrived: its domain is %s (%v): %w", st, err, errdefs.ErrFailedPrecondition)
 	}
-	r.Migration.Forget(c.ID)
+	r.MigrationNode().Forget(c.ID)
 	_ = os.Remove(filepath.Join(c.Dir, incomingFile))
 	from := c.Migration.From
 	var res vmtypes.MigrationResult

@@ -36,7 +36,7 @@ const incomingFile = "incoming.xml"
 func (r *Service) planIncoming(p *vmPlan, opts vm.Options, storage vm.Storage) error {
 	field := "annotations[" + vm.AnnotationMigrateFrom + "]"
 	switch {
-	case r.Migration == nil:
+	case r.MigrationNode() == nil:
 		return fmt.Errorf("%s: live migration is off on this node (libvirt.migration): %w", field, errdefs.ErrFailedPrecondition)
 	case len(storage.Shares) > 0:
 		return errdefs.Invalid(field, "a VM with virtio-fs shares cannot migrate (qemu cannot move their state)")
@@ -56,7 +56,7 @@ func (r *Service) awaitIncoming(c *store.Container) error {
 		return fmt.Errorf("cgroup of %s: %w", c.Domain, err)
 	}
 	r.Console.Start(c.ID, c.Dir, c.LogPath)
-	timeout := r.Migration.Config().TargetTimeout
+	timeout := r.MigrationNode().Config().TargetTimeout
 	c.State, c.StartedAt = runtimeapi.ContainerState_CONTAINER_RUNNING, time.Now().UnixNano()
 	c.Migration.Deadline = time.Now().Add(timeout).UnixNano()
 	if err := r.Store.PutContainer(c); err != nil {
@@ -132,12 +132,12 @@ func (r *Service) PrepareMigration(ctx context.Context, id string, src vmtypes.M
 	if err != nil {
 		return vmtypes.MigrationTarget{}, err
 	}
-	if tg.Token, err = r.Migration.Expect(c.ID, int(ident.UID), int(ident.GID), disarm); err != nil {
+	if tg.Token, err = r.MigrationNode().Expect(c.ID, int(ident.UID), int(ident.GID), disarm); err != nil {
 		disarm()
 		return vmtypes.MigrationTarget{}, err
 	}
 	if err := r.recordPrepared(c, src, &tg); err != nil {
-		r.Migration.Forget(c.ID)
+		r.MigrationNode().Forget(c.ID)
 		return vmtypes.MigrationTarget{}, err
 	}
 	go r.watchArrival(c.ID, tg.Token)
@@ -167,7 +167,7 @@ func (r *Service) arrivingDomain(c *store.Container, src vmtypes.MigrationSource
 	if err != nil {
 		return vmtypes.MigrationTarget{}, errdefs.Invalid("source.domain_xml", "%v", err)
 	}
-	cfg := r.Migration.Config()
+	cfg := r.MigrationNode().Config()
 	return vmtypes.MigrationTarget{LibvirtURI: cfg.LibvirtURI, Address: cfg.Address, DomainXML: xml, DomainName: c.Domain, Disks: disks}, nil
 }
 
@@ -179,7 +179,7 @@ func (r *Service) recordPrepared(c *store.Container, src vmtypes.MigrationSource
 	}
 	c.Migration.Token, c.Migration.SourceMAC = tg.Token, src.GuestMAC
 	now := time.Now()
-	c.Migration.Deadline, c.Migration.PreparedAt = now.Add(r.Migration.Config().TargetTimeout).UnixNano(), now.UnixNano()
+	c.Migration.Deadline, c.Migration.PreparedAt = now.Add(r.MigrationNode().Config().TargetTimeout).UnixNano(), now.UnixNano()
 	return r.Store.PutContainer(c)
 }
 

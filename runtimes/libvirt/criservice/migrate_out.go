@@ -43,7 +43,7 @@ func (r *Service) MigrationSource(ctx context.Context, id string) (vmtypes.Migra
 		return vmtypes.MigrationSource{}, err
 	}
 	defer unlock()
-	if r.Migration == nil {
+	if r.MigrationNode() == nil {
 		return vmtypes.MigrationSource{}, fmt.Errorf("live migration is off on this node (libvirt.migration): %w", errdefs.ErrFailedPrecondition)
 	}
 	if _, err := r.qemuIdentity(c); err != nil {
@@ -103,7 +103,7 @@ func (r *Service) Migrate(ctx context.Context, id string, t vmtypes.MigrationTar
 		var dom virt.Domain
 		if dom, err = l.Lookup(c.Domain); err == nil {
 			r.Log.Info("VM migrating", "container", c.ID, "to", t.Address)
-			err = r.Migration.Send(ctx, l, migration.Move{Domain: dom, DestXML: t.DomainXML, DestName: t.DomainName, Disks: t.Disks,
+			err = r.MigrationNode().Send(ctx, l, migration.Move{Domain: dom, DestXML: t.DomainXML, DestName: t.DomainName, Disks: t.Disks,
 				Token: t.Token, Target: t.Address, TargetLibvirtURI: t.LibvirtURI, UID: int(ident.UID), GID: int(ident.GID),
 				SizeBytes: r.vmSize(c)}, func(p virt.MigrationProgress) {
 				r.Opts.Counters.MigrationProgress(c.ID, p.DataRemaining, p.DirtyRate)

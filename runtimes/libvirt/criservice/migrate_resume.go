@@ -47,7 +47,7 @@ func (r *Service) forgetOutgoing(id string) {
 
 // resumeTarget: see ResumeMigrations.
 func (r *Service) resumeTarget(ctx context.Context, c *store.Container) {
-	if c.Migration.Token == "" && r.Migration != nil {
+	if c.Migration.Token == "" && r.MigrationNode() != nil {
 		left := time.Until(time.Unix(0, c.Migration.Deadline))
 		time.AfterFunc(max(left, 0), func() { r.targetTimedOut(c.ID) })
 		return
@@ -56,7 +56,7 @@ func (r *Service) resumeTarget(ctx context.Context, c *store.Container) {
 		return
 	}
 	why := "crimux restarted while its VM was arriving: the migration's streams were lost"
-	if r.Migration == nil {
+	if r.MigrationNode() == nil {
 		why = "live migration is off on this node now (libvirt.migration)"
 	}
 	if _, err := r.FinishMigration(ctx, c.ID, why); err != nil {

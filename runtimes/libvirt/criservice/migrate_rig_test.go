@@ -43,8 +43,8 @@ func newMigrationPair(t *testing.T, edit func(*migration.Config)) *migrationPair
 	p.srcEnv.Libvirt.SetPeer(p.tgtEnv.Libvirt)
 	p.srcEnv.Libvirt.SetAgent(p.agent.answer)
 	t.Cleanup(func() { p.srcEnv.Libvirt.SetMigrateHook(nil) })
-	p.source.Migration = startMigrationNode(t, pki, nil)
-	p.target.Migration = startMigrationNode(t, pki, edit)
+	p.srcEnv.R.Migration = startMigrationNode(t, pki, nil)
+	p.tgtEnv.R.Migration = startMigrationNode(t, pki, edit)
 	return p
 }
 

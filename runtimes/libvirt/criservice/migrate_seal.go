@@ -45,7 +45,7 @@ func (r *Service) sealSourceOf(c *store.Container, src *vmtypes.MigrationSource)
 	if err != nil {
 		return err
 	}
-	src.Seal, err = r.Migration.Seal(sealSource, sourcePayload(ns, *src))
+	src.Seal, err = r.MigrationNode().Seal(sealSource, sourcePayload(ns, *src))
 	return err
 }
 
@@ -56,7 +56,7 @@ func (r *Service) openSource(c *store.Container, src vmtypes.MigrationSource) er
 	if err != nil {
 		return err
 	}
-	err = r.Migration.Open(sealSource, sourcePayload(ns, src), src.Seal)
+	err = r.MigrationNode().Open(sealSource, sourcePayload(ns, src), src.Seal)
 	if errors.Is(err, migration.ErrSeal) {
 		return errdefs.Invalid("source.seal", "the source's description is refused: %v: only what a node's crimux made (GetMigrationSource), unchanged, for a pod of namespace %q is acted on", err, ns)
 	}
@@ -69,7 +69,7 @@ func (r *Service) sealTargetOf(c *store.Container, t *vmtypes.MigrationTarget) e
 	if err != nil {
 		return err
 	}
-	t.Seal, err = r.Migration.Seal(sealTarget, targetPayload(ns, *t))
+	t.Seal, err = r.MigrationNode().Seal(sealTarget, targetPayload(ns, *t))
 	return err
 }
 
@@ -80,7 +80,7 @@ func (r *Service) openTarget(c *store.Container, t vmtypes.MigrationTarget) erro
 	if err != nil {
 		return err
 	}
-	err = r.Migration.Open(sealTarget, targetPayload(ns, t), t.Seal)
+	err = r.MigrationNode().Open(sealTarget, targetPayload(ns, t), t.Seal)
 	if errors.Is(err, migration.ErrSeal) {
 		return errdefs.Invalid("target.seal", "the target's answer is refused: %v: only what a node's crimux prepared (PrepareMigration), unchanged, for a pod of namespace %q is acted on", err, ns)
 	}

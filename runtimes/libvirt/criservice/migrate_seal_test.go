@@ -64,7 +64,7 @@ func TestPrepareRefusesAForgedSource(t *testing.T) {
 		},
 		"another guest MAC": func(s vmtypes.MigrationSource) vmtypes.MigrationSource { s.GuestMAC = "52:54:00:ff:ff:ff"; return s },
 		"sealed for another namespace": func(s vmtypes.MigrationSource) vmtypes.MigrationSource {
-			s.Seal, err = p.source.Migration.Seal(sealSource, sourcePayload("other", s))
+			s.Seal, err = p.srcEnv.R.Migration.Seal(sealSource, sourcePayload("other", s))
 			return s
 		},
 		"sealed by another cluster's node": func(s vmtypes.MigrationSource) vmtypes.MigrationSource {
@@ -113,7 +113,7 @@ func TestMigrateRefusesAForgedTarget(t *testing.T) {
 		},
 		"another endpoint": func(g vmtypes.MigrationTarget) vmtypes.MigrationTarget { g.Address = "127.0.0.1:1"; return g },
 		"sealed for another namespace": func(g vmtypes.MigrationTarget) vmtypes.MigrationTarget {
-			g.Seal, err = p.target.Migration.Seal(sealTarget, targetPayload("other", g))
+			g.Seal, err = p.tgtEnv.R.Migration.Seal(sealTarget, targetPayload("other", g))
 			return g
 		},
 	} {

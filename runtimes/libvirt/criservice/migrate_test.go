@@ -69,7 +69,7 @@ func TestPrepareMigration(t *testing.T) {
 	own, _ := p.tgtEnv.Libvirt.Domain(tgtRec.Domain)
 
 	target := p.prepared(t, srcID, tgtID)
-	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(target.Token) || target.Address != p.target.Migration.Address() ||
+	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(target.Token) || target.Address != p.tgtEnv.R.Migration.Address() ||
 		target.LibvirtURI != "qemu+tls://127.0.0.1/system" || target.DomainName != tgtRec.Domain || !slices.Equal(target.Disks, []string{"vda"}) {
 		t.Errorf("prepared target %+v", target)
 	}
@@ -82,7 +82,7 @@ func TestPrepareMigration(t *testing.T) {
 	if kept, err := os.ReadFile(filepath.Join(tgtRec.Dir, "incoming.xml")); err != nil || string(kept) != own.XML {
 		t.Errorf("incoming.xml (%v) is not the target's own domain:\n%s", err, kept)
 	}
-	if !p.target.Migration.Expecting(tgtID) {
+	if !p.tgtEnv.R.Migration.Expecting(tgtID) {
 		t.Error("the target's node does not expect the VM")
 	}
 	if c := record(t, p.tgtEnv, tgtID); c.State != running || c.Migration.Token != target.Token || c.Migration.SourceMAC != "52:54:00:00:00:01" {
@@ -111,7 +111,7 @@ func TestMigrateMovesTheVM(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(tgtRec.Dir, "incoming.xml")); !os.IsNotExist(err) {
 		t.Errorf("incoming.xml is left: %v", err)
 	}
-	if p.target.Migration.Expecting(tgtID) {
+	if p.tgtEnv.R.Migration.Expecting(tgtID) {
 		t.Error("the target's node still expects the VM")
 	}
 	if !slices.Equal(res.Addresses, []string{"10.1.0.5"}) || res.Note != "" {
@@ -129,7 +129,7 @@ func TestMigrateExitsTheSource(t *testing.T) {
 	p := newMigrationPair(t, nil)
 	srcID, _, _ := p.migrate(t)
 	srcRec := record(t, p.srcEnv, srcID)
-	if st, reason, msg := containerState(t, p.source, srcID); st != exited || reason != core.ReasonMigrated || !strings.Contains(msg, p.target.Migration.Address()) {
+	if st, reason, msg := containerState(t, p.source, srcID); st != exited || reason != core.ReasonMigrated || !strings.Contains(msg, p.tgtEnv.R.Migration.Address()) {
 		t.Errorf("the source container: %s, %q, %q; want exited Migrated, naming the target", st, reason, msg)
 	}
 	if srcRec.Migration != nil {
@@ -236,10 +236,10 @@ func TestMigrateFails(t *testing.T) {
 	if _, ok := p.tgtEnv.Libvirt.Domain(tgtRec.Domain); ok {
 		t.Error("the failed target's domain is left after RemoveContainer")
 	}
-	if p.target.Migration.Expecting(tgtID) {
+	if p.tgtEnv.R.Migration.Expecting(tgtID) {
 		t.Error("the target's node still expects the VM")
 	}
-	if _, err := os.Stat(p.target.Migration.Dir(target.Token)); !os.IsNotExist(err) {
+	if _, err := os.Stat(p.tgtEnv.R.Migration.Dir(target.Token)); !os.IsNotExist(err) {
 		t.Errorf("the target's socket dir is left: %v", err)
 	}
 }
@@ -269,7 +269,7 @@ func TestMigrationTargetTimesOut(t *testing.T) {
 func TestMigrateRefusesAnIncompleteTarget(t *testing.T) {
 	p := newMigrationPair(t, nil)
 	srcID := p.sourceVM(t, "web")
-	full := vmtypes.MigrationTarget{LibvirtURI: "qemu+tls://127.0.0.1/system", Address: p.target.Migration.Address(),
+	full := vmtypes.MigrationTarget{LibvirtURI: "qemu+tls://127.0.0.1/system", Address: p.tgtEnv.R.Migration.Address(),
 		Token: strings.Repeat("ab", 16), DomainXML: "<domain/>", DomainName: "crimux-vm--x", Disks: []string{"vda"}}
 	for field, edit := range map[string]func(*vmtypes.MigrationTarget){
 		"target.libvirt_uri": func(t *vmtypes.MigrationTarget) { t.LibvirtURI = "" },
@@ -326,8 +326,8 @@ func TestFinishMigrationBeforeTheVMArrived(t *testing.T) {
 	srcID, tgtID, target := p.preparedVM(t)
 	_, err := p.target.FinishMigration(ctx, tgtID, "")
 	wantCode(t, "FinishMigration before the VM arrived", err, codes.FailedPrecondition, "has not arrived")
-	if c := record(t, p.tgtEnv, tgtID); c.State != running || !c.AwaitsMigration() || !p.target.Migration.Expecting(tgtID) {
-		t.Fatalf("the target: %s, migration %+v, expecting %v; want it still waiting", c.State, c.Migration, p.target.Migration.Expecting(tgtID))
+	if c := record(t, p.tgtEnv, tgtID); c.State != running || !c.AwaitsMigration() || !p.tgtEnv.R.Migration.Expecting(tgtID) {
+		t.Fatalf("the target: %s, migration %+v, expecting %v; want it still waiting", c.State, c.Migration, p.tgtEnv.R.Migration.Expecting(tgtID))
 	}
 	if err := p.source.Migrate(ctx, srcID, target, nil); err != nil {
 		t.Fatalf("Migrate: %v", err)
@@ -395,7 +395,7 @@ func TestMigrationTargetRefusals(t *testing.T) {
 	}
 
 	srcID := p.sourceVM(t, "web")
-	p.source.Migration, p.target.Migration = nil, nil
+	p.srcEnv.R.Migration, p.tgtEnv.R.Migration = nil, nil
 	cfg = podConfig(t, "off")
 	cfg.Annotations = map[string]string{"crimux.io/migrate-from": "ns/web"}
 	sb = runPod(t, p.target, cfg)
@@ -408,8 +408,8 @@ func TestMigrationTargetRefusals(t *testing.T) {
 // TestMigrationNeedsAQemuIdentity: a VM whose qemu runs as libvirt's
 // shared user cannot migrate (its streams' sockets would be every VM's).
 func TestMigrationNeedsAQemuIdentity(t *testing.T) {
-	s, _ := newService(t)
-	s.Migration = startMigrationNode(t, writeMigrationPKI(t), nil)
+	s, e := newService(t)
+	e.R.Migration = startMigrationNode(t, writeMigrationPKI(t), nil)
 	_, id := runningVM(t, s, "web")
 	_, err := s.MigrationSource(context.Background(), id)
 	wantCode(t, "MigrationSource of a VM without an identity", err, codes.FailedPrecondition, "cannot migrate")
@@ -430,10 +430,10 @@ func TestStoppedTargetTakesNoVM(t *testing.T) {
 	if _, err := p.target.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: tgtID}); err != nil {
 		t.Fatalf("StopContainer of a prepared target: %v", err)
 	}
-	if p.target.Migration.Expecting(tgtID) {
+	if p.tgtEnv.R.Migration.Expecting(tgtID) {
 		t.Error("the stopped target's node still expects its VM")
 	}
-	if _, err := os.Stat(p.target.Migration.Dir(target.Token)); !os.IsNotExist(err) {
+	if _, err := os.Stat(p.tgtEnv.R.Migration.Dir(target.Token)); !os.IsNotExist(err) {
 		t.Errorf("the stopped target's socket dir is left: %v", err)
 	}
 	if st := status(t, p.target, tgtID); st.State != exited || st.Reason != core.ReasonMigrationFailed {
@@ -459,7 +459,7 @@ func TestPreparedTargetNotMigratedTimesOut(t *testing.T) {
 	if _, reason, msg := containerState(t, p.target, tgtID); reason != core.ReasonMigrationFailed || !strings.Contains(msg, "no migration of its VM began") {
 		t.Errorf("the target container: %q, %q; want MigrationFailed saying no migration began", reason, msg)
 	}
-	if p.target.Migration.Expecting(tgtID) {
+	if p.tgtEnv.R.Migration.Expecting(tgtID) {
 		t.Error("the timed-out target's node still expects its VM")
 	}
 }

@@ -10,14 +10,15 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 	"github.com/crimux/crimux/runtimes/libvirt/gc"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 )
 
-// collectNetworks runs a collector pass (libvirtd up: orphan namespaces
-// included), as the old collectNetworks(rep, false, true) did.
-func collectNetworks(s *Service) gc.GCReport {
-	return gc.New(s.Runtime).CollectGarbage(context.Background(), false)
+// collectNetworks runs a collector pass of e's runtime (libvirtd up:
+// orphan namespaces included).
+func collectNetworks(e *coretest.Env) gc.GCReport {
+	return gc.New(e.R).CollectGarbage(context.Background(), false)
 }
 
 // TestStopPodSandboxReleasesTheNetworkAndRetries: a failed CNI DEL fails
@@ -32,12 +33,12 @@ func TestStopPodSandboxReleasesTheNetworkAndRetries(t *testing.T) {
 	if !errdefs.IsUnavailable(err) {
 		t.Fatalf("StopPodSandbox with CNI DEL failing: %v, want Unavailable", err)
 	}
-	rep := collectNetworks(r)
+	rep := collectNetworks(e)
 	if rep.Pending != 1 {
 		t.Fatalf("collector with DEL failing: %+v, want 1 pending", rep)
 	}
 	f.FailDel = nil
-	rep = collectNetworks(r)
+	rep = collectNetworks(e)
 	if rep.Networks != 1 || rep.Pending != 0 || len(f.Teardowns) != 1 {
 		t.Fatalf("collector after the plugin came back: %+v, teardowns %v", rep, f.Teardowns)
 	}
@@ -77,7 +78,7 @@ func TestRemovePodSandboxHidesThePodUntilTheNetworkIsGone(t *testing.T) {
 		t.Fatalf("record: %+v, %v; want it kept, Removing", sb, err)
 	}
 	f.FailDel = nil
-	collectNetworks(r)
+	collectNetworks(e)
 	if _, err := r.Store.Sandbox("sb1"); !errdefs.IsNotFound(err) || len(f.Teardowns) != 1 {
 		t.Fatalf("after the collector: record %v, teardowns %v", err, f.Teardowns)
 	}

@@ -3,24 +3,40 @@
 // status, stats, events, console logs and attach), served in-process over
 // an in-memory gRPC connection, so the CRI server routes to it exactly as
 // to containerd and its IDs get the "vm--" prefix on the way out. Each
-// handler is a few named steps on the runtime's core (package core).
+// handler is a few named steps on the runtime's core (package core),
+// through the parts of it the Service declares (core.go).
 package criservice
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/cri-streaming/pkg/streaming"
 
+	vmconsole "github.com/crimux/crimux/runtimes/libvirt/console"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/instant"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
 )
 
 // Service serves the CRI RuntimeService for VM pods.
 type Service struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
-	*core.Runtime
+	serviceCore
+	Opts    *core.Options
+	Accel   string
+	Log     *slog.Logger
+	Store   *store.Store
+	Conn    core.Connection
+	Images  core.ImageReader
+	Cgroups core.Cgroups
+	Net     core.PodNetwork
+	CIData  core.CIDataWriter
+	Console *vmconsole.Consoles
+	Events  *core.EventHub
+	Locks   *core.Locks
 	// Instant makes templates and restores clones from them;
 	// nil: every VM boots.
 	Instant *instant.Maker
@@ -40,7 +56,10 @@ type Service struct {
 }
 
 // New returns the CRI face of the runtime r.
-func New(r *core.Runtime) *Service { return &Service{Runtime: r} }
+func New(r *core.Runtime) *Service {
+	return &Service{serviceCore: r, Opts: &r.Opts, Accel: r.Accel, Log: r.Log, Store: r.Store, Conn: r.Conn,
+		Images: r.Images, Cgroups: r.Cgroups, Net: r.Net, CIData: r.CIData, Console: r.Console, Events: r.Events, Locks: &r.Locks}
+}
 
 // Serve starts the streaming server (Attach) on addr (host:port, port 0
 // picks a free one) until ctx ends.
