@@ -44,54 +44,17 @@ func (s Spec) Values(l Layout) ([]Value, error) {
 		return nil, err
 	}
 	var out []Value
-	add := func(h Hierarchy, file, data string) {
-		out = append(out, Value{Hierarchy: h.Mount, File: file, Data: data})
-	}
 	if h, ok := l.Controller("cpu"); ok {
 		if h.Unified {
-			if s.CPUShares > 0 {
-				add(h, "cpu.weight", strconv.FormatUint(cgroup2.ConvertCPUSharesToCgroupV2Value(s.CPUShares), 10))
-			}
-			var quota *int64
-			var period *uint64
-			if s.CPUQuota > 0 {
-				quota = &s.CPUQuota
-			}
-			if s.CPUPeriod > 0 {
-				p := uint64(s.CPUPeriod)
-				period = &p
-			}
-			add(h, "cpu.max", string(cgroup2.NewCPUMax(quota, period)))
+			out = append(out, s.cpuValuesV2(h)...)
 		} else {
-			if s.CPUShares > 0 {
-				add(h, "cpu.shares", strconv.FormatUint(s.CPUShares, 10))
-			}
-			// The period before the quota; apply retries a failed write
-			// after the others, which covers the reverse order the kernel
-			// sometimes needs (runc does the same dance).
-			if s.CPUPeriod > 0 {
-				add(h, "cpu.cfs_period_us", strconv.FormatInt(s.CPUPeriod, 10))
-			}
-			quota := s.CPUQuota
-			if quota <= 0 {
-				quota = -1
-			}
-			add(h, "cpu.cfs_quota_us", strconv.FormatInt(quota, 10))
+			out = append(out, s.cpuValuesV1(h)...)
 		}
 	} else if s.CPUQuota > 0 || s.CPUShares > 0 {
 		return nil, fmt.Errorf("cgroup %s: cpu limits set but no hierarchy holds the cpu controller", s.Name)
 	}
 	if h, ok := l.Controller("memory"); ok {
-		switch {
-		case h.Unified && s.MemoryLimit > 0:
-			add(h, "memory.max", strconv.FormatInt(s.MemoryLimit, 10))
-		case h.Unified:
-			add(h, "memory.max", "max")
-		case s.MemoryLimit > 0:
-			add(h, "memory.limit_in_bytes", strconv.FormatInt(s.MemoryLimit, 10))
-		default:
-			add(h, "memory.limit_in_bytes", "-1")
-		}
+		out = append(out, s.memoryValue(h))
 	} else if s.MemoryLimit > 0 {
 		return nil, fmt.Errorf("cgroup %s: memory limit set but no hierarchy holds the memory controller", s.Name)
 	}
@@ -100,4 +63,60 @@ func (s Spec) Values(l Layout) ([]Value, error) {
 		return nil, err
 	}
 	return append(out, cpuset...), nil
+}
+
+// cpuValuesV2 are the cpu limits' writes into the unified hierarchy h.
+func (s Spec) cpuValuesV2(h Hierarchy) []Value {
+	var out []Value
+	if s.CPUShares > 0 {
+		out = append(out, h.write("cpu.weight", strconv.FormatUint(cgroup2.ConvertCPUSharesToCgroupV2Value(s.CPUShares), 10)))
+	}
+	var quota *int64
+	var period *uint64
+	if s.CPUQuota > 0 {
+		quota = &s.CPUQuota
+	}
+	if s.CPUPeriod > 0 {
+		p := uint64(s.CPUPeriod)
+		period = &p
+	}
+	return append(out, h.write("cpu.max", string(cgroup2.NewCPUMax(quota, period))))
+}
+
+// cpuValuesV1 are the cpu limits' writes into the v1 hierarchy h.
+func (s Spec) cpuValuesV1(h Hierarchy) []Value {
+	var out []Value
+	if s.CPUShares > 0 {
+		out = append(out, h.write("cpu.shares", strconv.FormatUint(s.CPUShares, 10)))
+	}
+	// The period before the quota; apply retries a failed write after the
+	// others, which covers the reverse order the kernel sometimes needs
+	// (runc does the same dance).
+	if s.CPUPeriod > 0 {
+		out = append(out, h.write("cpu.cfs_period_us", strconv.FormatInt(s.CPUPeriod, 10)))
+	}
+	quota := s.CPUQuota
+	if quota <= 0 {
+		quota = -1
+	}
+	return append(out, h.write("cpu.cfs_quota_us", strconv.FormatInt(quota, 10)))
+}
+
+// memoryValue is the memory limit's write into h ("no limit" if unset).
+func (s Spec) memoryValue(h Hierarchy) Value {
+	switch {
+	case h.Unified && s.MemoryLimit > 0:
+		return h.write("memory.max", strconv.FormatInt(s.MemoryLimit, 10))
+	case h.Unified:
+		return h.write("memory.max", "max")
+	case s.MemoryLimit > 0:
+		return h.write("memory.limit_in_bytes", strconv.FormatInt(s.MemoryLimit, 10))
+	default:
+		return h.write("memory.limit_in_bytes", "-1")
+	}
+}
+
+// write is data written into file of the leaf's directory in h.
+func (h Hierarchy) write(file, data string) Value {
+	return Value{Hierarchy: h.Mount, File: file, Data: data}
 }

@@ -93,68 +93,105 @@ func New(ctx context.Context, cfg config.Config, factories map[string]Factory) (
 // backends not taken over, to call once calls in flight on old are done.
 // On error the new backends are closed and old is untouched.
 func Rebuild(ctx context.Context, cfg config.Config, factories map[string]Factory, old *Registry) (_ *Registry, closeOld func(), retErr error) {
-	r := &Registry{byHandler: map[string]*Runtime{}, byPrefix: map[string]*Runtime{}, byType: map[string]*Runtime{}}
-	reusable := map[string]*Runtime{}
-	if old != nil {
-		for _, b := range old.backends {
-			reusable[b.key+"|"+b.Prefix] = b
-		}
-	}
-	taken := map[*Runtime]bool{}
+	rb := newRebuild(old)
 	defer func() {
 		if retErr != nil {
-			for _, b := range r.backends {
-				if !taken[b] {
-					b.Backend.Close()
-				}
-			}
+			rb.closeMade()
 		}
 	}()
 	// The primary's backend is made first so runtimes sharing it share its
 	// (empty) prefix.
 	ordered := append([]config.Runtime(nil), cfg.Runtimes...)
 	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].Primary && !ordered[j].Primary })
-	shared := map[string]*Runtime{}
 	for _, rc := range ordered {
-		f, ok := factories[rc.Type]
-		if !ok {
-			return nil, nil, fmt.Errorf("runtime %q: type %q is not available in this build: %w", rc.Name, rc.Type, errdefs.ErrInvalidArgument)
+		if err := rb.addRuntime(ctx, rc, factories); err != nil {
+			return nil, nil, err
 		}
-		rt := &Runtime{Name: rc.Name, Type: rc.Type, Handlers: rc.Handlers, Primary: rc.Primary, key: rc.Type + "|" + f.Key(rc)}
-		if owner, ok := shared[rt.key]; ok {
-			rt.Prefix, rt.Backend = owner.Prefix, owner.Backend
-			r.add(rt)
-			continue
-		}
-		if !rc.Primary {
-			rt.Prefix = rc.Name
-		}
-		if prev, ok := reusable[rt.key+"|"+rt.Prefix]; ok {
-			rt.Backend = prev.Backend
-			taken[rt] = true
-			delete(reusable, rt.key+"|"+rt.Prefix)
-		} else {
-			b, err := f.New(ctx, rc, codecFor(rt.Prefix))
-			if err != nil {
-				return nil, nil, fmt.Errorf("runtime %q: %w", rc.Name, err)
-			}
-			rt.Backend = b
-		}
-		shared[rt.key] = rt
-		r.backends = append(r.backends, rt)
-		if rt.Prefix != "" {
-			r.byPrefix[rt.Prefix] = rt
-		}
-		r.add(rt)
 	}
-	if r.primary == nil {
+	if rb.r.primary == nil {
 		return nil, nil, fmt.Errorf("runtime: no primary runtime: %w", errdefs.ErrInvalidArgument)
 	}
-	return r, func() {
-		for _, b := range reusable {
+	return rb.r, rb.closeNotTaken, nil
+}
+
+// rebuild is a registry being built by Rebuild: the old registry's
+// backends it may take over (by key and prefix), the ones it took, and
+// the backend of each key so far.
+type rebuild struct {
+	r        *Registry
+	reusable map[string]*Runtime
+	taken    map[*Runtime]bool
+	shared   map[string]*Runtime
+}
+
+func newRebuild(old *Registry) *rebuild {
+	rb := &rebuild{
+		r:        &Registry{byHandler: map[string]*Runtime{}, byPrefix: map[string]*Runtime{}, byType: map[string]*Runtime{}},
+		reusable: map[string]*Runtime{},
+		taken:    map[*Runtime]bool{},
+		shared:   map[string]*Runtime{},
+	}
+	if old != nil {
+		for _, b := range old.backends {
+			rb.reusable[b.key+"|"+b.Prefix] = b
+		}
+	}
+	return rb
+}
+
+// addRuntime adds the runtime rc: on the backend of an earlier runtime of
+// the same key, else on an old backend of the same key and prefix, else
+// on a new one.
+func (rb *rebuild) addRuntime(ctx context.Context, rc config.Runtime, factories map[string]Factory) error {
+	f, ok := factories[rc.Type]
+	if !ok {
+		return fmt.Errorf("runtime %q: type %q is not available in this build: %w", rc.Name, rc.Type, errdefs.ErrInvalidArgument)
+	}
+	rt := &Runtime{Name: rc.Name, Type: rc.Type, Handlers: rc.Handlers, Primary: rc.Primary, key: rc.Type + "|" + f.Key(rc)}
+	if owner, ok := rb.shared[rt.key]; ok {
+		rt.Prefix, rt.Backend = owner.Prefix, owner.Backend
+		rb.r.add(rt)
+		return nil
+	}
+	if !rc.Primary {
+		rt.Prefix = rc.Name
+	}
+	if prev, ok := rb.reusable[rt.key+"|"+rt.Prefix]; ok {
+		rt.Backend = prev.Backend
+		rb.taken[rt] = true
+		delete(rb.reusable, rt.key+"|"+rt.Prefix)
+	} else {
+		b, err := f.New(ctx, rc, codecFor(rt.Prefix))
+		if err != nil {
+			return fmt.Errorf("runtime %q: %w", rc.Name, err)
+		}
+		rt.Backend = b
+	}
+	rb.shared[rt.key] = rt
+	rb.r.backends = append(rb.r.backends, rt)
+	if rt.Prefix != "" {
+		rb.r.byPrefix[rt.Prefix] = rt
+	}
+	rb.r.add(rt)
+	return nil
+}
+
+// closeMade closes the backends the rebuild made (not those it took
+// over): the rebuild failed.
+func (rb *rebuild) closeMade() {
+	for _, b := range rb.r.backends {
+		if !rb.taken[b] {
 			b.Backend.Close()
 		}
-	}, nil
+	}
+}
+
+// closeNotTaken closes the old backends the new registry did not take
+// over.
+func (rb *rebuild) closeNotTaken() {
+	for _, b := range rb.reusable {
+		b.Backend.Close()
+	}
 }
 
 func codecFor(prefix string) *idcodec.Codec {

@@ -119,69 +119,99 @@ func pathBeneath(root int, name string) (int, error) {
 // device number (a bind mount of root's own filesystem is not; only the
 // node makes mounts).
 func walkBeneath(root int, name string) (int, error) {
-	var rootSt unix.Stat_t
-	if err := unix.Fstat(root, &rootSt); err != nil {
+	w := beneathWalk{dirs: []int{root}} // dirs[0] is the caller's to close
+	if err := unix.Fstat(root, &w.root); err != nil {
 		return -1, err
 	}
-	dirs := []int{root} // dirs[0] is the caller's to close
-	defer func() {
-		for _, d := range dirs[1:] {
-			unix.Close(d)
-		}
-	}()
-	todo, links := components(name), 0
-	for len(todo) > 0 {
-		c := todo[0]
-		todo = todo[1:]
+	defer w.closeDirs()
+	w.todo = components(name)
+	for len(w.todo) > 0 {
+		c := w.todo[0]
+		w.todo = w.todo[1:]
 		if c == ".." {
-			if len(dirs) == 1 {
+			if len(w.dirs) == 1 {
 				return -1, unix.EXDEV
 			}
-			unix.Close(dirs[len(dirs)-1])
-			dirs = dirs[:len(dirs)-1]
+			unix.Close(w.dirs[len(w.dirs)-1])
+			w.dirs = w.dirs[:len(w.dirs)-1]
 			continue
 		}
-		fd, err := unix.Openat(dirs[len(dirs)-1], c, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(w.dirs[len(w.dirs)-1], c, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return -1, err
 		}
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			unix.Close(fd)
+		last, err := w.take(fd)
+		if err != nil {
 			return -1, err
 		}
-		switch kind := st.Mode & unix.S_IFMT; {
-		case st.Dev != rootSt.Dev:
-			err = unix.EXDEV
-		case kind == unix.S_IFLNK:
-			var target string
-			target, err = readLink(fd)
-			links++
-			switch {
-			case err != nil:
-			case links > maxLinks:
-				err = unix.ELOOP
-			case strings.HasPrefix(target, "/"):
-				err = unix.EXDEV
-			default:
-				todo = append(components(target), todo...)
-			}
-		case len(todo) == 0:
+		if last {
 			return fd, nil
-		case kind == unix.S_IFDIR:
-			dirs = append(dirs, fd)
-			continue
-		default:
-			err = unix.ENOTDIR
-		}
-		unix.Close(fd)
-		if err != nil {
-			return -1, err
 		}
 	}
 	// name ended at a directory (".." or a link to one): the caller
 	// refuses it as not a regular file.
-	return unix.Openat(dirs[len(dirs)-1], ".", unix.O_PATH|unix.O_CLOEXEC, 0)
+	return unix.Openat(w.dirs[len(w.dirs)-1], ".", unix.O_PATH|unix.O_CLOEXEC, 0)
+}
+
+// beneathWalk is walkBeneath's state: root's stat (its device tells a
+// mount point), the directories held open from root down, the names left
+// to resolve and the links followed so far.
+type beneathWalk struct {
+	root  unix.Stat_t
+	dirs  []int
+	todo  []string
+	links int
+}
+
+// closeDirs closes the directories the walk opened (not root).
+func (w *beneathWalk) closeDirs() {
+	for _, d := range w.dirs[1:] {
+		unix.Close(d)
+	}
+}
+
+// take decides what the component just opened as fd is: the last one
+// (last: fd is the walk's answer), a directory the walk goes into (fd
+// held), or a link whose target goes before the names left (fd closed).
+// On an error fd is closed.
+func (w *beneathWalk) take(fd int) (last bool, err error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return false, err
+	}
+	switch kind := st.Mode & unix.S_IFMT; {
+	case st.Dev != w.root.Dev:
+		err = unix.EXDEV
+	case kind == unix.S_IFLNK:
+		err = w.spliceLink(fd)
+	case len(w.todo) == 0:
+		return true, nil
+	case kind == unix.S_IFDIR:
+		w.dirs = append(w.dirs, fd)
+		return false, nil
+	default:
+		err = unix.ENOTDIR
+	}
+	unix.Close(fd)
+	return false, err
+}
+
+// spliceLink puts the target of the link fd holds before the names left;
+// an absolute target, or a link past maxLinks, is refused.
+func (w *beneathWalk) spliceLink(fd int) error {
+	target, err := readLink(fd)
+	w.links++
+	switch {
+	case err != nil:
+	case w.links > maxLinks:
+		err = unix.ELOOP
+	case strings.HasPrefix(target, "/"):
+		err = unix.EXDEV
+	default:
+		w.todo = append(components(target), w.todo...)
+	}
+	return err
 }
 
 // components splits a path into its names, "" and "." dropped.

@@ -96,15 +96,7 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 	if !ok || path == "" {
 		return nil, fmt.Errorf("endpoint %q: must be unix:///path", endpoint)
 	}
-	if opts.CallTimeout <= 0 {
-		opts.CallTimeout = 2 * time.Minute
-	}
-	if opts.Log == nil {
-		opts.Log = slog.Default()
-	}
-	if opts.Counters == nil {
-		opts.Counters = noCounters{}
-	}
+	opts = opts.withDefaults()
 	base := newCallBase(opts.CallTimeout)
 	unary := []grpc.UnaryClientInterceptor{deadlines(base)}
 	release := func() {}
@@ -125,18 +117,7 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 	if shared != nil {
 		unary = append(unary, unstickRemovals(shared.reaper, opts.Log))
 	}
-	conn, err := grpc.NewClient("unix://"+path,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
-		grpc.WithInitialWindowSize(windowSize),
-		grpc.WithInitialConnWindowSize(windowSize),
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
-			MinConnectTimeout: 2 * time.Second,
-		}),
-		grpc.WithChainUnaryInterceptor(unary...),
-		grpc.WithChainStreamInterceptor(stream...),
-	)
+	conn, err := grpc.NewClient("unix://"+path, dialOptions(unary, stream)...)
 	if err != nil {
 		release()
 		return nil, fmt.Errorf("dial %s: %w", endpoint, err)
@@ -151,6 +132,38 @@ func Dial(endpoint string, opts Options) (*Backend, error) {
 		stop:    release,
 	}
 	return b, nil
+}
+
+// withDefaults is opts with its unset fields set: a call timeout of two
+// minutes, the default logger, no counters.
+func (opts Options) withDefaults() Options {
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = 2 * time.Minute
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.Counters == nil {
+		opts.Counters = noCounters{}
+	}
+	return opts
+}
+
+// dialOptions are the connection's options: large messages and windows,
+// a quick reconnect with backoff, and the interceptors.
+func dialOptions(unary []grpc.UnaryClientInterceptor, stream []grpc.StreamClientInterceptor) []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
+		grpc.WithInitialWindowSize(windowSize),
+		grpc.WithInitialConnWindowSize(windowSize),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		}),
+		grpc.WithChainUnaryInterceptor(unary...),
+		grpc.WithChainStreamInterceptor(stream...),
+	}
 }
 
 // SetCallTimeout makes d the deadline of the ordinary calls made from

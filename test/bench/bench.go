@@ -120,34 +120,7 @@ func setUp(ctx context.Context, o options) (*bench, error) {
 	if b.ctd, err = criclient.Dial("containerd", o.containerd); err != nil {
 		return b, err
 	}
-	wrapper := ""
-	if o.wrapper != "" {
-		if err := daemon.InstallWrapper(o.wrapper); err != nil {
-			return b, err
-		}
-		// Made here, not by crimux: crimux's placement server can make it
-		// while crimux's listen has the process umask at 0117 (a race seen
-		// here), and qemu's user cannot reach a socket in a 0640 directory.
-		if err := os.MkdirAll(filepath.Dir(daemon.PlacementSocket), 0o755); err != nil {
-			return b, err
-		}
-		if err := os.Chmod(filepath.Dir(daemon.PlacementSocket), 0o755); err != nil {
-			return b, err
-		}
-		wrapper = daemon.Wrapper
-	}
-	b.socket = filepath.Join("/run/crimux-testbed", "bench-"+b.runID+".sock")
-	if b.crimux, err = daemon.New(o.crimuxBin, dir, b.socket, o.containerd, wrapper, o.vmNetwork, o.agentCapSettings()...); err != nil {
-		return b, err
-	}
-	b.logf("run %s: crimux %s, state %s, socket %s, VM pod network %q", b.runID, o.crimuxBin, dir, b.socket, o.vmNetwork)
-	if err := b.crimux.Start(); err != nil {
-		return b, err
-	}
-	if err := b.crimux.WaitSocket(30 * time.Second); err != nil {
-		return b, err
-	}
-	if b.cri, err = criclient.Dial("crimux", "unix://"+b.socket); err != nil {
+	if err := b.startCrimux(o); err != nil {
 		return b, err
 	}
 	if err := b.startRawProxy(); err != nil {
@@ -157,12 +130,7 @@ func setUp(ctx context.Context, o options) (*bench, error) {
 		return b, err
 	}
 	b.host.Versions(ctx, b.ctd.RT)
-	time.Sleep(time.Second) // idle: nothing asked of it but readiness
-	if rss, err := b.crimux.RSSMiB(); err == nil {
-		b.res.Set("rss_idle_mib", rss, "", "")
-		b.res.Note("rss_idle_mib", "started, both runtimes ready, no pods, before any pull")
-		b.logf("crimux RSS idle: %.1f MiB", rss)
-	}
+	b.measureIdleRSS()
 	for _, img := range []string{busyboxImage, vmImage} {
 		if err := criclient.Pull(ctx, b.cri, img); err != nil {
 			return b, err
@@ -175,6 +143,52 @@ func setUp(ctx context.Context, o options) (*bench, error) {
 		b.direct.AddNIC() // crimux's VM pods have one
 	}
 	return b, b.direct.PlaceIn(cgroups.Direct)
+}
+
+// startCrimux installs the qemu wrapper (if any), starts the run's crimux
+// on a socket of its own and connects to it.
+func (b *bench) startCrimux(o options) error {
+	wrapper := ""
+	if o.wrapper != "" {
+		if err := daemon.InstallWrapper(o.wrapper); err != nil {
+			return err
+		}
+		// Made here, not by crimux: crimux's placement server can make it
+		// while crimux's listen has the process umask at 0117 (a race seen
+		// here), and qemu's user cannot reach a socket in a 0640 directory.
+		if err := os.MkdirAll(filepath.Dir(daemon.PlacementSocket), 0o755); err != nil {
+			return err
+		}
+		if err := os.Chmod(filepath.Dir(daemon.PlacementSocket), 0o755); err != nil {
+			return err
+		}
+		wrapper = daemon.Wrapper
+	}
+	b.socket = filepath.Join("/run/crimux-testbed", "bench-"+b.runID+".sock")
+	var err error
+	if b.crimux, err = daemon.New(o.crimuxBin, b.dir, b.socket, o.containerd, wrapper, o.vmNetwork, o.agentCapSettings()...); err != nil {
+		return err
+	}
+	b.logf("run %s: crimux %s, state %s, socket %s, VM pod network %q", b.runID, o.crimuxBin, b.dir, b.socket, o.vmNetwork)
+	if err := b.crimux.Start(); err != nil {
+		return err
+	}
+	if err := b.crimux.WaitSocket(30 * time.Second); err != nil {
+		return err
+	}
+	b.cri, err = criclient.Dial("crimux", "unix://"+b.socket)
+	return err
+}
+
+// measureIdleRSS records crimux's memory once it has idled a second:
+// nothing asked of it but readiness.
+func (b *bench) measureIdleRSS() {
+	time.Sleep(time.Second)
+	if rss, err := b.crimux.RSSMiB(); err == nil {
+		b.res.Set("rss_idle_mib", rss, "", "")
+		b.res.Note("rss_idle_mib", "started, both runtimes ready, no pods, before any pull")
+		b.logf("crimux RSS idle: %.1f MiB", rss)
+	}
 }
 
 // startRawProxy starts the raw forwarder in front of containerd, in a

@@ -233,10 +233,24 @@ func (b *bench) phaseLists(ctx context.Context) error {
 		}
 	}
 	var sizes [3]int
-	lists := []struct {
-		rpc, name, overRaw string
-		call               func(context.Context, *criclient.Endpoint) (int, error)
-	}{
+	for _, l := range listRPCs() {
+		if err := b.measureList(ctx, l, &sizes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listRPC is a list call measured by phaseLists: its figure, and its
+// figure over the raw forwarder ("" for none).
+type listRPC struct {
+	rpc, name, overRaw string
+	call               func(context.Context, *criclient.Endpoint) (int, error)
+}
+
+// listRPCs are the list calls phaseLists measures, in order.
+func listRPCs() []listRPC {
+	return []listRPC{
 		{"ListContainers", "list_containers_200_ratio", "list_containers_200_over_rawproxy_ratio",
 			func(ctx context.Context, e *criclient.Endpoint) (int, error) {
 				r, err := e.RT.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
@@ -247,43 +261,47 @@ func (b *bench) phaseLists(ctx context.Context) error {
 			return len(r.GetItems()), err
 		}},
 	}
-	for _, l := range lists {
-		one := func(p stats.Path) (time.Duration, error) {
-			var n int
-			t, err := stats.Timed(func() (err error) { n, err = l.call(ctx, b.endpointOf(p)); return err })
-			sizes[p] = n
-			return t, err
-		}
-		if _, err := stats.AlternatePaths(10, 5, threePaths, one); err != nil {
-			return fmt.Errorf("%s: %w", l.rpc, err)
-		}
-		cpu0, rawCPU0 := b.crimux.CPUTime(), b.rawProxyCPU()
-		s, err := stats.AlternatePaths(b.opts.listCalls, 5, threePaths, one)
-		if err != nil {
-			return fmt.Errorf("%s: %w", l.rpc, err)
-		}
-		perCall := (b.crimux.CPUTime() - cpu0) / time.Duration(max(1, b.opts.listCalls))
-		rawPerCall := (b.rawProxyCPU() - rawCPU0) / time.Duration(max(1, b.opts.listCalls))
-		if min(sizes[stats.Direct], sizes[stats.ViaCrimux], sizes[stats.RawProxy]) < len(b.pods) {
-			return fmt.Errorf("%s: the lists held %d (crimux), %d (direct) and %d (raw forwarder) items, fewer than the %d bench pods: pods vanished while measuring",
-				l.rpc, sizes[stats.ViaCrimux], sizes[stats.Direct], sizes[stats.RawProxy], len(b.pods))
-		}
-		d, c, r := s[stats.Direct], s[stats.ViaCrimux], s[stats.RawProxy]
-		b.samplesOfPaths(l.rpc, s)
-		b.latencyChart("lists", fmt.Sprintf("%s, %d items", l.rpc, sizes[stats.Direct]), s)
-		b.res.Set(l.name, stats.Ratio(c.Median(), d.Median()), c.Summary(0.5, 0.99), d.Summary(0.5, 0.99))
-		names := []string{l.name}
-		if l.overRaw != "" {
-			b.res.Set(l.overRaw, stats.Ratio(c.Median(), r.Median()), c.Summary(0.5, 0.99), "raw forwarder: "+r.Summary(0.5, 0.99))
-			names = append(names, l.overRaw)
-		}
-		for _, name := range names {
-			b.res.Note(name, "%d bench pods; the lists held %d items through crimux, %d direct (other users' pods included); CPU per call: crimux %.0f µs, the raw forwarder %.0f µs",
-				len(b.pods), sizes[stats.ViaCrimux], sizes[stats.Direct], stats.Micros(perCall), stats.Micros(rawPerCall))
-		}
-		b.logf("%s (%d items): crimux %s; raw forwarder %s; direct %s", l.rpc, sizes[stats.Direct],
-			c.Summary(0.5, 0.99), r.Summary(0.5, 0.99), d.Summary(0.5, 0.99))
+}
+
+// measureList times l on the three paths (after a warm-up) with crimux's
+// and the raw forwarder's CPU per call, and records its figures; sizes
+// gets the number of items each path's last list held.
+func (b *bench) measureList(ctx context.Context, l listRPC, sizes *[3]int) error {
+	one := func(p stats.Path) (time.Duration, error) {
+		var n int
+		t, err := stats.Timed(func() (err error) { n, err = l.call(ctx, b.endpointOf(p)); return err })
+		sizes[p] = n
+		return t, err
 	}
+	if _, err := stats.AlternatePaths(10, 5, threePaths, one); err != nil {
+		return fmt.Errorf("%s: %w", l.rpc, err)
+	}
+	cpu0, rawCPU0 := b.crimux.CPUTime(), b.rawProxyCPU()
+	s, err := stats.AlternatePaths(b.opts.listCalls, 5, threePaths, one)
+	if err != nil {
+		return fmt.Errorf("%s: %w", l.rpc, err)
+	}
+	perCall := (b.crimux.CPUTime() - cpu0) / time.Duration(max(1, b.opts.listCalls))
+	rawPerCall := (b.rawProxyCPU() - rawCPU0) / time.Duration(max(1, b.opts.listCalls))
+	if min(sizes[stats.Direct], sizes[stats.ViaCrimux], sizes[stats.RawProxy]) < len(b.pods) {
+		return fmt.Errorf("%s: the lists held %d (crimux), %d (direct) and %d (raw forwarder) items, fewer than the %d bench pods: pods vanished while measuring",
+			l.rpc, sizes[stats.ViaCrimux], sizes[stats.Direct], sizes[stats.RawProxy], len(b.pods))
+	}
+	d, c, r := s[stats.Direct], s[stats.ViaCrimux], s[stats.RawProxy]
+	b.samplesOfPaths(l.rpc, s)
+	b.latencyChart("lists", fmt.Sprintf("%s, %d items", l.rpc, sizes[stats.Direct]), s)
+	b.res.Set(l.name, stats.Ratio(c.Median(), d.Median()), c.Summary(0.5, 0.99), d.Summary(0.5, 0.99))
+	names := []string{l.name}
+	if l.overRaw != "" {
+		b.res.Set(l.overRaw, stats.Ratio(c.Median(), r.Median()), c.Summary(0.5, 0.99), "raw forwarder: "+r.Summary(0.5, 0.99))
+		names = append(names, l.overRaw)
+	}
+	for _, name := range names {
+		b.res.Note(name, "%d bench pods; the lists held %d items through crimux, %d direct (other users' pods included); CPU per call: crimux %.0f µs, the raw forwarder %.0f µs",
+			len(b.pods), sizes[stats.ViaCrimux], sizes[stats.Direct], stats.Micros(perCall), stats.Micros(rawPerCall))
+	}
+	b.logf("%s (%d items): crimux %s; raw forwarder %s; direct %s", l.rpc, sizes[stats.Direct],
+		c.Summary(0.5, 0.99), r.Summary(0.5, 0.99), d.Summary(0.5, 0.99))
 	return nil
 }
 

@@ -44,29 +44,7 @@ func (b *bench) phaseInstantBurst(ctx context.Context, n int) error {
 	bctx, cancel := context.WithTimeout(ctx, instantBurstTimeout)
 	defer cancel()
 	t0 := time.Now()
-	err := criclient.Parallel(n, n, func(i int) error {
-		name := fmt.Sprintf("instant-burst-%d", i)
-		start := time.Now()
-		v, err := b.createVM(bctx, name, b.guestContainerConfig(), asksTemplate(name))
-		vms[i] = v
-		if err == nil {
-			err = b.startContainer(bctx, v, instantBurstTimeout)
-		}
-		if err == nil {
-			if err = waitAgent(bctx, b.direct, v.domain()); err != nil {
-				err = fmt.Errorf("guest agent of %s: %w", v.domain(), err)
-			}
-		}
-		if err != nil {
-			return err
-		}
-		took := time.Since(start)
-		if _, err := howStarted(ctx, v); err != nil {
-			return err
-		}
-		ready[i] = took
-		return nil
-	})
+	err := criclient.Parallel(n, n, func(i int) error { return b.startBurstClone(ctx, bctx, i, vms, ready) })
 	var s stats.Samples
 	for _, t := range ready {
 		if t > 0 {
@@ -90,6 +68,33 @@ func (b *bench) phaseInstantBurst(ctx context.Context, n int) error {
 		}
 	}
 	return err
+}
+
+// startBurstClone starts clone i of the burst (within bctx, the burst's
+// deadline) into vms[i] and, once its guest agent answers and its log
+// says it was restored from its template, puts its time into ready[i].
+func (b *bench) startBurstClone(ctx, bctx context.Context, i int, vms []*vmPod, ready []time.Duration) error {
+	name := fmt.Sprintf("instant-burst-%d", i)
+	start := time.Now()
+	v, err := b.createVM(bctx, name, b.guestContainerConfig(), asksTemplate(name))
+	vms[i] = v
+	if err == nil {
+		err = b.startContainer(bctx, v, instantBurstTimeout)
+	}
+	if err == nil {
+		if err = waitAgent(bctx, b.direct, v.domain()); err != nil {
+			err = fmt.Errorf("guest agent of %s: %w", v.domain(), err)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	took := time.Since(start)
+	if _, err := howStarted(ctx, v); err != nil {
+		return err
+	}
+	ready[i] = took
+	return nil
 }
 
 // burstPss waits instantSettle, then reads the Pss of every ready clone's

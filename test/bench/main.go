@@ -240,22 +240,7 @@ func run(o options) int {
 		if ctx.Err() != nil {
 			break
 		}
-		b.logf("phase %s (%s)", p.name, b.probeHost())
-		start := time.Now()
-		err := p.run(b, ctx)
-		if err != nil && p.retry && ctx.Err() == nil && !errors.Is(err, errVMAPIMissing) {
-			b.logf("phase %s: %v; running it again", p.name, err)
-			err = p.run(b, ctx)
-		}
-		if err != nil {
-			b.logf("phase %s: %v", p.name, err)
-			for _, f := range p.figures {
-				if v := b.res.Get(f).Value; v != v { // NaN: not measured
-					b.res.Note(f, "not measured: %v", err)
-				}
-			}
-		}
-		b.logf("phase %s took %s", p.name, time.Since(start).Round(100*time.Millisecond))
+		b.runPhase(ctx, p)
 	}
 	if !standalone {
 		b.cleanup()
@@ -264,6 +249,27 @@ func run(o options) int {
 	b.finish()
 	b.res.Print(os.Stdout)
 	return 0
+}
+
+// runPhase runs one phase (twice if it may be retried and failed); a
+// figure the phase failed to measure gets a note saying why.
+func (b *bench) runPhase(ctx context.Context, p phase) {
+	b.logf("phase %s (%s)", p.name, b.probeHost())
+	start := time.Now()
+	err := p.run(b, ctx)
+	if err != nil && p.retry && ctx.Err() == nil && !errors.Is(err, errVMAPIMissing) {
+		b.logf("phase %s: %v; running it again", p.name, err)
+		err = p.run(b, ctx)
+	}
+	if err != nil {
+		b.logf("phase %s: %v", p.name, err)
+		for _, f := range p.figures {
+			if v := b.res.Get(f).Value; v != v { // NaN: not measured
+				b.res.Note(f, "not measured: %v", err)
+			}
+		}
+	}
+	b.logf("phase %s took %s", p.name, time.Since(start).Round(100*time.Millisecond))
 }
 
 func sweepOnly(ctx context.Context, o options) int {

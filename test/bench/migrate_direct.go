@@ -47,16 +47,7 @@ func (b *bench) directMigrateRound(ctx context.Context, d *libvirtdirect.Client)
 	if err != nil {
 		return m, err
 	}
-	actx, acancel := context.WithTimeout(ctx, agentReadyTimeout)
-	err = waitAgent(actx, d, v.Name)
-	acancel()
-	if err != nil {
-		return m, fmt.Errorf("guest agent of %s: %w", v.Name, err)
-	}
-	if err := d.AgentExec(v.Name, probeScript); err != nil {
-		return m, fmt.Errorf("the probe's loop in %s: %w", v.Name, err)
-	}
-	if err := waitConsoleProbe(ctx, v.ConsoleLog()); err != nil {
+	if err := startDirectProbe(ctx, d, v); err != nil {
 		return m, err
 	}
 	dst, err := d.PrepareDestination(v)
@@ -90,6 +81,22 @@ func (b *bench) directMigrateRound(ctx context.Context, d *libvirtdirect.Client)
 		b.logf("migrate: node two: no downtime in domjobinfo --completed %s (%v): %s", v.Name, err, info)
 	}
 	return m, nil
+}
+
+// startDirectProbe waits for the guest agent of the direct VM v, starts
+// the probe's loop in its guest and waits for its first line on the
+// console.
+func startDirectProbe(ctx context.Context, d *libvirtdirect.Client, v *libvirtdirect.VM) error {
+	actx, acancel := context.WithTimeout(ctx, agentReadyTimeout)
+	err := waitAgent(actx, d, v.Name)
+	acancel()
+	if err != nil {
+		return fmt.Errorf("guest agent of %s: %w", v.Name, err)
+	}
+	if err := d.AgentExec(v.Name, probeScript); err != nil {
+		return fmt.Errorf("the probe's loop in %s: %w", v.Name, err)
+	}
+	return waitConsoleProbe(ctx, v.ConsoleLog())
 }
 
 // waitConsoleProbe waits until libvirt's console log of a direct VM has a

@@ -92,16 +92,8 @@ func (b *bench) phaseImport(ctx context.Context) error {
 			return err
 		},
 	}
-	// Untimed: each path once, writing its volume's blocks (a used
-	// volume: no allocation in the backing file's filesystem while timed)
-	// and reading the source into the page cache; crimux's is checked.
-	for p, imp := range imports {
-		if _, err := vols[p].timeImport(ctx, imp); err != nil {
-			return fmt.Errorf("%s, untimed: %w", p, err)
-		}
-	}
-	if err := runCmd(ctx, "qemu-img", "compare", "-q", "-f", src.Format, "-F", "qcow2", src.Path, vols[stats.ViaCrimux].dev); err != nil {
-		return fmt.Errorf("crimux's import differs from the source: %w", err)
+	if err := warmImports(ctx, src, vols, imports); err != nil {
+		return err
 	}
 	flushes = nil
 	d, c, err := stats.Alternate(b.opts.importRounds, 1, func(p stats.Path) (time.Duration, error) {
@@ -114,6 +106,30 @@ func (b *bench) phaseImport(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	b.recordImport(src, size, d, c, flushes)
+	return nil
+}
+
+// warmImports runs each path's import once, untimed: it writes the
+// volume's blocks (a used volume: no allocation in the backing file's
+// filesystem while timed) and reads the source into the page cache;
+// crimux's import is checked against the source.
+func warmImports(ctx context.Context, src rootvol.Source, vols map[stats.Path]*loopVol, imports map[stats.Path]func(context.Context, string) error) error {
+	for p, imp := range imports {
+		if _, err := vols[p].timeImport(ctx, imp); err != nil {
+			return fmt.Errorf("%s, untimed: %w", p, err)
+		}
+	}
+	if err := runCmd(ctx, "qemu-img", "compare", "-q", "-f", src.Format, "-F", "qcow2", src.Path, vols[stats.ViaCrimux].dev); err != nil {
+		return fmt.Errorf("crimux's import differs from the source: %w", err)
+	}
+	return nil
+}
+
+// recordImport sets the import figures from the timed rounds (d direct,
+// c through crimux; flushes: the direct path's final fsyncs) of importing
+// src into disks of size bytes.
+func (b *bench) recordImport(src rootvol.Source, size int64, d, c, flushes stats.Samples) {
 	b.samplesOf("VMImport1G", d, c)
 	cs, ds := c.Summary(0.5, 1), d.Summary(0.5, 1)
 	b.res.Set("vm_import_1g_s", c.Median().Seconds(), cs, ds)
@@ -123,7 +139,6 @@ func (b *bench) phaseImport(ctx context.Context) error {
 		b.res.Note(name, "source %s (%s allocated), disks of %d MiB on %d MiB loop devices, %d rounds per path; the direct path's final fsync: %s",
 			src.Path, allocated(src.Path), size>>20, importVolume>>20, len(c), flushes.Summary(0.5))
 	}
-	return nil
 }
 
 func rootVolumeOn(dev string) *vm.RootVolume {

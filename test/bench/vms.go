@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
+	"github.com/crimux/crimux/test/bench/libvirtdirect"
 	"github.com/crimux/crimux/test/bench/stats"
 )
 
@@ -126,69 +127,103 @@ func (b *bench) phaseSnapshots(ctx context.Context) error {
 		return err
 	}
 	ref := &vmv1.VMRef{Ref: &vmv1.VMRef_Id{Id: v.container}}
-	var cCreate, dCreate, cRestore, dRestore stats.Samples
+	var times snapshotTimes
 	for i := range b.opts.snapshotRounds {
-		name := fmt.Sprintf("bench-%d", i)
-		create := map[stats.Path]func() error{
+		calls := b.snapshotCalls(ctx, vmapi, ref, dv, fmt.Sprintf("bench-%d", i))
+		if err := calls.timeRound(i, &times); err != nil {
+			return err
+		}
+	}
+	b.recordSnapshots(times)
+	return nil
+}
+
+// snapshotTimes are the timed snapshot calls of every round, per path.
+type snapshotTimes struct {
+	cCreate, dCreate, cRestore, dRestore stats.Samples
+}
+
+// snapshotRoundCalls are one round's snapshot calls on either path.
+type snapshotRoundCalls struct {
+	name                    string
+	create, restore, remove map[stats.Path]func() error
+}
+
+// snapshotCalls are the calls of the round making snapshot name of the
+// crimux VM ref and of the direct VM dv.
+func (b *bench) snapshotCalls(ctx context.Context, vmapi vmv1.VMServiceClient, ref *vmv1.VMRef, dv *libvirtdirect.VM, name string) snapshotRoundCalls {
+	return snapshotRoundCalls{
+		name: name,
+		create: map[stats.Path]func() error{
 			stats.ViaCrimux: func() error {
 				_, err := vmapi.CreateSnapshot(ctx, &vmv1.CreateSnapshotRequest{Vm: ref, SnapshotName: name})
 				return err
 			},
 			stats.Direct: func() error { return b.direct.Snapshot(dv, name) },
-		}
-		restore := map[stats.Path]func() error{
+		},
+		restore: map[stats.Path]func() error{
 			stats.ViaCrimux: func() error {
 				_, err := vmapi.RestoreSnapshot(ctx, &vmv1.RestoreSnapshotRequest{Vm: ref, SnapshotName: name})
 				return err
 			},
 			stats.Direct: func() error { return b.direct.Revert(dv, name) },
-		}
+		},
 		// Deleted again, untimed: each snapshot makes the next one of the
 		// same qcow2 slower, and every round should start alike.
-		remove := map[stats.Path]func() error{
+		remove: map[stats.Path]func() error{
 			stats.ViaCrimux: func() error {
 				_, err := vmapi.DeleteSnapshot(ctx, &vmv1.DeleteSnapshotRequest{Vm: ref, SnapshotName: name})
 				return err
 			},
 			stats.Direct: func() error { return b.direct.DeleteSnapshot(dv, name) },
-		}
-		order := []stats.Path{stats.Direct, stats.ViaCrimux}
-		if i%2 == 1 {
-			order = []stats.Path{stats.ViaCrimux, stats.Direct}
-		}
-		for _, step := range []struct {
-			calls map[stats.Path]func() error
-			into  [2]*stats.Samples
-			what  string
-		}{
-			{calls: create, into: [2]*stats.Samples{&dCreate, &cCreate}, what: "create"},
-			{calls: restore, into: [2]*stats.Samples{&dRestore, &cRestore}, what: "restore"},
-			{calls: remove, what: "delete"},
-		} {
-			for _, p := range order {
-				t, err := stats.Timed(step.calls[p])
-				if status.Code(err) == codes.Unimplemented {
-					return errVMAPIMissing
-				}
-				if err != nil {
-					return fmt.Errorf("snapshot %s %s (%s): %w", step.what, name, p, err)
-				}
-				if step.into[p] != nil {
-					*step.into[p] = append(*step.into[p], t)
-				}
+		},
+	}
+}
+
+// timeRound runs round i's create, restore and delete on both paths (in
+// turns, the direct one first in even rounds) and adds the create and
+// restore times to times.
+func (c snapshotRoundCalls) timeRound(i int, times *snapshotTimes) error {
+	order := []stats.Path{stats.Direct, stats.ViaCrimux}
+	if i%2 == 1 {
+		order = []stats.Path{stats.ViaCrimux, stats.Direct}
+	}
+	for _, step := range []struct {
+		calls map[stats.Path]func() error
+		into  [2]*stats.Samples
+		what  string
+	}{
+		{calls: c.create, into: [2]*stats.Samples{&times.dCreate, &times.cCreate}, what: "create"},
+		{calls: c.restore, into: [2]*stats.Samples{&times.dRestore, &times.cRestore}, what: "restore"},
+		{calls: c.remove, what: "delete"},
+	} {
+		for _, p := range order {
+			t, err := stats.Timed(step.calls[p])
+			if status.Code(err) == codes.Unimplemented {
+				return errVMAPIMissing
+			}
+			if err != nil {
+				return fmt.Errorf("snapshot %s %s (%s): %w", step.what, c.name, p, err)
+			}
+			if step.into[p] != nil {
+				*step.into[p] = append(*step.into[p], t)
 			}
 		}
 	}
-	b.samplesOf("SnapshotCreate", dCreate, cCreate)
-	b.samplesOf("SnapshotRestore", dRestore, cRestore)
-	b.res.Set("snapshot_create_ratio", stats.MedianRatio(cCreate, dCreate), cCreate.Summary(0.5, 1), dCreate.Summary(0.5, 1))
-	b.res.Set("snapshot_restore_ratio", stats.MedianRatio(cRestore, dRestore), cRestore.Summary(0.5, 1), dRestore.Summary(0.5, 1))
+	return nil
+}
+
+// recordSnapshots records the snapshot samples and ratios.
+func (b *bench) recordSnapshots(t snapshotTimes) {
+	b.samplesOf("SnapshotCreate", t.dCreate, t.cCreate)
+	b.samplesOf("SnapshotRestore", t.dRestore, t.cRestore)
+	b.res.Set("snapshot_create_ratio", stats.MedianRatio(t.cCreate, t.dCreate), t.cCreate.Summary(0.5, 1), t.dCreate.Summary(0.5, 1))
+	b.res.Set("snapshot_restore_ratio", stats.MedianRatio(t.cRestore, t.dRestore), t.cRestore.Summary(0.5, 1), t.dRestore.Summary(0.5, 1))
 	for _, name := range []string{"snapshot_create_ratio", "snapshot_restore_ratio"} {
 		b.res.Note(name, "median of the per-round ratios; each round's snapshot is deleted again (untimed); the crimux VM's qemu runs in its pod's cgroup, the direct one in libvirtd's")
 	}
-	b.logf("snapshot create: crimux %s; direct %s", cCreate.Summary(0.5), dCreate.Summary(0.5))
-	b.logf("snapshot restore: crimux %s; direct %s", cRestore.Summary(0.5), dRestore.Summary(0.5))
-	return nil
+	b.logf("snapshot create: crimux %s; direct %s", t.cCreate.Summary(0.5), t.dCreate.Summary(0.5))
+	b.logf("snapshot restore: crimux %s; direct %s", t.cRestore.Summary(0.5), t.dRestore.Summary(0.5))
 }
 
 // errVMAPIMissing: this crimux does not serve crimux.vm.v1.VMService.

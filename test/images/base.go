@@ -31,6 +31,19 @@ func baseLayer(tmp, deb, sysroot string) (oci.Layer, error) {
 	}
 
 	l := oci.NewLayer()
+	addBaseDirs(l)
+	if err := addBusybox(l, bb, listing); err != nil {
+		return oci.Layer{}, err
+	}
+	if err := addSharedLibs(l, bbPath, sysroot); err != nil {
+		return oci.Layer{}, err
+	}
+	addBaseEtc(l)
+	return l.Build()
+}
+
+// addBaseDirs adds the base layer's directories.
+func addBaseDirs(l *oci.LayerBuilder) {
 	for _, d := range []string{"bin", "dev", "etc", "home", "lib", "lib64", "mnt", "proc", "root", "run", "sbin", "sys",
 		"usr/bin", "usr/sbin", "usr/local/bin", "usr/local/sbin", "var/log", "var/run", "var/spool/mail", "var/www"} {
 		l.Dir(d, 0o755)
@@ -38,7 +51,12 @@ func baseLayer(tmp, deb, sysroot string) (oci.Layer, error) {
 	l.Dir("root", 0o700)
 	l.Dir("tmp", 0o1777)
 	l.Dir("var/tmp", 0o1777)
+}
 
+// addBusybox adds busybox, its applets (listing, from busybox
+// --list-full) as hard links to it, and the stand-ins of the applets it
+// lacks.
+func addBusybox(l *oci.LayerBuilder, bb, listing []byte) error {
 	l.File("bin/busybox", 0o755, bb)
 	applets := 0
 	for _, p := range strings.Fields(string(listing)) {
@@ -49,7 +67,7 @@ func baseLayer(tmp, deb, sysroot string) (oci.Layer, error) {
 		applets++
 	}
 	if applets < 100 {
-		return oci.Layer{}, fmt.Errorf("busybox lists only %d applets", applets)
+		return fmt.Errorf("busybox lists only %d applets", applets)
 	}
 	for name, script := range map[string]string{"usr/bin/pgrep": pgrepScript, "usr/bin/ipcs": ipcsScript} {
 		if l.Has(name) {
@@ -57,10 +75,15 @@ func baseLayer(tmp, deb, sysroot string) (oci.Layer, error) {
 		}
 		l.File(name, 0o755, []byte(script))
 	}
+	return nil
+}
 
+// addSharedLibs adds the shared libraries busybox (at bbPath) needs, taken
+// from sysroot, and its dynamic loader where it looks for it.
+func addSharedLibs(l *oci.LayerBuilder, bbPath, sysroot string) error {
 	libs, interp, err := sharedLibs(bbPath, sysroot)
 	if err != nil {
-		return oci.Layer{}, err
+		return err
 	}
 	for soname, data := range libs {
 		l.File("lib/x86_64-linux-gnu/"+soname, 0o755, data)
@@ -71,13 +94,16 @@ func baseLayer(tmp, deb, sysroot string) (oci.Layer, error) {
 			l.Symlink(interp, target)
 		}
 	}
+	return nil
+}
 
+// addBaseEtc adds the base layer's /etc files.
+func addBaseEtc(l *oci.LayerBuilder) {
 	l.File("etc/passwd", 0o644, []byte(etcPasswd))
 	l.File("etc/group", 0o644, []byte(etcGroup))
 	l.File("etc/shadow", 0o640, []byte("root:*:19000:0:99999:7:::\n"))
 	l.File("etc/nsswitch.conf", 0o644, []byte("passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"))
 	l.File("etc/os-release", 0o644, []byte("NAME=\"crimux test bed busybox\"\nID=busybox\n"))
-	return l.Build()
 }
 
 // extractFromDeb returns one file of a .deb's data archive, read through

@@ -73,6 +73,8 @@ func main() {
 	fmt.Printf("images: %d images written to %s\n", n, *out)
 }
 
+// run builds every image and writes them to out, replacing it as a whole;
+// it returns the number of images.
 func run(out, busyboxDeb, sysroot string, vm *vmInputs) (int, error) {
 	tmp, err := os.MkdirTemp("", "crimux-images-")
 	if err != nil {
@@ -80,67 +82,88 @@ func run(out, busyboxDeb, sysroot string, vm *vmInputs) (int, error) {
 	}
 	defer os.RemoveAll(tmp)
 
+	specs, err := allImageSpecs(tmp, busyboxDeb, sysroot, vm)
+	if err != nil {
+		return 0, err
+	}
+	staging := out + ".new"
+	if err := os.RemoveAll(staging); err != nil {
+		return 0, err
+	}
+	if err := writeLayouts(staging, specs); err != nil {
+		return 0, err
+	}
+	return len(specs), replaceDir(out, staging)
+}
+
+// allImageSpecs builds the base layer and the stand-in programs and
+// returns the specs of the container images, then of the VM images (vm
+// nil: none).
+func allImageSpecs(tmp, busyboxDeb, sysroot string, vm *vmInputs) ([]oci.ImageSpec, error) {
 	base, err := baseLayer(tmp, busyboxDeb, sysroot)
 	if err != nil {
-		return 0, fmt.Errorf("base layer: %w", err)
+		return nil, fmt.Errorf("base layer: %w", err)
 	}
 	bins := map[string][]byte{}
 	for _, name := range []string{"pause", "webserver", "nnp"} {
 		if bins[name], err = goBuild(tmp, name); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
 
 	specs, err := imageSpecs(base, bins)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if vm != nil {
 		vmSpecs, err := vmImageSpecs(tmp, *vm)
 		if err != nil {
-			return 0, fmt.Errorf("VM images: %w", err)
+			return nil, fmt.Errorf("VM images: %w", err)
 		}
 		specs = append(specs, vmSpecs...)
 	}
+	return specs, nil
+}
 
-	staging := out + ".new"
-	if err := os.RemoveAll(staging); err != nil {
-		return 0, err
-	}
+// writeLayouts writes the images to staging, one layout per repository,
+// and images.txt listing every tag with its digests.
+func writeLayouts(staging string, specs []oci.ImageSpec) error {
 	w := oci.NewLayoutWriter(staging)
 	var listing []string
 	seen := map[string]bool{}
 	for _, s := range specs {
 		if seen[s.ID] {
-			return 0, fmt.Errorf("image id %s defined twice", s.ID)
+			return fmt.Errorf("image id %s defined twice", s.ID)
 		}
 		seen[s.ID] = true
 		img := oci.Build(s)
 		for _, ref := range s.Refs {
 			if err := w.Add(ref, img); err != nil {
-				return 0, err
+				return err
 			}
 			listing = append(listing, fmt.Sprintf("%-58s %s %s", ref, img.Root().Digest, img.Config.Digest))
 		}
 	}
 	if err := w.Finish(); err != nil {
-		return 0, err
+		return err
 	}
 	sort.Strings(listing)
 	header := "# repository:tag (any registry host) | digest served for the tag | image ID (config digest)\n"
-	if err := os.WriteFile(filepath.Join(staging, "images.txt"), []byte(header+strings.Join(listing, "\n")+"\n"), 0o644); err != nil {
-		return 0, err
-	}
+	return os.WriteFile(filepath.Join(staging, "images.txt"), []byte(header+strings.Join(listing, "\n")+"\n"), 0o644)
+}
 
+// replaceDir puts staging in out's place, keeping the old out as out.old
+// until staging is there.
+func replaceDir(out, staging string) error {
 	old := out + ".old"
 	if err := os.RemoveAll(old); err != nil {
-		return 0, err
+		return err
 	}
 	if err := os.Rename(out, old); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return 0, err
+		return err
 	}
 	if err := os.Rename(staging, out); err != nil {
-		return 0, err
+		return err
 	}
-	return len(specs), os.RemoveAll(old)
+	return os.RemoveAll(old)
 }

@@ -32,38 +32,81 @@ type vmInputs struct {
 // returns their specs.
 func vmImageSpecs(tmp string, in vmInputs) ([]oci.ImageSpec, error) {
 	cache := &layerCache{dir: in.cache, used: map[string]bool{}}
-	single := func(createdBy string, fill func(l *oci.LayerBuilder)) (oci.SpecLayer, error) {
-		lb := oci.NewLayer()
-		fill(lb)
-		l, err := lb.Build()
-		return oci.SpecLayer{Layer: l, CreatedBy: createdBy}, err
+	var l vmLayers
+	var release string
+	var err error
+	if l.kernel, release, err = vmKernelLayer(in, cache.specLayer); err != nil {
+		return nil, err
 	}
-	cached := func(createdBy, key string, fill func(l *oci.LayerBuilder) error) (oci.SpecLayer, error) {
-		l, err := cache.get(createdBy+"\n"+key, func() (oci.Layer, error) {
-			lb := oci.NewLayer()
-			if err := fill(lb); err != nil {
-				return oci.Layer{}, err
-			}
-			return lb.Build()
-		})
-		return oci.SpecLayer{Layer: l, CreatedBy: createdBy}, err
+	if l.initrd, l.agentInitrd, err = vmInitrdLayers(tmp, in, release, cache.specLayer); err != nil {
+		return nil, err
 	}
-
-	// Kernel.
-	release, err := vmKernelVersion(in.kernel)
+	if l.disk, err = vmDiskLayer(tmp, cache.specLayer); err != nil {
+		return nil, err
+	}
+	if l.hostile, err = buildHostileLayers(tmp); err != nil {
+		return nil, err
+	}
+	debian, err := debianImageSpec(cache.specLayer, in.guestDisk)
 	if err != nil {
 		return nil, err
+	}
+	if err := cache.prune(); err != nil {
+		return nil, err
+	}
+	return append(debian, vmSpecs(l)...), nil
+}
+
+// vmLayers are the layers the VM images are made of.
+type vmLayers struct {
+	kernel, initrd, agentInitrd, disk oci.SpecLayer
+	hostile                           hostileLayers
+}
+
+// vmSpecs are the test VM's images, then the hostile ones.
+func vmSpecs(l vmLayers) []oci.ImageSpec {
+	args := map[string]string{"crimux.io/kernel-args": vmKernelArgs}
+	h := l.hostile
+	return []oci.ImageSpec{
+		// The good test VM, served as a one-platform index (like KubeVirt's
+		// containerdisks); the hostile ones as bare manifests.
+		{ID: "crimux-vm-busybox", Refs: []string{"crimux/vm-busybox:latest"},
+			Layers: []oci.SpecLayer{l.kernel, l.initrd, l.disk}, Config: oci.ContainerConfig{Labels: args}, MultiPlatform: true},
+		// The same files as an image of its own (its own digest and cache
+		// entry): tenants of different images (e2e TestTwoTenants).
+		{ID: "crimux-vm-busybox-b", Refs: []string{"crimux/vm-busybox-b:latest"},
+			Layers: []oci.SpecLayer{l.kernel, l.initrd, l.disk}, Config: oci.ContainerConfig{Labels: args}, MultiPlatform: true},
+		// The same VM with Debian's qemu-guest-agent (vmagent.go).
+		{ID: "crimux-vm-busybox-agent", Refs: []string{"crimux/vm-busybox-agent:latest"},
+			Layers: []oci.SpecLayer{l.kernel, l.agentInitrd, l.disk}, Config: oci.ContainerConfig{Labels: args}, MultiPlatform: true},
+		// A VM that never gets past its boot sector (the boot watch).
+		{ID: "crimux-vm-stuck", Refs: []string{"crimux/vm-stuck:latest"}, Layers: []oci.SpecLayer{h.halting}},
+		{ID: "crimux-vm-bad-empty", Refs: []string{"crimux/vm-bad-empty:latest"}, Layers: []oci.SpecLayer{h.empty}},
+		{ID: "crimux-vm-bad-twodisks", Refs: []string{"crimux/vm-bad-twodisks:latest"}, Layers: []oci.SpecLayer{l.disk, h.secondDisk}},
+		{ID: "crimux-vm-bad-symlink", Refs: []string{"crimux/vm-bad-symlink:latest"},
+			Layers: []oci.SpecLayer{h.symlink, l.initrd}, Config: oci.ContainerConfig{Labels: args}},
+		{ID: "crimux-vm-bad-backing", Refs: []string{"crimux/vm-bad-backing:latest"}, Layers: []oci.SpecLayer{h.backing}},
+		{ID: "crimux-vm-bad-datafile", Refs: []string{"crimux/vm-bad-datafile:latest"}, Layers: []oci.SpecLayer{h.dataFile}},
+		{ID: "crimux-vm-bad-bomb", Refs: []string{"crimux/vm-bad-bomb:latest"}, Layers: []oci.SpecLayer{h.bomb}},
+	}
+}
+
+// vmKernelLayer is the test VM's kernel layer, and the kernel's release.
+func vmKernelLayer(in vmInputs, cached cachedLayerFunc) (oci.SpecLayer, string, error) {
+	release, err := vmKernelVersion(in.kernel)
+	if err != nil {
+		return oci.SpecLayer{}, "", err
 	}
 	kernelSum, err := fileSHA(in.kernel)
 	if err != nil {
-		return nil, err
+		return oci.SpecLayer{}, "", err
 	}
 	// The kernel uncompressed, booted through PVH (vmlinux.go), at the
 	// path crimux's layout gives the kernel whatever its format; the
 	// bzImage itself when it has no PVH entry.
 	bzImage, err := os.ReadFile(in.kernel)
 	if err != nil {
-		return nil, err
+		return oci.SpecLayer{}, "", err
 	}
 	kernelData, kernelFrom := bzImage, "vmlinuz-"+release
 	if vmlinux, err := pvhKernel(bzImage); err != nil {
@@ -76,48 +119,56 @@ func vmImageSpecs(tmp string, in vmInputs) ([]oci.ImageSpec, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("kernel layer: %w", err)
+		return oci.SpecLayer{}, "", fmt.Errorf("kernel layer: %w", err)
 	}
+	return kernelL, release, nil
+}
 
-	// Initramfs: static busybox, a DHCPv6 client, modules, /init.
+// vmInitrdLayers are the test VM's initramfs layer (static busybox, a
+// DHCPv6 client, modules, /init) and the same with the guest agent.
+func vmInitrdLayers(tmp string, in vmInputs, release string, cached cachedLayerFunc) (initrdL, agentL oci.SpecLayer, err error) {
 	bb, err := extractFromDeb(in.busyboxStaticDeb, "./bin/busybox")
 	if err != nil {
-		return nil, err
+		return initrdL, agentL, err
 	}
 	mods, err := kernelModules(in.modules, vmModules)
 	if err != nil {
-		return nil, err
+		return initrdL, agentL, err
 	}
 	dhcp6c, err := goBuild(tmp, "dhcp6c")
 	if err != nil {
-		return nil, err
+		return initrdL, agentL, err
 	}
 	keyParts := [][]byte{bb, dhcp6c, []byte(vmInit), []byte(vmAcpidConf), []byte(vmPowerOff), []byte(vmUdhcpcScript), []byte(vmIndexHTML)}
 	for _, m := range mods {
 		keyParts = append(keyParts, []byte(m.name), m.data)
 	}
 	initrdKey := hashOf(keyParts...)
-	initrdL, err := cached("COPY initrd.img /boot/initrd.img (busybox-static, virtio/button/evdev modules of "+release+", /init)",
+	initrdL, err = cached("COPY initrd.img /boot/initrd.img (busybox-static, virtio/button/evdev modules of "+release+", /init)",
 		initrdKey, func(l *oci.LayerBuilder) error {
 			data, err := initramfs(tmp, bb, dhcp6c, mods)
 			l.File("boot/initrd.img", 0o644, data)
 			return err
 		})
 	if err != nil {
-		return nil, fmt.Errorf("initramfs layer: %w", err)
+		return initrdL, agentL, fmt.Errorf("initramfs layer: %w", err)
 	}
 
-	agentL, err := agentInitrdLayer(tmp, in, initrdKey, func() ([]byte, error) { return initramfs(tmp, bb, dhcp6c, mods) }, cached)
+	agentL, err = agentInitrdLayer(tmp, in, initrdKey, func() ([]byte, error) { return initramfs(tmp, bb, dhcp6c, mods) }, cached)
 	if err != nil {
-		return nil, err
+		return initrdL, agentL, err
 	}
+	return initrdL, agentL, nil
+}
 
-	// Disk.
+// vmDiskLayer is the test VM's disk layer, cached by the versions of the
+// tools that make it, their configuration and the disk's parameters.
+func vmDiskLayer(tmp string, cached cachedLayerFunc) (oci.SpecLayer, error) {
 	var tools []string
 	for _, t := range [][]string{{"mke2fs", "-V"}, {"qemu-img", "--version"}} {
 		v, err := toolVersion(t[0], t[1:]...)
 		if err != nil {
-			return nil, err
+			return oci.SpecLayer{}, err
 		}
 		tools = append(tools, v)
 	}
@@ -130,105 +181,9 @@ func vmImageSpecs(tmp string, in vmInputs) ([]oci.ImageSpec, error) {
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("disk layer: %w", err)
+		return oci.SpecLayer{}, fmt.Errorf("disk layer: %w", err)
 	}
-
-	// Hostile images.
-	emptyL, err := single("COPY README /README", func(l *oci.LayerBuilder) {
-		l.File("README", 0o644, []byte("Not a VM image: neither /disk/ nor /boot/vmlinuz.\n"))
-	})
-	if err != nil {
-		return nil, err
-	}
-	secondDiskL, err := single("COPY second.raw /disk/second.raw", func(l *oci.LayerBuilder) {
-		l.File("disk/second.raw", 0o644, make([]byte, 64<<10))
-	})
-	if err != nil {
-		return nil, err
-	}
-	symlinkL, err := single("ln -s ../../../../../etc/shadow /boot/vmlinuz", func(l *oci.LayerBuilder) {
-		l.Symlink("boot/vmlinuz", "../../../../../etc/shadow")
-	})
-	if err != nil {
-		return nil, err
-	}
-	backing, err := emptyQcow2(tmp, "backing.qcow2", "-F", "raw", "-b", "/dev/sda", "-u")
-	if err != nil {
-		return nil, err
-	}
-	backingL, err := single("qemu-img create -f qcow2 -F raw -b /dev/sda -u /disk/disk.qcow2 16M", func(l *oci.LayerBuilder) {
-		l.File("disk/disk.qcow2", 0o644, backing)
-	})
-	if err != nil {
-		return nil, err
-	}
-	plain, err := emptyQcow2(tmp, "plain.qcow2")
-	if err != nil {
-		return nil, err
-	}
-	dataFile, err := withExternalDataFile(plain, "/etc/passwd")
-	if err != nil {
-		return nil, err
-	}
-	dataFileL, err := single("qcow2 16M with external data file /etc/passwd -> /disk/disk.qcow2", func(l *oci.LayerBuilder) {
-		l.File("disk/disk.qcow2", 0o644, dataFile)
-	})
-	if err != nil {
-		return nil, err
-	}
-	// A few MiB of qcow2 declaring a 1 PiB disk: its overlay would grow
-	// until the host's disk is full (issue 13, the disk bomb).
-	bomb, err := sizedQcow2(tmp, "bomb.qcow2", "1P", "-o", "cluster_size=2M")
-	if err != nil {
-		return nil, err
-	}
-	bombL, err := single("qemu-img create -f qcow2 -o cluster_size=2M /disk/disk.qcow2 1P", func(l *oci.LayerBuilder) {
-		l.File("disk/disk.qcow2", 0o644, bomb)
-	})
-	if err != nil {
-		return nil, err
-	}
-	halting, err := haltingDisk(tmp)
-	if err != nil {
-		return nil, err
-	}
-	haltingL, err := single("COPY disk.qcow2 /disk/disk.qcow2 (1M, a boot sector that halts)", func(l *oci.LayerBuilder) {
-		l.File("disk/disk.qcow2", 0o644, halting)
-	})
-	if err != nil {
-		return nil, err
-	}
-	debian, err := debianImageSpec(cached, in.guestDisk)
-	if err != nil {
-		return nil, err
-	}
-	if err := cache.prune(); err != nil {
-		return nil, err
-	}
-
-	args := map[string]string{"crimux.io/kernel-args": vmKernelArgs}
-	return append(debian, []oci.ImageSpec{
-		// The good test VM, served as a one-platform index (like KubeVirt's
-		// containerdisks); the hostile ones as bare manifests.
-		{ID: "crimux-vm-busybox", Refs: []string{"crimux/vm-busybox:latest"},
-			Layers: []oci.SpecLayer{kernelL, initrdL, diskL}, Config: oci.ContainerConfig{Labels: args}, MultiPlatform: true},
-		// The same files as an image of its own (its own digest and cache
-		// entry): tenants of different images (e2e TestTwoTenants).
-		{ID: "crimux-vm-busybox-b", Refs: []string{"crimux/vm-busybox-b:latest"},
-			Layers: []oci.SpecLayer{kernelL, initrdL, diskL}, Config: oci.ContainerConfig{Labels: args}, MultiPlatform: true},
-		// The same VM with Debian's qemu-guest-agent (vmagent.go).
-		{ID: "crimux-vm-busybox-agent", Refs: []string{"crimux/vm-busybox-agent:latest"},
-			Layers: []oci.SpecLayer{kernelL, agentL, diskL}, Config: oci.ContainerConfig{Labels: args}, MultiPlatform: true},
-		// A VM that never gets past its boot sector (the boot watch).
-		{ID: "crimux-vm-stuck", Refs: []string{"crimux/vm-stuck:latest"}, Layers: []oci.SpecLayer{haltingL}},
-		{ID: "crimux-vm-bad-empty", Refs: []string{"crimux/vm-bad-empty:latest"}, Layers: []oci.SpecLayer{emptyL}},
-		{ID: "crimux-vm-bad-twodisks", Refs: []string{"crimux/vm-bad-twodisks:latest"}, Layers: []oci.SpecLayer{diskL, secondDiskL}},
-		{ID: "crimux-vm-bad-symlink", Refs: []string{"crimux/vm-bad-symlink:latest"},
-			Layers: []oci.SpecLayer{symlinkL, initrdL}, Config: oci.ContainerConfig{Labels: args}},
-		{ID: "crimux-vm-bad-backing", Refs: []string{"crimux/vm-bad-backing:latest"}, Layers: []oci.SpecLayer{backingL}},
-		{ID: "crimux-vm-bad-datafile", Refs: []string{"crimux/vm-bad-datafile:latest"}, Layers: []oci.SpecLayer{dataFileL}},
-		{ID: "crimux-vm-bad-bomb", Refs: []string{"crimux/vm-bad-bomb:latest"}, Layers: []oci.SpecLayer{bombL}},
-	}...), nil
+	return diskL, nil
 }
 
 // vmDefaults fills in the VM inputs the flags left out.

@@ -125,8 +125,7 @@ func sharedLibraries(bin string) ([]string, error) {
 // agentInitrdLayer is crimux/vm-busybox-agent's initramfs layer: the test
 // VM's initramfs (made by base, cached as baseKey) with the agent archive
 // after it.
-func agentInitrdLayer(tmp string, in vmInputs, baseKey string, base func() ([]byte, error),
-	cached func(createdBy, key string, fill func(l *oci.LayerBuilder) error) (oci.SpecLayer, error)) (oci.SpecLayer, error) {
+func agentInitrdLayer(tmp string, in vmInputs, baseKey string, base func() ([]byte, error), cached cachedLayerFunc) (oci.SpecLayer, error) {
 	archive, key, err := agentArchive(tmp, in.qemuGADeb, in.modules)
 	if err != nil {
 		return oci.SpecLayer{}, fmt.Errorf("agent initramfs: %w", err)

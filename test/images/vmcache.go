@@ -25,6 +25,22 @@ type layerCache struct {
 	used map[string]bool
 }
 
+// cachedLayerFunc builds a layer through the cache: key names its inputs
+// (with createdBy), fill writes its files when the cache has no such layer.
+type cachedLayerFunc func(createdBy, key string, fill func(l *oci.LayerBuilder) error) (oci.SpecLayer, error)
+
+// specLayer is a cachedLayerFunc of this cache.
+func (c *layerCache) specLayer(createdBy, key string, fill func(l *oci.LayerBuilder) error) (oci.SpecLayer, error) {
+	l, err := c.get(createdBy+"\n"+key, func() (oci.Layer, error) {
+		lb := oci.NewLayer()
+		if err := fill(lb); err != nil {
+			return oci.Layer{}, err
+		}
+		return lb.Build()
+	})
+	return oci.SpecLayer{Layer: l, CreatedBy: createdBy}, err
+}
+
 func (c *layerCache) get(key string, build func() (oci.Layer, error)) (oci.Layer, error) {
 	if c.dir == "" {
 		return build()

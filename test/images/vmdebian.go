@@ -13,7 +13,7 @@ import (
 // stock cloud image: it boots from its disk, no kernel in the image. No
 // disk given, no image. The layer is cached by the disk's path, which
 // holds the key of its inputs, and its size and time.
-func debianImageSpec(cached func(createdBy, key string, fill func(l *oci.LayerBuilder) error) (oci.SpecLayer, error), disk string) ([]oci.ImageSpec, error) {
+func debianImageSpec(cached cachedLayerFunc, disk string) ([]oci.ImageSpec, error) {
 	if disk == "" {
 		return nil, nil
 	}

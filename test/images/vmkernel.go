@@ -83,19 +83,21 @@ func modName(p string) string {
 	return strings.ReplaceAll(base, "-", "_")
 }
 
-// kernelModules returns want and their dependencies from modDir's
-// modules.dep, in an order insmod can load them.
-func kernelModules(modDir string, want []string) ([]kmod, error) {
+// modDep is a module's line of modules.dep: its file (relative to the
+// module directory) and the modules it needs.
+type modDep struct {
+	path string
+	deps []string
+}
+
+// readModulesDep reads modDir's modules.dep, by module name.
+func readModulesDep(modDir string) (map[string]modDep, error) {
 	f, err := os.Open(filepath.Join(modDir, "modules.dep"))
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	type modInfo struct {
-		path string
-		deps []string
-	}
-	mods := map[string]modInfo{}
+	mods := map[string]modDep{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -103,7 +105,7 @@ func kernelModules(modDir string, want []string) ([]kmod, error) {
 		if !ok {
 			continue
 		}
-		info := modInfo{path: p}
+		info := modDep{path: p}
 		for _, d := range strings.Fields(deps) {
 			info.deps = append(info.deps, modName(d))
 		}
@@ -112,7 +114,16 @@ func kernelModules(modDir string, want []string) ([]kmod, error) {
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
+	return mods, nil
+}
 
+// kernelModules returns want and their dependencies from modDir's
+// modules.dep, in an order insmod can load them.
+func kernelModules(modDir string, want []string) ([]kmod, error) {
+	mods, err := readModulesDep(modDir)
+	if err != nil {
+		return nil, err
+	}
 	var order []kmod
 	done := map[string]bool{}
 	var visit func(name string, depth int) error

@@ -117,6 +117,24 @@ type Layer struct {
 
 // Build writes the layer: the tar, gzip-compressed.
 func (l *LayerBuilder) Build() (Layer, error) {
+	plain, err := writeTar(l.sorted())
+	if err != nil {
+		return Layer{}, err
+	}
+	diff := sha256.Sum256(plain)
+	gz, err := gzipBest(plain)
+	if err != nil {
+		return Layer{}, err
+	}
+	return Layer{
+		Blob:   NewBlob(MediaTypeLayerGzip, gz),
+		DiffID: "sha256:" + hex.EncodeToString(diff[:]),
+	}, nil
+}
+
+// sorted is the layer's entries in tar order: directories, then regular
+// files and symlinks, then hard links, each group sorted by name.
+func (l *LayerBuilder) sorted() []entry {
 	group := func(e entry) int {
 		switch e.typeflag {
 		case tar.TypeDir:
@@ -138,7 +156,12 @@ func (l *LayerBuilder) Build() (Layer, error) {
 		}
 		return list[i].name < list[j].name
 	})
+	return list
+}
 
+// writeTar is the plain tar of list, every entry owned by root and dated
+// Epoch.
+func writeTar(list []entry) ([]byte, error) {
 	var plain bytes.Buffer
 	tw := tar.NewWriter(&plain)
 	for _, e := range list {
@@ -159,32 +182,32 @@ func (l *LayerBuilder) Build() (Layer, error) {
 			hdr.Size = int64(len(e.data))
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
-			return Layer{}, fmt.Errorf("tar header %s: %w", e.name, err)
+			return nil, fmt.Errorf("tar header %s: %w", e.name, err)
 		}
 		if e.typeflag == tar.TypeReg {
 			if _, err := tw.Write(e.data); err != nil {
-				return Layer{}, err
+				return nil, err
 			}
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return Layer{}, err
+		return nil, err
 	}
-	diff := sha256.Sum256(plain.Bytes())
+	return plain.Bytes(), nil
+}
 
+// gzipBest compresses data at gzip's best compression.
+func gzipBest(data []byte) ([]byte, error) {
 	var gz bytes.Buffer
 	zw, err := gzip.NewWriterLevel(&gz, gzip.BestCompression)
 	if err != nil {
-		return Layer{}, err
+		return nil, err
 	}
-	if _, err := zw.Write(plain.Bytes()); err != nil {
-		return Layer{}, err
+	if _, err := zw.Write(data); err != nil {
+		return nil, err
 	}
 	if err := zw.Close(); err != nil {
-		return Layer{}, err
+		return nil, err
 	}
-	return Layer{
-		Blob:   NewBlob(MediaTypeLayerGzip, gz.Bytes()),
-		DiffID: "sha256:" + hex.EncodeToString(diff[:]),
-	}, nil
+	return gz.Bytes(), nil
 }
