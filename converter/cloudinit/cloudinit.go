@@ -20,8 +20,9 @@
 //
 // Everything here is pure: input in, file contents (or the volume's
 // bytes, WriteISO) out; the runtime puts the volume in the VM's directory
-// (runtimes/libvirt/core/cidata.go). The one read is FromPod's of the
-// user-data volume, the tenant's files, on descriptors (openbeneath.go).
+// (runtimes/libvirt/core/cidata.go). The user-data volume, the tenant's
+// files, is read by the caller's ReadFile (internal/tenantfs's
+// ReadBeneath, on descriptors); internal/archtest keeps syscalls out.
 package cloudinit
 
 import (

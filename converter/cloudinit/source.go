@@ -3,7 +3,6 @@ package cloudinit
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -18,11 +17,17 @@ type Source struct {
 	SSHKeys  []string
 }
 
+// ReadFile reads at most limit bytes of the file name beneath the
+// directory dir of a tenant's volume; a name that does not exist is an
+// error that is os.ErrNotExist. The caller's (internal/tenantfs's
+// ReadBeneath): converting reads no file itself.
+type ReadFile func(dir, name string, limit int64) ([]byte, error)
+
 // FromPod reads the pod's cloud-init input: the annotations (pod first,
 // the container's over them) and the user-data file of a volume mounted
-// at MountPath. Bad input is InvalidArgument naming the annotation or
-// the mount.
-func FromPod(pod, container map[string]string, mounts []*runtimeapi.Mount) (Source, error) {
+// at MountPath, read by read. Bad input is InvalidArgument naming the
+// annotation or the mount.
+func FromPod(pod, container map[string]string, mounts []*runtimeapi.Mount, read ReadFile) (Source, error) {
 	var s Source
 	ud, fromAnn := lookup(AnnotationUserData, pod, container)
 	if fromAnn {
@@ -31,7 +36,7 @@ func FromPod(pod, container map[string]string, mounts []*runtimeapi.Mount) (Sour
 		}
 		s.UserData = []byte(ud)
 	} else {
-		data, field, err := userDataFromMounts(mounts)
+		data, field, err := userDataFromMounts(mounts, read)
 		if err != nil {
 			return s, errdefs.Invalid(field, "%v", err)
 		}
@@ -65,35 +70,20 @@ func lookup(key string, pod, container map[string]string) (string, bool) {
 // MountPath, if there is one. The file may be a symbolic link (kubelet's
 // Secret and ConfigMap volumes are made of them) but must resolve inside
 // the volume, and be a regular file; it is read up to the limit, never
-// further. No user-data file (or no volume) is no user-data.
-func userDataFromMounts(mounts []*runtimeapi.Mount) ([]byte, string, error) {
+// further. No user-data file (or no volume) is no user-data. FromPod
+// runs under the pod's lock (CreateContainer's planVM): read must not
+// wait on the tenant.
+func userDataFromMounts(mounts []*runtimeapi.Mount, read ReadFile) ([]byte, string, error) {
 	for i, m := range mounts {
 		if filepath.Clean(m.GetContainerPath()) != MountPath {
 			continue
 		}
 		field := fmt.Sprintf("config.mounts[%d] (%s)", i, MountPath)
-		data, err := readInside(m.GetHostPath(), UserDataFile)
+		data, err := read(m.GetHostPath(), UserDataFile, MaxUserData+1)
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, field, nil
 		}
 		return data, field, err
 	}
 	return nil, "", nil
-}
-
-// readInside reads dir/name, which must resolve to a regular file under
-// dir (openbeneath.go), at most MaxUserData+1 bytes of it.
-//
-// FromPod runs under the pod's lock (CreateContainer's planVM), so
-// nothing here may wait on the tenant: a FIFO or a device is refused on
-// its O_PATH descriptor, never opened, and reading a regular file does
-// not block (on a network filesystem that hangs it would, as kubelet's
-// own reads of the volume would).
-func readInside(dir, name string) ([]byte, error) {
-	f, err := openRegularBeneath(dir, name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, MaxUserData+1))
 }

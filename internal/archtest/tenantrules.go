@@ -24,7 +24,7 @@ var TenantPaths = TenantPathRule{
 		{Path: "runtimes/libvirt/rootvol",
 			Why: "a durable VM's root volume: its directory and the disk file in it, or its block device"},
 		{Path: "converter/cloudinit",
-			Why: "the cloud-init volume's user-data file, read from the volume the pod mounts at /crimux/cloud-init"},
+			Why: "the cloud-init volume's user-data file: read by the caller (tenantfs.ReadBeneath), never here"},
 		{Path: "runtimes/libvirt/virtiofs",
 			Why: "a share's directory (a CRI mount's host path), bound and handed to virtiofsd"},
 		{Path: "runtimes/libvirt/core/rootvolume.go",
@@ -48,7 +48,7 @@ var TenantPaths = TenantPathRule{
 		"syscall":               pathFuncs,
 		"golang.org/x/sys/unix": pathFuncs,
 	},
-	Allowed: slices.Concat(rootvolAllowed, cloudinitAllowed, virtiofsAllowed, coreAllowed),
+	Allowed: slices.Concat(rootvolAllowed, virtiofsAllowed, coreAllowed),
 }
 
 // A VM's directory (vmDir, in crimux's state dir) is root's, 0711: the
@@ -88,21 +88,6 @@ var rootvolAllowed = []PathAllowance{
 		Why: "a block volume's device path (kubelet's), not a name in a tenant's directory: opened once, checked on the descriptor to be a block device, and used through that descriptor only"},
 	{File: "runtimes/libvirt/rootvol/volume.go", Func: "checkDir", Calls: map[string]int{"os.Stat": 1},
 		Why: "the volume's own directory (kubelet's), checked to be one; names in it are resolved by tenantfs"},
-}
-
-// converter/cloudinit resolves the user-data file beneath the volume's
-// directory itself (openbeneath.go), following relative links that stay
-// inside it, which kubelet's Secret and ConfigMap volumes are made of
-// (user-data -> ..data/user-data); tenantfs follows no link at all.
-var cloudinitAllowed = []PathAllowance{
-	{File: "converter/cloudinit/openbeneath.go", Func: "openat2", Calls: map[string]int{"unix.Openat2": 1},
-		Why: "the resolution beneath the volume's directory descriptor (RESOLVE_BENEATH|NO_MAGICLINKS|NO_XDEV), a variable for tests"},
-	{File: "converter/cloudinit/openbeneath.go", Func: "openRegularBeneath", Calls: map[string]int{"unix.Open": 2},
-		Why: "the volume's own directory (kubelet's), O_PATH|O_DIRECTORY|O_NOFOLLOW, as the root of the resolution; then /proc/self/fd/N of the O_PATH descriptor fstat found a regular file"},
-	{File: "converter/cloudinit/openbeneath.go", Func: "walkBeneath", Calls: map[string]int{"unix.Openat": 2},
-		Why: "openat2's resolution on kernels without it: one name at a time, O_PATH|O_NOFOLLOW, from a directory descriptor the walk holds"},
-	{File: "converter/cloudinit/openbeneath.go", Func: "readLink", Calls: map[string]int{"unix.Readlinkat": 1},
-		Why: "the link an O_PATH|O_NOFOLLOW descriptor holds (an empty name): nothing is looked up"},
 }
 
 // A share's directory is a CRI mount's host path: kubelet's directory for

@@ -12,6 +12,7 @@ import (
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/converter/vm/crifields"
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/internal/tenantfs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 )
@@ -193,7 +194,7 @@ func (r *Service) readRequest(sb *store.Sandbox, cfg *runtimeapi.ContainerConfig
 	if in.opts, err = vm.ParseAnnotations(sb.Config.GetAnnotations(), cfg.GetAnnotations()); err != nil {
 		return in, err
 	}
-	if in.ci, err = cloudinit.FromPod(sb.Config.GetAnnotations(), cfg.GetAnnotations(), cfg.GetMounts()); err != nil {
+	if in.ci, err = cloudinit.FromPod(sb.Config.GetAnnotations(), cfg.GetAnnotations(), cfg.GetMounts(), tenantfs.ReadBeneath); err != nil {
 		return in, err
 	}
 	storage, err := core.StorageOf(cfg)

@@ -1,23 +1,42 @@
-package cloudinit
+package tenantfs
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/crimux/crimux/internal/tenantfs"
 )
 
-// The volume under /crimux/cloud-init is the tenant's: it may change
-// while crimux reads it (a directory swapped for a link, a PVC's other
-// users writing) and it may hold anything a filesystem can. So its file
-// is found once, on descriptors, never by checking a path and opening it
-// again; and it is only opened for reading once it is known to be a
-// regular file.
+// ReadBeneath reads dir/name, which must resolve to a regular file
+// beneath dir, at most limit bytes of it. It is the second way to a
+// tenant's file (Root is the first), for a file the
+// tenant's volume may reach through its own links: a Secret's or a
+// ConfigMap's (kubelet makes them of relative links, user-data ->
+// ..data/user-data, ..data -> ..<timestamp>, swapped on an update). The
+// volume may change while crimux reads it (a directory swapped for a
+// link, a PVC's other users writing) and may hold anything a filesystem
+// can. So its file is found once, on descriptors, following only the
+// relative links that stay beneath the volume, never by checking a path
+// and opening it again; and it is only opened for reading once it is
+// known to be a regular file.
+//
+// Nothing here waits on the tenant (callers hold a pod's lock): a FIFO
+// or a device is refused on its O_PATH descriptor, never opened, and
+// reading a regular file does not block (on a network filesystem that
+// hangs it would, as kubelet's own reads of the volume would). A name
+// that does not exist is an error that is os.ErrNotExist.
+func ReadBeneath(dir, name string, limit int64) ([]byte, error) {
+	f, err := openRegularBeneath(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, limit))
+}
 
 // beneath is how the volume's file is resolved: from the volume's root,
 // never above it (an absolute link or a ".." past the root is EXDEV),
@@ -27,7 +46,7 @@ import (
 // link out of the volume into it ("/etc/shadow" read as
 // <volume>/etc/shadow), reading a file the tenant did not mean; a link
 // that leaves the volume is a mistake or an attack, and the pod is told
-// so (InvalidArgument) rather than given another file. Kubelet's own
+// so rather than given another file. Kubelet's own
 // links (user-data -> ..data/user-data, ..data -> ..<timestamp>) are
 // relative and stay inside, so both resolve them alike.
 var beneath = unix.OpenHow{
@@ -35,16 +54,8 @@ var beneath = unix.OpenHow{
 	Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
 }
 
-// openat2 is unix.Openat2; tests make it ENOSYS to run walkBeneath.
-var openat2 = unix.Openat2
-
-const (
-	// openRetries: openat2 says EAGAIN when a rename raced a ".." of
-	// the walk; a tenant renaming in a loop gets a refusal, not a spin.
-	openRetries = 16
-	// maxLinks is the kernel's own limit (MAXSYMLINKS).
-	maxLinks = 40
-)
+// maxLinks is the kernel's own limit (MAXSYMLINKS).
+const maxLinks = 40
 
 // openRegularBeneath opens dir/name for reading, resolved beneath dir,
 // if it is a regular file. dir itself is kubelet's directory for the
@@ -77,7 +88,7 @@ func openRegularBeneath(dir, name string) (*os.File, error) {
 		return nil, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, fmt.Errorf("%s is %s, not a regular file", name, tenantfs.FileKind(st.Mode))
+		return nil, fmt.Errorf("%s is %s, not a regular file", name, FileKind(st.Mode))
 	}
 	// O_NONBLOCK and O_NOCTTY cannot matter for a regular file; they are
 	// there in case the check above is ever wrong.
@@ -212,17 +223,6 @@ func (w *beneathWalk) spliceLink(fd int) error {
 		w.todo = append(components(target), w.todo...)
 	}
 	return err
-}
-
-// components splits a path into its names, "" and "." dropped.
-func components(path string) []string {
-	var out []string
-	for _, c := range strings.Split(path, "/") {
-		if c != "" && c != "." {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // readLink reads the link an O_PATH descriptor holds.
