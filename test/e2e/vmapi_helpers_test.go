@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -179,6 +180,13 @@ func completeLines(log string) string {
 // connection stays open until done says so (or for at most wait): qemu
 // drops what it has not passed to the guest yet when the client hangs up,
 // and a slow guest (TCG on a busy host) reads its serial port slowly.
+//
+// What the guest writes meanwhile is read off the connection and
+// dropped (the test reads console.log): qemu writes the serial port a
+// byte at a time, so a client that does not read fills the socket after
+// a few hundred bytes, and qemu 7.2 then logs each byte it must retry
+// twice (qemu_chr_write_buffer logs a write that failed with EAGAIN as if
+// it were lost for good): "CRIMUX-R-2228889b3" for "CRIMUX-R-228889b3".
 func (v *testVM) typeLine(t *testing.T, line string, wait time.Duration, done func() bool) {
 	t.Helper()
 	sock := filepath.Join(v.c.stateDir, "vms", strings.TrimPrefix(v.ctrID, "vm--"), "run", "console.sock")
@@ -189,6 +197,7 @@ func (v *testVM) typeLine(t *testing.T, line string, wait time.Duration, done fu
 		return err
 	})
 	defer conn.Close()
+	go func() { _, _ = io.Copy(io.Discard, conn) }()
 	if _, err := conn.Write([]byte{3}); err != nil { // ^C: the tty flushes its input on it,
 		t.Fatalf("type into the console: %v", err)
 	}
