@@ -95,7 +95,7 @@ func TestDamagedStoreRebuilt(t *testing.T) {
 	podID, vmID := runVM(t, c, "rebuilt", testCgroupParent(t))
 	domain := domainOf(vmID)
 	pid := qemuPID(t, domain)
-	pods, ctrs := podsAndContainers(t, c)
+	pods, ctrs := podsAndContainers(t, c, "rebuilt") // the bed's containerd holds other tests' pods too
 	podStatus, vmStatus := criStatus(t, c, "inspectp", podID), criStatus(t, c, "inspect", vmID)
 	waitRecordCopies(t, c, podID, vmID)
 
@@ -129,7 +129,7 @@ func TestDamagedStoreRebuilt(t *testing.T) {
 
 	c.start()
 	testutil.Eventually(t, within(t, 30*time.Second), "the same pod and VM listed", func() error {
-		p2, c2 := podsAndContainers(t, c)
+		p2, c2 := podsAndContainers(t, c, "rebuilt")
 		if fmt.Sprint(p2) != fmt.Sprint(pods) || fmt.Sprint(c2) != fmt.Sprint(ctrs) {
 			return fmt.Errorf("pods %v containers %v; before %v %v", p2, c2, pods, ctrs)
 		}

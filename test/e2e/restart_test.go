@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,24 +15,34 @@ import (
 	"github.com/crimux/crimux/internal/testutil"
 )
 
-// podsAndContainers is what kubelet sees: every pod and container with its
+
 // state, as crictl lists them.
-func podsAndContainers(t *testing.T, c *crimux) (pods, ctrs map[string]string) {
+func podsAndContainers(t *testing.T, c *crimux, names ...string) (pods, ctrs map[string]string) {
 	t.Helper()
 	var pl struct {
-		Items []struct{ ID, State string } `json:"items"`
+		Items []struct {
+			ID, State string
+			Metadata  struct{ Name string } `json:"metadata"`
+		} `json:"items"`
 	}
 	mustJSON(t, c.crictl("pods", "-o", "json"), &pl)
 	var cl struct {
-		Containers []struct{ ID, State string } `json:"containers"`
+		Containers []struct {
+			ID, State    string
+			PodSandboxID string `json:"podSandboxId"`
+		} `json:"containers"`
 	}
 	mustJSON(t, c.crictl("ps", "-a", "-o", "json"), &cl)
 	pods, ctrs = map[string]string{}, map[string]string{}
 	for _, p := range pl.Items {
-		pods[p.ID] = p.State
+		if len(names) == 0 || slices.Contains(names, p.Metadata.Name) {
+			pods[p.ID] = p.State
+		}
 	}
 	for _, x := range cl.Containers {
-		ctrs[x.ID] = x.State
+		if _, ours := pods[x.PodSandboxID]; len(names) == 0 || ours {
+			ctrs[x.ID] = x.State
+		}
 	}
 	return pods, ctrs
 }
@@ -71,14 +82,15 @@ func TestRestartKeepsEverything(t *testing.T) {
 	_, vmID := runVM(t, c, "restart-vm", parent)
 	runSleeper(t, c, "restart-ctr")
 	pid := qemuPID(t, domainOf(vmID))
-	pods, ctrs := podsAndContainers(t, c)
+	// Only this test's pods: the bed's containerd holds other tests' too.
+	pods, ctrs := podsAndContainers(t, c, "restart-vm", "restart-ctr")
 
 	for i := 0; i < 3; i++ {
 		c.restart()
 		if got := qemuPID(t, domainOf(vmID)); got != pid {
 			t.Fatalf("restart %d: qemu pid %d, was %d: the VM was recreated", i, got, pid)
 		}
-		p2, c2 := podsAndContainers(t, c)
+		p2, c2 := podsAndContainers(t, c, "restart-vm", "restart-ctr")
 		if fmt.Sprint(p2) != fmt.Sprint(pods) || fmt.Sprint(c2) != fmt.Sprint(ctrs) {
 			t.Fatalf("restart %d changed what kubelet sees:\npods %v -> %v\ncontainers %v -> %v", i, pods, p2, ctrs, c2)
 		}
