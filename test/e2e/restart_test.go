@@ -15,8 +15,9 @@ import (
 	"github.com/crimux/crimux/internal/testutil"
 )
 
-
-// state, as crictl lists them.
+// podsAndContainers is what kubelet sees: every pod and container with its
+// state, as crictl lists them; with names, only the pods of those names
+// and their containers.
 func podsAndContainers(t *testing.T, c *crimux, names ...string) (pods, ctrs map[string]string) {
 	t.Helper()
 	var pl struct {
