@@ -237,19 +237,19 @@ func (b *backend) RemoveTemplate(ctx context.Context, key string) error {
 // MigrationSource, PrepareMigration, Migrate and FinishMigration are the
 // VM runtime's live migrations (vmtypes.Migrator).
 func (b *backend) MigrationSource(ctx context.Context, id string) (vmtypes.MigrationSource, error) {
-	return b.rt.cri.MigrationSource(ctx, id)
+	return b.rt.migrate.MigrationSource(ctx, id)
 }
 
 func (b *backend) PrepareMigration(ctx context.Context, id string, src vmtypes.MigrationSource) (vmtypes.MigrationTarget, error) {
-	return b.rt.cri.PrepareMigration(ctx, id, src)
+	return b.rt.migrate.PrepareMigration(ctx, id, src)
 }
 
 func (b *backend) Migrate(ctx context.Context, id string, t vmtypes.MigrationTarget, progress func(vmtypes.MigrationProgress)) error {
-	return b.rt.cri.Migrate(ctx, id, t, progress)
+	return b.rt.migrate.Migrate(ctx, id, t, progress)
 }
 
 func (b *backend) FinishMigration(ctx context.Context, id, failed string) (vmtypes.MigrationResult, error) {
-	return b.rt.cri.FinishMigration(ctx, id, failed)
+	return b.rt.migrate.FinishMigration(ctx, id, failed)
 }
 
 var _ vmtypes.Migrator = (*backend)(nil)

@@ -9,6 +9,7 @@
 //	vmops/            the VM API's operations (power, reboot, snapshots)
 //	gc/               the collector (teardowns, orphans, foreign resources)
 //	instant/          VMs started from booted templates (making, keeping, cloning)
+//	migrate/          the node's half of a live migration (describe, prepare, send, receive, seals)
 //	core/             the parts and the VM life cycle every room shares
 //	core/coretest/    a core on fakes, for the rooms' unit tests
 //	migration/        a node's part in live migrations (listener, seals)
@@ -31,9 +32,9 @@
 //	saveimage/        libvirt save images read and fed to clones
 //
 // Arrows run one way, down this list's floors: this package imports the
-// rooms; criservice, vmops, gc and instant import core; core imports
-// store, console and virt; nothing but virt imports go-libvirt
-// (internal/archtest).
+// rooms; criservice, vmops, gc, instant and migrate import core;
+// criservice imports migrate; core imports store, console and virt;
+// nothing but virt imports go-libvirt (internal/archtest).
 package libvirt
 
 import (
@@ -49,6 +50,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/criservice"
 	"github.com/crimux/crimux/runtimes/libvirt/gc"
 	"github.com/crimux/crimux/runtimes/libvirt/instant"
+	"github.com/crimux/crimux/runtimes/libvirt/migrate"
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
@@ -88,11 +90,13 @@ type (
 	VMCgroup = core.VMCgroup
 )
 
-// Runtime is the VM runtime, wired: its core, its CRI face, its VM
-// operations, its collector and the libvirtd connection they share.
+// Runtime is the VM runtime, wired: its core, its CRI face, its half of
+// live migrations, its VM operations, its collector and the libvirtd
+// connection they share.
 type Runtime struct {
 	core    *core.Runtime
 	cri     *criservice.Service
+	migrate *migrate.Room
 	ops     *vmops.Ops
 	gc      *gc.Collector
 	conn    *virt.Conn
@@ -151,6 +155,8 @@ const TemplatesDir = "templates"
 func (rt *Runtime) wire(opts Options, p core.Parts, conn *virt.Conn) {
 	rt.core = core.New(opts, p)
 	rt.cri, rt.ops, rt.gc, rt.conn = criservice.New(rt.core), vmops.New(rt.core), gc.New(rt.core), conn
+	rt.migrate = migrate.New(rt.core)
+	rt.cri.Arrivals = rt.migrate
 	if !opts.TemplatesOff {
 		lim := opts.TemplateLimits
 		rt.cri.Instant = &instant.Maker{R: instant.CoreOf(rt.core), Store: template.Store{Dir: filepath.Join(opts.StateDir, TemplatesDir)},
@@ -160,7 +166,7 @@ func (rt *Runtime) wire(opts Options, p core.Parts, conn *virt.Conn) {
 	}
 	rt.core.AfterResync = func(ctx context.Context, first bool) {
 		if first {
-			rt.cri.ResumeMigrations(ctx)
+			rt.migrate.ResumeMigrations(ctx)
 		}
 		rt.gc.CollectGarbage(ctx, first)
 	}

@@ -163,7 +163,7 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	spec.CIData = filepath.Join(rec.Dir, core.CIDataFile)
 	p := &vmPlan{rec: rec, spec: spec, layout: layout, cidata: files, root: in.root}
 	if in.opts.MigrateFrom != "" && !sb.Arrived {
-		return p, r.planIncoming(p, in.opts, in.storage)
+		return p, r.arrivals().PlanIncoming(rec, in.opts, in.storage)
 	}
 	p.cold = r.planClone(sb, p, in.opts, in.storage)
 	return p, nil

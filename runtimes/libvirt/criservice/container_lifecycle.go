@@ -24,7 +24,7 @@ func (r *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		return nil, fmt.Errorf("container %q is %s, not created: %w", c.ID, c.State, errdefs.ErrFailedPrecondition)
 	}
 	if c.AwaitsMigration() {
-		if err := r.awaitIncoming(c); err != nil {
+		if err := r.arrivals().AwaitIncoming(c); err != nil {
 			return nil, err
 		}
 		return &runtimeapi.StartContainerResponse{}, nil

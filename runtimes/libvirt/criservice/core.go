@@ -8,7 +8,6 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
-	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/rootvol"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
@@ -16,12 +15,11 @@ import (
 
 // serviceCore is what the CRI face asks of the runtime's core, beside the
 // parts it holds (Service's fields): the life cycle a CRI call drives,
-// and the features that still answer here (migration, root volumes,
-// snapshots carried across a pod's VMs).
+// and the features that still answer here (root volumes, snapshots
+// carried across a pod's VMs).
 type serviceCore interface {
 	podCore
 	vmCore
-	migrationCore
 	volumeCore
 }
 
@@ -58,19 +56,6 @@ type vmCore interface {
 	Event(c *store.Container, typ runtimeapi.ContainerEventType) *runtimeapi.ContainerEventResponse
 	StartNotice(id, reason, msg string)
 	Note(id, msg string)
-	IdentityForDomain(domain string) (*store.VMIdentity, bool)
-}
-
-// migrationCore: this node's migration endpoint and a migrating VM's
-// store transitions.
-type migrationCore interface {
-	MigrationNode() *migration.Node
-	ArmIncoming(c *store.Container) (disarm func(), err error)
-	FailTarget(c *store.Container, why string) error
-	TargetTook(c *store.Container, result string)
-	MigratedAway(id, msg string)
-	ShutoffMigrated(l virt.Libvirt, d virt.Domain) bool
-	TakeBackRootVolume(c *store.Container) error
 }
 
 // volumeCore: root volumes claimed and prepared, and the snapshots a

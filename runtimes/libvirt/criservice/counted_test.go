@@ -75,10 +75,10 @@ func TestMigrationsTimed(t *testing.T) {
 	_, tgtID := p.targetVM(t, "db-moved", "ns/db")
 	target := p.prepared(t, srcID, tgtID)
 	p.srcEnv.Libvirt.Fail("Migrate", errBoom)
-	if err := p.source.Migrate(ctx, srcID, target, nil); err == nil {
+	if err := p.src.Migrate(ctx, srcID, target, nil); err == nil {
 		t.Fatal("Migrate succeeded with libvirt failing")
 	}
-	if _, err := p.target.FinishMigration(ctx, tgtID, "boom"); err != nil {
+	if _, err := p.tgt.FinishMigration(ctx, tgtID, "boom"); err != nil {
 		t.Fatal(err)
 	}
 	timed("migration outgoing failed", 1, p.srcEnv.Counters)

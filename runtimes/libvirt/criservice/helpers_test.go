@@ -16,6 +16,7 @@ import (
 
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
+	"github.com/crimux/crimux/runtimes/libvirt/migrate"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/vmtypes"
@@ -26,12 +27,18 @@ var (
 	errBoom        = errors.New("boom")
 )
 
-// newService is the CRI face of a runtime core on fakes.
+// newService is the CRI face of a runtime core on fakes, its migration
+// room wired as the runtime wires it.
 func newService(t testing.TB, opts ...coretest.Options) (*Service, *coretest.Env) {
 	t.Helper()
 	e := coretest.New(t, opts...)
-	return New(e.R), e
+	s := New(e.R)
+	s.Arrivals = migrate.New(e.R)
+	return s, e
 }
+
+// roomOf is the migration room wired to s.
+func roomOf(s *Service) *migrate.Room { return s.Arrivals.(*migrate.Room) }
 
 // podConfig is what kubelet sends for a VM pod.
 func podConfig(t *testing.T, name string) *runtimeapi.PodSandboxConfig {

@@ -112,13 +112,13 @@ func TestMigrateDurableVM(t *testing.T) {
 	}
 	var sent virt.Migration
 	p.srcEnv.Libvirt.SetMigrateHook(func(m virt.Migration) error { sent = m; return nil })
-	if err := p.source.Migrate(context.Background(), srcID, target, nil); err != nil {
+	if err := p.src.Migrate(context.Background(), srcID, target, nil); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
 	if len(sent.Disks) != 0 {
 		t.Errorf("libvirt was asked to copy %q", sent.Disks)
 	}
-	if _, err := p.target.FinishMigration(context.Background(), tgtID, ""); err != nil {
+	if _, err := p.tgt.FinishMigration(context.Background(), tgtID, ""); err != nil {
 		t.Fatalf("FinishMigration: %v", err)
 	}
 	if st, reason, _ := containerState(t, p.source, srcID); st != exited || reason != core.ReasonMigrated {
@@ -139,7 +139,7 @@ func TestMigrateDurableVMFails(t *testing.T) {
 	checkOwners(t, p, dir, srcID, tgtID)
 	target := p.prepared(t, srcID, tgtID)
 	p.srcEnv.Libvirt.Fail("Migrate", errBoom)
-	if err := p.source.Migrate(context.Background(), srcID, target, nil); !errors.Is(err, errBoom) {
+	if err := p.src.Migrate(context.Background(), srcID, target, nil); !errors.Is(err, errBoom) {
 		t.Fatalf("Migrate: %v, want libvirt's error", err)
 	}
 	if st, _, _ := containerState(t, p.source, srcID); st != running {

@@ -15,6 +15,7 @@ import (
 	"github.com/crimux/crimux/internal/testutil/pkitest"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
+	"github.com/crimux/crimux/runtimes/libvirt/migrate"
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt/virtfake"
@@ -25,9 +26,10 @@ import (
 // migration endpoint on 127.0.0.1 (one cluster PKI) and VM identities,
 // the source's libvirtd joined to the target's: VMs leave source for
 // target. The source's guests answer a guest agent (which goes with
-// them).
+// them). src and tgt are the nodes' migration rooms.
 type migrationPair struct {
 	source, target *Service
+	src, tgt       *migrate.Room
 	srcEnv, tgtEnv *coretest.Env
 	agent          *guestAgent
 }
@@ -40,6 +42,7 @@ func newMigrationPair(t *testing.T, edit func(*migration.Config)) *migrationPair
 	p := &migrationPair{agent: &guestAgent{}}
 	p.source, p.srcEnv = newIsolatedService(t, core.IdentityRange{Base: 500000, Count: 100})
 	p.target, p.tgtEnv = newIsolatedService(t, core.IdentityRange{Base: 510000, Count: 100})
+	p.src, p.tgt = roomOf(p.source), roomOf(p.target)
 	p.srcEnv.Libvirt.SetPeer(p.tgtEnv.Libvirt)
 	p.srcEnv.Libvirt.SetAgent(p.agent.answer)
 	t.Cleanup(func() { p.srcEnv.Libvirt.SetMigrateHook(nil) })
@@ -130,11 +133,11 @@ func (p *migrationPair) targetVM(t *testing.T, name, from string) (string, strin
 func (p *migrationPair) prepared(t *testing.T, sourceID, targetID string) vmtypes.MigrationTarget {
 	t.Helper()
 	ctx := context.Background()
-	src, err := p.source.MigrationSource(ctx, sourceID)
+	src, err := p.src.MigrationSource(ctx, sourceID)
 	if err != nil {
 		t.Fatalf("MigrationSource: %v", err)
 	}
-	tgt, err := p.target.PrepareMigration(ctx, targetID, src)
+	tgt, err := p.tgt.PrepareMigration(ctx, targetID, src)
 	if err != nil {
 		t.Fatalf("PrepareMigration: %v", err)
 	}
@@ -158,10 +161,10 @@ func (p *migrationPair) migrate(t *testing.T) (string, string, vmtypes.Migration
 	t.Helper()
 	ctx := context.Background()
 	srcID, tgtID, target := p.preparedVM(t)
-	if err := p.source.Migrate(ctx, srcID, target, nil); err != nil {
+	if err := p.src.Migrate(ctx, srcID, target, nil); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	res, err := p.target.FinishMigration(ctx, tgtID, "")
+	res, err := p.tgt.FinishMigration(ctx, tgtID, "")
 	if err != nil {
 		t.Fatalf("FinishMigration: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/crimux/crimux/internal/testutil/pkitest"
+	"github.com/crimux/crimux/runtimes/libvirt/migrate"
 	"github.com/crimux/crimux/vmtypes"
 )
 
@@ -16,7 +17,12 @@ import (
 // pod: a genuine description that differs.
 func (p *migrationPair) reseal(t *testing.T, srcID string, src *vmtypes.MigrationSource) {
 	t.Helper()
-	if err := p.source.sealSourceOf(record(t, p.srcEnv, srcID), src); err != nil {
+	sb, err := p.srcEnv.R.Store.Sandbox(record(t, p.srcEnv, srcID).SandboxID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := sb.Config.GetMetadata().GetNamespace()
+	if src.Seal, err = p.srcEnv.R.Migration.Seal(migrate.SealSource, migrate.SourcePayload(ns, *src)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -51,7 +57,7 @@ func TestPrepareRefusesAForgedSource(t *testing.T) {
 	ctx := context.Background()
 	srcID := p.sourceVM(t, "web")
 	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
-	src, err := p.source.MigrationSource(ctx, srcID)
+	src, err := p.src.MigrationSource(ctx, srcID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,11 +70,11 @@ func TestPrepareRefusesAForgedSource(t *testing.T) {
 		},
 		"another guest MAC": func(s vmtypes.MigrationSource) vmtypes.MigrationSource { s.GuestMAC = "52:54:00:ff:ff:ff"; return s },
 		"sealed for another namespace": func(s vmtypes.MigrationSource) vmtypes.MigrationSource {
-			s.Seal, err = p.srcEnv.R.Migration.Seal(sealSource, sourcePayload("other", s))
+			s.Seal, err = p.srcEnv.R.Migration.Seal(migrate.SealSource, migrate.SourcePayload("other", s))
 			return s
 		},
 		"sealed by another cluster's node": func(s vmtypes.MigrationSource) vmtypes.MigrationSource {
-			s.Seal, err = stranger.Seal(sealSource, sourcePayload("ns", s))
+			s.Seal, err = stranger.Seal(migrate.SealSource, migrate.SourcePayload("ns", s))
 			return s
 		},
 	} {
@@ -76,14 +82,14 @@ func TestPrepareRefusesAForgedSource(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, perr := p.target.PrepareMigration(ctx, tgtID, forged)
+		_, perr := p.tgt.PrepareMigration(ctx, tgtID, forged)
 		wantCode(t, "PrepareMigration of a source "+name, perr, codes.InvalidArgument, "source.seal")
 	}
 	c := record(t, p.tgtEnv, tgtID)
 	if _, ok := p.tgtEnv.Libvirt.Domain(c.Domain); !ok || !c.AwaitsMigration() || c.Migration.Token != "" {
 		t.Fatalf("after refusals the target: own domain defined %v, waits %v, token %q; want defined, waiting, none", ok, c.AwaitsMigration(), c.Migration.Token)
 	}
-	if _, err := p.target.PrepareMigration(ctx, tgtID, src); err != nil {
+	if _, err := p.tgt.PrepareMigration(ctx, tgtID, src); err != nil {
 		t.Fatalf("PrepareMigration of the genuine source after the refusals: %v", err)
 	}
 }
@@ -113,7 +119,7 @@ func TestMigrateRefusesAForgedTarget(t *testing.T) {
 		},
 		"another endpoint": func(g vmtypes.MigrationTarget) vmtypes.MigrationTarget { g.Address = "127.0.0.1:1"; return g },
 		"sealed for another namespace": func(g vmtypes.MigrationTarget) vmtypes.MigrationTarget {
-			g.Seal, err = p.tgtEnv.R.Migration.Seal(sealTarget, targetPayload("other", g))
+			g.Seal, err = p.tgtEnv.R.Migration.Seal(migrate.SealTarget, migrate.TargetPayload("other", g))
 			return g
 		},
 	} {
@@ -121,7 +127,7 @@ func TestMigrateRefusesAForgedTarget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		merr := p.source.Migrate(ctx, srcID, forged, nil)
+		merr := p.src.Migrate(ctx, srcID, forged, nil)
 		wantCode(t, "Migrate to a target "+name, merr, codes.InvalidArgument, "target.seal")
 	}
 	if n := len(p.srcEnv.Libvirt.Migrations()); n != 0 {
@@ -130,7 +136,7 @@ func TestMigrateRefusesAForgedTarget(t *testing.T) {
 	if c := record(t, p.srcEnv, srcID); c.State != running || c.Migration != nil {
 		t.Fatalf("the source container: %s, migration %+v; want running, none", c.State, c.Migration)
 	}
-	if err := p.source.Migrate(ctx, srcID, target, nil); err != nil {
+	if err := p.src.Migrate(ctx, srcID, target, nil); err != nil {
 		t.Fatalf("Migrate to the genuine target after the refusals: %v", err)
 	}
 }

@@ -207,7 +207,7 @@ func TestMigrateFails(t *testing.T) {
 	target := p.prepared(t, srcID, tgtID)
 
 	p.srcEnv.Libvirt.Fail("Migrate", errBoom)
-	if err := p.source.Migrate(ctx, srcID, target, nil); !errors.Is(err, errBoom) {
+	if err := p.src.Migrate(ctx, srcID, target, nil); !errors.Is(err, errBoom) {
 		t.Fatalf("Migrate: %v, want libvirt's error", err)
 	}
 	if st, _, _ := containerState(t, p.source, srcID); st != running {
@@ -220,7 +220,7 @@ func TestMigrateFails(t *testing.T) {
 		t.Errorf("the source domain is %s, want running", st)
 	}
 
-	if _, err := p.target.FinishMigration(ctx, tgtID, "why"); err != nil {
+	if _, err := p.tgt.FinishMigration(ctx, tgtID, "why"); err != nil {
 		t.Fatalf("FinishMigration(failed): %v", err)
 	}
 	st := status(t, p.target, tgtID)
@@ -279,7 +279,7 @@ func TestMigrateRefusesAnIncompleteTarget(t *testing.T) {
 	} {
 		target := full
 		edit(&target)
-		err := p.source.Migrate(context.Background(), srcID, target, nil)
+		err := p.src.Migrate(context.Background(), srcID, target, nil)
 		wantCode(t, "Migrate without "+field, err, codes.InvalidArgument, field)
 	}
 	if n := len(p.srcEnv.Libvirt.Migrations()); n != 0 {
@@ -298,22 +298,22 @@ func TestMigrationRefusesWhatIsNotWaiting(t *testing.T) {
 	p := newMigrationPair(t, nil)
 	ctx := context.Background()
 	srcID := p.sourceVM(t, "web")
-	src, err := p.source.MigrationSource(ctx, srcID)
+	src, err := p.src.MigrationSource(ctx, srcID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.source.PrepareMigration(ctx, srcID, src)
+	_, err = p.src.PrepareMigration(ctx, srcID, src)
 	wantCode(t, "PrepareMigration of a running VM", err, codes.FailedPrecondition, "is not waiting for a migrating VM")
-	_, err = p.source.FinishMigration(ctx, srcID, "")
+	_, err = p.src.FinishMigration(ctx, srcID, "")
 	wantCode(t, "FinishMigration of a running VM", err, codes.FailedPrecondition, "is not waiting for a migrating VM")
 
 	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
-	_, err = p.target.MigrationSource(ctx, tgtID)
+	_, err = p.tgt.MigrationSource(ctx, tgtID)
 	wantCode(t, "MigrationSource of a waiting target", err, codes.FailedPrecondition, "only a running VM can migrate")
-	if _, err := p.target.FinishMigration(ctx, tgtID, "given up"); err != nil {
+	if _, err := p.tgt.FinishMigration(ctx, tgtID, "given up"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.target.PrepareMigration(ctx, tgtID, src)
+	_, err = p.tgt.PrepareMigration(ctx, tgtID, src)
 	wantCode(t, "PrepareMigration of a target that exited", err, codes.FailedPrecondition, "is not waiting for a migrating VM")
 }
 
@@ -324,15 +324,15 @@ func TestFinishMigrationBeforeTheVMArrived(t *testing.T) {
 	p := newMigrationPair(t, nil)
 	ctx := context.Background()
 	srcID, tgtID, target := p.preparedVM(t)
-	_, err := p.target.FinishMigration(ctx, tgtID, "")
+	_, err := p.tgt.FinishMigration(ctx, tgtID, "")
 	wantCode(t, "FinishMigration before the VM arrived", err, codes.FailedPrecondition, "has not arrived")
 	if c := record(t, p.tgtEnv, tgtID); c.State != running || !c.AwaitsMigration() || !p.tgtEnv.R.Migration.Expecting(tgtID) {
 		t.Fatalf("the target: %s, migration %+v, expecting %v; want it still waiting", c.State, c.Migration, p.tgtEnv.R.Migration.Expecting(tgtID))
 	}
-	if err := p.source.Migrate(ctx, srcID, target, nil); err != nil {
+	if err := p.src.Migrate(ctx, srcID, target, nil); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	if _, err := p.target.FinishMigration(ctx, tgtID, ""); err != nil {
+	if _, err := p.tgt.FinishMigration(ctx, tgtID, ""); err != nil {
 		t.Fatalf("FinishMigration once it arrived: %v", err)
 	}
 }
@@ -348,7 +348,7 @@ func TestMigrateWhileMigrating(t *testing.T) {
 	defer releaseOnce()
 	p.srcEnv.Libvirt.SetMigrateHook(func(virt.Migration) error { <-release; return nil })
 	done := make(chan error, 1)
-	go func() { done <- p.source.Migrate(ctx, srcID, target, nil) }()
+	go func() { done <- p.src.Migrate(ctx, srcID, target, nil) }()
 	waitFor(t, "the migration to start", func() bool { return len(p.srcEnv.Libvirt.Migrations()) == 1 })
 
 	statusDone := make(chan runtimeapi.ContainerState, 1)
@@ -368,7 +368,7 @@ func TestMigrateWhileMigrating(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("ContainerStatus waits for the migration")
 	}
-	err := p.source.Migrate(ctx, srcID, target, nil)
+	err := p.src.Migrate(ctx, srcID, target, nil)
 	wantCode(t, "a second Migrate", err, codes.FailedPrecondition, "migrating already")
 	releaseOnce()
 	if err := <-done; err != nil {
@@ -401,7 +401,7 @@ func TestMigrationTargetRefusals(t *testing.T) {
 	sb = runPod(t, p.target, cfg)
 	_, err = p.target.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb, Config: vmConfig(256, 0, 0), SandboxConfig: cfg})
 	wantCode(t, "a target on a node with migration off", err, codes.FailedPrecondition, "annotations[crimux.io/migrate-from]")
-	_, err = p.source.MigrationSource(ctx, srcID)
+	_, err = p.src.MigrationSource(ctx, srcID)
 	wantCode(t, "MigrationSource on a node with migration off", err, codes.FailedPrecondition, "live migration is off")
 }
 
@@ -411,7 +411,7 @@ func TestMigrationNeedsAQemuIdentity(t *testing.T) {
 	s, e := newService(t)
 	e.R.Migration = startMigrationNode(t, writeMigrationPKI(t), nil)
 	_, id := runningVM(t, s, "web")
-	_, err := s.MigrationSource(context.Background(), id)
+	_, err := roomOf(s).MigrationSource(context.Background(), id)
 	wantCode(t, "MigrationSource of a VM without an identity", err, codes.FailedPrecondition, "cannot migrate")
 }
 
@@ -472,17 +472,17 @@ func TestArrivalRecordedWithoutDriver(t *testing.T) {
 	p := newMigrationPair(t, nil)
 	ctx := context.Background()
 	srcID, tgtID, target := p.preparedVM(t)
-	if err := p.source.Migrate(ctx, srcID, target, nil); err != nil {
+	if err := p.src.Migrate(ctx, srcID, target, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the target to record its VM arrived", func() bool { return record(t, p.tgtEnv, tgtID).Migration == nil })
 	if st := status(t, p.target, tgtID); st.State != running {
 		t.Fatalf("the arrived target is %s, want running", st.State)
 	}
-	if _, err := p.target.FinishMigration(ctx, tgtID, ""); err != nil {
+	if _, err := p.tgt.FinishMigration(ctx, tgtID, ""); err != nil {
 		t.Errorf("a late FinishMigration of an arrived VM: %v", err)
 	}
-	if _, err := p.target.FinishMigration(ctx, tgtID, "the driver thought it failed"); err == nil {
+	if _, err := p.tgt.FinishMigration(ctx, tgtID, "the driver thought it failed"); err == nil {
 		t.Error("a late failed FinishMigration of an arrived VM succeeded")
 	}
 	if st := status(t, p.target, tgtID); st.State != running {
@@ -503,10 +503,10 @@ func TestArrivedPodBootsItsDisk(t *testing.T) {
 	tgtID := createVM(t, p.target, sb, cfg, vmConfig(256, 0, 0))
 	startVM(t, p.target, tgtID)
 	target := p.prepared(t, srcID, tgtID)
-	if err := p.source.Migrate(ctx, srcID, target, nil); err != nil {
+	if err := p.src.Migrate(ctx, srcID, target, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.target.FinishMigration(ctx, tgtID, ""); err != nil {
+	if _, err := p.tgt.FinishMigration(ctx, tgtID, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.target.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: tgtID}); err != nil { // kubelet makes a new one
@@ -530,7 +530,7 @@ func TestPrepareRefusesAnotherImage(t *testing.T) {
 	ctx := context.Background()
 	srcID := p.sourceVM(t, "web")
 	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
-	src, err := p.source.MigrationSource(ctx, srcID)
+	src, err := p.src.MigrationSource(ctx, srcID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,7 +539,7 @@ func TestPrepareRefusesAnotherImage(t *testing.T) {
 	}
 	src.ImageDigest = "sha256:" + strings.Repeat("0", 64)
 	p.reseal(t, srcID, &src) // a genuine source of another image
-	_, err = p.target.PrepareMigration(ctx, tgtID, src)
+	_, err = p.tgt.PrepareMigration(ctx, tgtID, src)
 	if errdefs.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "source.image_digest") {
 		t.Fatalf("PrepareMigration of another image: %v; want InvalidArgument naming source.image_digest", err)
 	}
@@ -564,10 +564,10 @@ func TestMigrationsCounted(t *testing.T) {
 	_, tgtID := p.targetVM(t, "db-moved", "ns/db")
 	target := p.prepared(t, srcID, tgtID)
 	p.srcEnv.Libvirt.Fail("Migrate", errBoom)
-	if err := p.source.Migrate(ctx, srcID, target, nil); err == nil {
+	if err := p.src.Migrate(ctx, srcID, target, nil); err == nil {
 		t.Fatal("Migrate succeeded with libvirt failing")
 	}
-	if _, err := p.target.FinishMigration(ctx, tgtID, "boom"); err != nil {
+	if _, err := p.tgt.FinishMigration(ctx, tgtID, "boom"); err != nil {
 		t.Fatal(err)
 	}
 	if n := p.srcEnv.Counters.Migrations(core.MigrationOutgoing, core.MigrationFailed); n != 1 {
@@ -586,7 +586,7 @@ func TestPrepareRefusesAnotherShape(t *testing.T) {
 	ctx := context.Background()
 	srcID := p.sourceVM(t, "web")
 	_, tgtID := p.targetVM(t, "web-moved", "ns/web")
-	src, err := p.source.MigrationSource(ctx, srcID)
+	src, err := p.src.MigrationSource(ctx, srcID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -599,7 +599,7 @@ func TestPrepareRefusesAnotherShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.reseal(t, srcID, &src) // a genuine source of another size
-	_, err = p.target.PrepareMigration(ctx, tgtID, src)
+	_, err = p.tgt.PrepareMigration(ctx, tgtID, src)
 	if errdefs.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "source.domain_xml") || !strings.Contains(err.Error(), "must match") {
 		t.Fatalf("PrepareMigration of a VM of another size: %v; want InvalidArgument naming source.domain_xml", err)
 	}
@@ -626,8 +626,8 @@ func TestResumeMigrations(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p.source.ResumeMigrations(ctx)
-	p.target.ResumeMigrations(ctx)
+	p.src.ResumeMigrations(ctx)
+	p.tgt.ResumeMigrations(ctx)
 	if c := record(t, p.srcEnv, srcID); c.Migration != nil || c.State != running {
 		t.Errorf("the source after a restart: %s, migration %+v; want running, none", c.State, c.Migration)
 	}
@@ -644,17 +644,17 @@ func TestResumeMigrations(t *testing.T) {
 // FinishMigration's answer, which the plugin prints.
 func TestArrivalNoteForALateDriver(t *testing.T) {
 	p := newMigrationPair(t, nil)
-	p.target.readdressWait = time.Second
+	p.tgt.ReaddressWait = time.Second
 	ctx := context.Background()
 	srcID, tgtID, target := p.preparedVM(t)
 	p.agent.mu.Lock()
 	p.agent.fail = errBoom
 	p.agent.mu.Unlock()
-	if err := p.source.Migrate(ctx, srcID, target, nil); err != nil {
+	if err := p.src.Migrate(ctx, srcID, target, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the target to record its VM arrived", func() bool { return record(t, p.tgtEnv, tgtID).Migration == nil })
-	res, err := p.target.FinishMigration(ctx, tgtID, "")
+	res, err := p.tgt.FinishMigration(ctx, tgtID, "")
 	if err != nil {
 		t.Fatalf("a late FinishMigration: %v", err)
 	}
@@ -670,13 +670,13 @@ func TestArrivedGuestAgentReconnects(t *testing.T) {
 	p := newMigrationPair(t, nil)
 	ctx := context.Background()
 	srcID, tgtID, target := p.preparedVM(t)
-	if err := p.source.Migrate(ctx, srcID, target, nil); err != nil {
+	if err := p.src.Migrate(ctx, srcID, target, nil); err != nil {
 		t.Fatal(err)
 	}
 	p.agent.mu.Lock()
 	p.agent.silent = 3
 	p.agent.mu.Unlock()
-	res, err := p.target.FinishMigration(ctx, tgtID, "")
+	res, err := p.tgt.FinishMigration(ctx, tgtID, "")
 	if err != nil {
 		t.Fatalf("FinishMigration: %v", err)
 	}

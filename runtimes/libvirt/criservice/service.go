@@ -15,9 +15,11 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/cri-streaming/pkg/streaming"
 
+	"github.com/crimux/crimux/converter/vm"
 	vmconsole "github.com/crimux/crimux/runtimes/libvirt/console"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/instant"
+	"github.com/crimux/crimux/runtimes/libvirt/migrate"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 )
 
@@ -40,20 +42,45 @@ type Service struct {
 	// Instant makes templates and restores clones from them;
 	// nil: every VM boots.
 	Instant *instant.Maker
+	// Arrivals makes migration targets and starts them waiting (package
+	// migrate); nil: no VM pod can be a migration target.
+	Arrivals Arrivals
 
 	// streaming serves Attach to the serial console; nil until Serve.
 	streaming streaming.Server
 	// plugWait bounds a resize's wait for the guest's memory plug; 0 is
 	// defaultPlugWait (tests shorten it).
 	plugWait time.Duration
-	// readdressWait bounds an arrived guest's network change, its agent's
-	// wait included; 0 is defaultReaddressWait (tests shorten it).
-	readdressWait time.Duration
 	// containerItems and sandboxItems keep the VMs' list items encoded
 	// (list_encoded.go).
 	containerItems itemCache[containerKey]
 	sandboxItems   itemCache[sandboxKey]
 }
+
+// Arrivals is what the CRI face asks of the node's half of live
+// migration: a VM pod made with the annotation crimux.io/migrate-from is
+// planned as a migration target, and its container, once started, waits
+// for its VM to arrive.
+type Arrivals interface {
+	PlanIncoming(rec *store.Container, opts vm.Options, storage vm.Storage) error
+	AwaitIncoming(c *store.Container) error
+}
+
+// arrivals is r.Arrivals, or, with none, one that refuses every target.
+func (r *Service) arrivals() Arrivals {
+	if r.Arrivals == nil {
+		return noArrivals{}
+	}
+	return r.Arrivals
+}
+
+// noArrivals refuses every migration target: migration is off.
+type noArrivals struct{}
+
+func (noArrivals) PlanIncoming(*store.Container, vm.Options, vm.Storage) error {
+	return migrate.ErrIncomingOff
+}
+func (noArrivals) AwaitIncoming(*store.Container) error { return migrate.ErrIncomingOff }
 
 // New returns the CRI face of the runtime r.
 func New(r *core.Runtime) *Service {

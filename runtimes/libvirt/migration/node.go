@@ -2,8 +2,8 @@
 // TLS endpoint that carries the streams of VMs arriving here (migproxy),
 // the key pair libvirtd's peer connections use, the limits of VMs leaving
 // (how many at once, bandwidth, completion timeout) and the targets
-// waiting for their VM. The CRI service (criservice/migrate_*.go) drives
-// a migration; this package knows no container.
+// waiting for their VM. The migration room (package migrate) drives a
+// migration; this package knows no container.
 package migration
 
 import (

@@ -1,4 +1,4 @@
-package criservice
+package migrate
 
 import (
 	"context"
@@ -29,28 +29,38 @@ import (
 // PrepareMigration has undefined it for the arriving one.
 const incomingFile = "incoming.xml"
 
-// planIncoming makes p a migration target, or says why its VM cannot
-// arrive by migration. A root disk on a volume (a durable VM) arrives on
-// it, shared with the source, not copied: makeRootVolume imports nothing
-// into it.
-func (r *Service) planIncoming(p *vmPlan, opts vm.Options, storage vm.Storage) error {
+// ErrOff: this node has no migration endpoint (libvirt.migration unset).
+var ErrOff = fmt.Errorf("live migration is off on this node (libvirt.migration): %w", errdefs.ErrFailedPrecondition)
+
+// ErrIncomingOff refuses a migration target on a node with migration off,
+// naming the annotation that asked for it.
+var ErrIncomingOff = fmt.Errorf("annotations[%s]: %w", vm.AnnotationMigrateFrom, ErrOff)
+
+// PlanIncoming makes rec, the container of a VM pod with opts and
+// storage, a migration target, or says why its VM cannot arrive by
+// migration. A root disk on a volume (a durable VM) arrives on it,
+// shared with the source, not copied: nothing is imported into it.
+func (r *Room) PlanIncoming(rec *store.Container, opts vm.Options, storage vm.Storage) error {
 	field := "annotations[" + vm.AnnotationMigrateFrom + "]"
 	switch {
 	case r.MigrationNode() == nil:
-		return fmt.Errorf("%s: live migration is off on this node (libvirt.migration): %w", field, errdefs.ErrFailedPrecondition)
+		return ErrIncomingOff
 	case len(storage.Shares) > 0:
 		return errdefs.Invalid(field, "a VM with virtio-fs shares cannot migrate (qemu cannot move their state)")
 	case len(storage.Devices) > 0:
 		return errdefs.Invalid(field, "a VM with block volumes cannot migrate yet")
 	}
-	p.rec.Migration = &store.Migration{Incoming: true, From: opts.MigrateFrom}
+	rec.Migration = &store.Migration{Incoming: true, From: opts.MigrateFrom}
 	return nil
 }
 
-// awaitIncoming is StartContainer of a migration target: its cgroup and
+// AwaitIncoming is StartContainer of a migration target: its cgroup and
 // console are made, and it runs with no qemu until its VM arrives or
 // the target timeout ends.
-func (r *Service) awaitIncoming(c *store.Container) error {
+func (r *Room) AwaitIncoming(c *store.Container) error {
+	if r.MigrationNode() == nil {
+		return ErrIncomingOff
+	}
 	cg := r.CgroupOf(c)
 	if err := r.Cgroups.Create(cg); err != nil {
 		return fmt.Errorf("cgroup of %s: %w", c.Domain, err)
@@ -73,7 +83,7 @@ func (r *Service) awaitIncoming(c *store.Container) error {
 
 // targetTimedOut ends a target whose migration was not prepared in
 // time; a prepared one is watched by watchArrival.
-func (r *Service) targetTimedOut(id string) {
+func (r *Room) targetTimedOut(id string) {
 	c, unlock, err := r.lockTarget(id)
 	if err != nil {
 		return
@@ -90,7 +100,7 @@ func (r *Service) targetTimedOut(id string) {
 var errNotWaiting = fmt.Errorf("is not waiting for a migrating VM: %w", errdefs.ErrFailedPrecondition)
 
 // lockTarget locks target container id, waiting for its VM.
-func (r *Service) lockTarget(id string) (*store.Container, func(), error) {
+func (r *Room) lockTarget(id string) (*store.Container, func(), error) {
 	c, unlock, err := r.LockVM(id)
 	if err != nil {
 		return nil, nil, err
@@ -108,7 +118,7 @@ func (r *Service) lockTarget(id string) (*store.Container, func(), error) {
 // qemu's placement, and the streams' sockets and token. src must be
 // sealed by a node of the cluster (GetMigrationSource), and the answer
 // is sealed by this one.
-func (r *Service) PrepareMigration(ctx context.Context, id string, src vmtypes.MigrationSource) (vmtypes.MigrationTarget, error) {
+func (r *Room) PrepareMigration(ctx context.Context, id string, src vmtypes.MigrationSource) (vmtypes.MigrationTarget, error) {
 	c, unlock, err := r.lockTarget(id)
 	if err != nil {
 		return vmtypes.MigrationTarget{}, err
@@ -147,7 +157,7 @@ func (r *Service) PrepareMigration(ctx context.Context, id string, src vmtypes.M
 
 // arrivingDomain checks src (its seal, its image) and makes the domain
 // it becomes here, from the target's own definition's host settings.
-func (r *Service) arrivingDomain(c *store.Container, src vmtypes.MigrationSource) (vmtypes.MigrationTarget, error) {
+func (r *Room) arrivingDomain(c *store.Container, src vmtypes.MigrationSource) (vmtypes.MigrationTarget, error) {
 	if err := r.openSource(c, src); err != nil {
 		return vmtypes.MigrationTarget{}, err
 	}
@@ -173,7 +183,7 @@ func (r *Service) arrivingDomain(c *store.Container, src vmtypes.MigrationSource
 
 // recordPrepared seals tg and records the target prepared: its token,
 // the guest's MAC it brings, and the deadline for the migration to begin.
-func (r *Service) recordPrepared(c *store.Container, src vmtypes.MigrationSource, tg *vmtypes.MigrationTarget) error {
+func (r *Room) recordPrepared(c *store.Container, src vmtypes.MigrationSource, tg *vmtypes.MigrationTarget) error {
 	if err := r.sealTargetOf(c, tg); err != nil {
 		return err
 	}
@@ -186,7 +196,7 @@ func (r *Service) recordPrepared(c *store.Container, src vmtypes.MigrationSource
 // incomingDefinition is the target's own domain definition, kept in its
 // directory (incoming.xml) for as long as the target waits: makeWay
 // undefines the domain for the arriving one.
-func (r *Service) incomingDefinition(c *store.Container) (string, error) {
+func (r *Room) incomingDefinition(c *store.Container) (string, error) {
 	path := filepath.Join(c.Dir, incomingFile)
 	if b, err := os.ReadFile(path); err == nil {
 		return string(b), nil
@@ -208,7 +218,7 @@ func (r *Service) incomingDefinition(c *store.Container) (string, error) {
 
 // makeWay undefines the target's own domain (never started): libvirt
 // defines the arriving one under its name. Gone already is fine.
-func (r *Service) makeWay(c *store.Container) error {
+func (r *Room) makeWay(c *store.Container) error {
 	l, err := r.Conn.Get()
 	if err != nil {
 		return err
@@ -228,7 +238,7 @@ func (r *Service) makeWay(c *store.Container) error {
 
 // qemuIdentity is the uid and gid VM c's qemu runs as: a migration's
 // sockets are its alone.
-func (r *Service) qemuIdentity(c *store.Container) (*store.VMIdentity, error) {
+func (r *Room) qemuIdentity(c *store.Container) (*store.VMIdentity, error) {
 	ident, ok := r.IdentityForDomain(c.Domain)
 	if !ok || ident == nil {
 		return nil, fmt.Errorf("VM %s runs as libvirt's shared qemu user (libvirt.vm_id_count = 0): it cannot migrate: %w", c.ID, errdefs.ErrFailedPrecondition)
@@ -240,7 +250,7 @@ func (r *Service) qemuIdentity(c *store.Container) (*store.VMIdentity, error) {
 // has arrived and takes its pod's network; otherwise the container exits
 // with reason MigrationFailed, and whatever of the VM reached this node
 // goes.
-func (r *Service) FinishMigration(ctx context.Context, id, failed string) (vmtypes.MigrationResult, error) {
+func (r *Room) FinishMigration(ctx context.Context, id, failed string) (vmtypes.MigrationResult, error) {
 	c, unlock, err := r.lockTarget(id)
 	if errors.Is(err, errNotWaiting) && failed == "" {
 		return r.arrivedBefore(id, err)

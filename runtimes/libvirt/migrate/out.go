@@ -1,4 +1,4 @@
-package criservice
+package migrate
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 )
 
 // lockSource locks container id, whose VM must run here to leave.
-func (r *Service) lockSource(id string) (*store.Container, func(), error) {
+func (r *Room) lockSource(id string) (*store.Container, func(), error) {
 	c, unlock, err := r.LockVM(id)
 	if err != nil {
 		return nil, nil, err
@@ -37,14 +37,14 @@ func (r *Service) lockSource(id string) (*store.Container, func(), error) {
 }
 
 // MigrationSource describes container id's running VM for its target.
-func (r *Service) MigrationSource(ctx context.Context, id string) (vmtypes.MigrationSource, error) {
+func (r *Room) MigrationSource(ctx context.Context, id string) (vmtypes.MigrationSource, error) {
 	c, unlock, err := r.lockSource(id)
 	if err != nil {
 		return vmtypes.MigrationSource{}, err
 	}
 	defer unlock()
 	if r.MigrationNode() == nil {
-		return vmtypes.MigrationSource{}, fmt.Errorf("live migration is off on this node (libvirt.migration): %w", errdefs.ErrFailedPrecondition)
+		return vmtypes.MigrationSource{}, ErrOff
 	}
 	if _, err := r.qemuIdentity(c); err != nil {
 		return vmtypes.MigrationSource{}, err
@@ -74,7 +74,7 @@ func (r *Service) MigrationSource(ctx context.Context, id string) (vmtypes.Migra
 // Migrate moves container id's VM to t. The pod's lock is held while the
 // migration is recorded and again when it ends, not while it runs: its
 // status, logs and exec go on meanwhile.
-func (r *Service) Migrate(ctx context.Context, id string, t vmtypes.MigrationTarget, progress func(vmtypes.MigrationProgress)) error {
+func (r *Room) Migrate(ctx context.Context, id string, t vmtypes.MigrationTarget, progress func(vmtypes.MigrationProgress)) error {
 	if err := checkTarget(t); err != nil {
 		return err
 	}
@@ -123,7 +123,7 @@ func (r *Service) Migrate(ctx context.Context, id string, t vmtypes.MigrationTar
 // migrated records how the migration of container id ended, after took
 // (counted and timed): moved, the container exits (Migrated) and its pod
 // boots it no more; otherwise the VM runs on here as it was.
-func (r *Service) migrated(id string, t vmtypes.MigrationTarget, took time.Duration, migrateErr error) error {
+func (r *Room) migrated(id string, t vmtypes.MigrationTarget, took time.Duration, migrateErr error) error {
 	if migrateErr == nil {
 		r.Opts.Counters.MigrationEnded(id, core.MigrationOutgoing, core.MigrationSucceeded)
 		r.Opts.Counters.MigrationTook(core.MigrationSource, core.MigrationSucceeded, took)
@@ -154,7 +154,7 @@ func (r *Service) migrated(id string, t vmtypes.MigrationTarget, took time.Durat
 
 // retakeRootVolume gives a file root volume's disk back to VM c's
 // identity after a failed migration (core.Runtime.TakeBackRootVolume).
-func (r *Service) retakeRootVolume(c *store.Container) {
+func (r *Room) retakeRootVolume(c *store.Container) {
 	if c.RootVolume == nil || c.RootVolume.Block {
 		return
 	}
@@ -179,7 +179,7 @@ func checkTarget(t vmtypes.MigrationTarget) error {
 }
 
 // vmSize is the VM's RAM and root disk's top layer, in bytes.
-func (r *Service) vmSize(c *store.Container) uint64 {
+func (r *Room) vmSize(c *store.Container) uint64 {
 	size := c.MemoryMiB << 20
 	if sb, err := r.Store.Sandbox(c.SandboxID); err == nil && sb.Disk != nil {
 		if fi, err := os.Stat(sb.Disk.Path); err == nil {

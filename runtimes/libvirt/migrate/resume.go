@@ -1,4 +1,4 @@
-package criservice
+package migrate
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // forgets it. A target still waiting waits out what is left of its time;
 // one whose streams were readied took its VM if that runs here, and
 // otherwise failed with them.
-func (r *Service) ResumeMigrations(ctx context.Context) {
+func (r *Room) ResumeMigrations(ctx context.Context) {
 	recs, err := r.Store.LiveContainers()
 	if err != nil {
 		r.Log.Warn("resume migrations: list VM records", "err", err)
@@ -33,7 +33,7 @@ func (r *Service) ResumeMigrations(ctx context.Context) {
 	}
 }
 
-func (r *Service) forgetOutgoing(id string) {
+func (r *Room) forgetOutgoing(id string) {
 	c, unlock, err := r.LockContainer(id)
 	if err != nil {
 		return
@@ -46,7 +46,7 @@ func (r *Service) forgetOutgoing(id string) {
 }
 
 // resumeTarget: see ResumeMigrations.
-func (r *Service) resumeTarget(ctx context.Context, c *store.Container) {
+func (r *Room) resumeTarget(ctx context.Context, c *store.Container) {
 	if c.Migration.Token == "" && r.MigrationNode() != nil {
 		left := time.Until(time.Unix(0, c.Migration.Deadline))
 		time.AfterFunc(max(left, 0), func() { r.targetTimedOut(c.ID) })

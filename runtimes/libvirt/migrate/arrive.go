@@ -1,4 +1,4 @@
-package criservice
+package migrate
 
 import (
 	"cmp"
@@ -23,7 +23,7 @@ const defaultReaddressWait = 30 * time.Second
 
 // arrived records that target c's VM runs here and gives its guest the
 // target pod's network through its agent.
-func (r *Service) arrived(ctx context.Context, c *store.Container) (vmtypes.MigrationResult, error) {
+func (r *Room) arrived(ctx context.Context, c *store.Container) (vmtypes.MigrationResult, error) {
 	l, err := r.Conn.Get()
 	if err != nil {
 		return vmtypes.MigrationResult{}, err
@@ -72,7 +72,7 @@ const ReasonMigrated = "VMMigrated"
 // readdress gives the arrived guest its pod's MAC and addresses, found by
 // the MAC it had on its source. A guest without an agent keeps its old
 // address until it asks DHCP again: note says so.
-func (r *Service) readdress(ctx context.Context, l virt.Libvirt, dom virt.Domain, c *store.Container) (addrs []string, note string) {
+func (r *Room) readdress(ctx context.Context, l virt.Libvirt, dom virt.Domain, c *store.Container) (addrs []string, note string) {
 	sb, err := r.Store.Sandbox(c.SandboxID)
 	if err != nil || sb.Net == nil || r.Net == nil {
 		return nil, ""
@@ -90,7 +90,7 @@ func (r *Service) readdress(ctx context.Context, l virt.Libvirt, dom virt.Domain
 	if err != nil {
 		return addrs, "its network was not changed: " + err.Error()
 	}
-	wait := cmp.Or(r.readdressWait, defaultReaddressWait)
+	wait := cmp.Or(r.ReaddressWait, defaultReaddressWait)
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	// The agent's channel reconnects on this node: asked too soon, the

@@ -1,4 +1,4 @@
-package criservice
+package migrate
 
 import (
 	"context"
@@ -21,7 +21,7 @@ const arrivalPoll = 500 * time.Millisecond
 // fails when the arriving domain goes away, or when no migration began
 // within the target timeout. It ends once the target waits no more, or
 // for another migration (token).
-func (r *Service) watchArrival(id, token string) {
+func (r *Room) watchArrival(id, token string) {
 	tick := time.NewTicker(arrivalPoll)
 	defer tick.Stop()
 	seen := false
@@ -52,7 +52,7 @@ func (r *Service) watchArrival(id, token string) {
 
 // domainState reads a domain's state: exists is false for none, known
 // false when libvirt could not tell.
-func (r *Service) domainState(name string) (st virt.State, exists, known bool) {
+func (r *Room) domainState(name string) (st virt.State, exists, known bool) {
 	l, err := r.Conn.Get()
 	if err != nil {
 		return 0, false, false
@@ -66,7 +66,7 @@ func (r *Service) domainState(name string) (st virt.State, exists, known bool) {
 }
 
 // failPrepared fails target id if it still waits for migration token.
-func (r *Service) failPrepared(id, token, why string) {
+func (r *Room) failPrepared(id, token, why string) {
 	c, unlock, err := r.lockTarget(id)
 	if err != nil {
 		return
@@ -82,7 +82,7 @@ func (r *Service) failPrepared(id, token, why string) {
 
 // arrivedRunning: target c's VM runs here, arrived (an arriving one is
 // paused until the switch-over).
-func (r *Service) arrivedRunning(c *store.Container) bool {
+func (r *Room) arrivedRunning(c *store.Container) bool {
 	st, exists, known := r.domainState(c.Domain)
 	return known && exists && st == virt.StateRunning
 }
@@ -90,7 +90,7 @@ func (r *Service) arrivedRunning(c *store.Container) bool {
 // arrivedBefore answers a FinishMigration of a VM already recorded
 // arrived (by watchArrival, or by a driver before): its result again.
 // Any other container not waiting is notWaiting.
-func (r *Service) arrivedBefore(id string, notWaiting error) (vmtypes.MigrationResult, error) {
+func (r *Room) arrivedBefore(id string, notWaiting error) (vmtypes.MigrationResult, error) {
 	c, unlock, err := r.LockVM(id)
 	if err != nil {
 		return vmtypes.MigrationResult{}, err
