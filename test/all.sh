@@ -21,8 +21,8 @@
 #     the host lane    e2e ... critest (the Makefile's targets), one after
 #                      another: they share the bed's containerd, libvirtd and
 #                      cluster
-#   in the background, once the host lane's migration suite ended
-#   (CRIMUX_TEST_HOST_B, host_b_lane below):
+#   in the background, after the host lane (CRIMUX_TEST_HOST_B,
+#   host_b_lane below):
 #     the host-b lane  e2e-cluster, e2e-kubelet, chaos, one after another,
 #                      on the bed's second containerd, pod network and
 #                      control plane (BED_INSTANCE=b, CLUSTER_INSTANCE=b):
@@ -125,18 +125,20 @@ serial_tests_done() {
 }
 
 # The second host lane (BED_INSTANCE=b) starts, by CRIMUX_TEST_HOST_B:
-#   after-migrate  (the default) once the first lane's migration suite
-#                  ended: the migration steps, timed for a quieter host,
-#                  missed their minute with both lanes beside them
-#                  (docs/testing.md); the rest of the first lane holds it.
-#   after          once the whole first lane ended.
+#   after          (the default) once the whole first lane ended.
+#   after-migrate  once the first lane's migration suite ended: the rest
+#                  of the first lane (the guest suites) and the node's
+#                  kubelet scenarios then ran twice as long, and the
+#                  node's guest had not answered 20 minutes after its
+#                  power cut (docs/testing.md).
 #   beside         once make e2e's serial tests (those that kill the
-#                  bed's daemons) are done.
+#                  bed's daemons) are done: the migration steps, timed for
+#                  a quieter host, missed their minute.
 host_b_lane() {
-	case ${CRIMUX_TEST_HOST_B:-after-migrate} in
-	after) await host-lane ;;
+	case ${CRIMUX_TEST_HOST_B:-after} in
+	after-migrate) await e2e-migrate ;;
 	beside) serial_tests_done ;;
-	*) await e2e-migrate ;;
+	*) await host-lane ;;
 	esac
 	local s
 	for s in "${host_b_lane[@]}"; do
