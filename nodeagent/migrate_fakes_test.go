@@ -63,9 +63,9 @@ func (f *fakeVMs) PrepareMigration(ctx context.Context, req *vmv1.PrepareMigrati
 	return &vmv1.PrepareMigrationResponse{Target: fakeTarget}, ctx.Err()
 }
 
-// Migrate runs the script; a success leaves the source's container
+// MigrateFollowing runs the script; a success leaves the source's container
 // exited (Migrated), as the VM runtime does.
-func (f *fakeVMs) Migrate(req *vmv1.MigrateRequest, stream vmv1.VMService_MigrateServer) error {
+func (f *fakeVMs) MigrateFollowing(ctx context.Context, req *vmv1.MigrateRequest, progress func(*vmv1.MigrateProgress)) error {
 	f.record("Migrate " + req.GetTarget().GetToken())
 	f.mu.Lock()
 	f.mig.migrated = req
@@ -73,7 +73,10 @@ func (f *fakeVMs) Migrate(req *vmv1.MigrateRequest, stream vmv1.VMService_Migrat
 	f.mu.Unlock()
 	var err error
 	if run != nil {
-		err = run(stream.Context(), stream.Send)
+		err = run(ctx, func(m *vmv1.MigrateProgress) error {
+			progress(m)
+			return ctx.Err()
+		})
 	}
 	if err == nil {
 		f.mu.Lock()

@@ -2,12 +2,8 @@ package nodeagent
 
 import (
 	"context"
-	"errors"
-	"io"
 	"sync"
 	"time"
-
-	"google.golang.org/grpc/metadata"
 
 	"github.com/crimux/crimux/kubeapi"
 	vmv1 "github.com/crimux/crimux/proto/vm/v1"
@@ -89,14 +85,14 @@ func (r *reconciler) startMigrate(ctx context.Context, p *pass, tgt kubeapi.Migr
 	run := &migrationRun{token: tgt.Token, target: to, cancel: cancel}
 	key := p.podKey()
 	req := &vmv1.MigrateRequest{Vm: p.ref, Target: targetMessage(tgt)}
-	stream := &progressStream{ctx: ctx, send: func(m *vmv1.MigrateProgress) {
-		if run.progress(m, r.now()) {
+	progress := func(m *vmv1.MigrateProgress) {
+		if ctx.Err() == nil && run.progress(m, r.now()) {
 			r.nudge(key)
 		}
-	}}
+	}
 	r.running.Go(func() {
 		defer cancel()
-		err := r.vms.Migrate(req, stream)
+		err := r.vms.MigrateFollowing(ctx, req, progress)
 		run.end(err)
 		r.nudge(key)
 	})
@@ -109,39 +105,3 @@ func (r *reconciler) nudge(key string) {
 		r.enqueue(key)
 	}
 }
-
-// progressStream is Migrate's server stream when the VM API is called
-// in-process (vmapi.Server.Migrate takes the stream gRPC would give it):
-// Send hands each progress to send, Context is the call's. The
-// grpc.ServerStream methods no caller of a server-streaming handler's
-// stream needs do nothing.
-type progressStream struct {
-	ctx  context.Context
-	send func(*vmv1.MigrateProgress)
-}
-
-var _ vmv1.VMService_MigrateServer = (*progressStream)(nil)
-
-func (s *progressStream) Send(m *vmv1.MigrateProgress) error {
-	if err := s.ctx.Err(); err != nil {
-		return err
-	}
-	s.send(m)
-	return nil
-}
-
-func (s *progressStream) Context() context.Context { return s.ctx }
-
-func (s *progressStream) SendMsg(m any) error {
-	if p, ok := m.(*vmv1.MigrateProgress); ok {
-		return s.Send(p)
-	}
-	return errors.New("migrate stream: not a MigrateProgress")
-}
-
-// RecvMsg: the request came as an argument; there is nothing to read.
-func (s *progressStream) RecvMsg(any) error { return io.EOF }
-
-func (s *progressStream) SetHeader(metadata.MD) error  { return nil }
-func (s *progressStream) SendHeader(metadata.MD) error { return nil }
-func (s *progressStream) SetTrailer(metadata.MD)       {}

@@ -20,12 +20,11 @@ type VMService interface {
 	DeleteSnapshot(context.Context, *vmv1.DeleteSnapshotRequest) (*vmv1.DeleteSnapshotResponse, error)
 	ListSnapshots(context.Context, *vmv1.ListSnapshotsRequest) (*vmv1.ListSnapshotsResponse, error)
 
-	// Live migration (kubeapi/migration.go). Migrate is the server's
-	// own streaming method: in-process, the agent hands it a stream of
-	// its own (progressStream).
+	// Live migration (kubeapi/migration.go). MigrateFollowing is
+	// Migrate in process: each progress handed to a function.
 	GetMigrationSource(context.Context, *vmv1.GetMigrationSourceRequest) (*vmv1.GetMigrationSourceResponse, error)
 	PrepareMigration(context.Context, *vmv1.PrepareMigrationRequest) (*vmv1.PrepareMigrationResponse, error)
-	Migrate(*vmv1.MigrateRequest, vmv1.VMService_MigrateServer) error
+	MigrateFollowing(context.Context, *vmv1.MigrateRequest, func(*vmv1.MigrateProgress)) error
 	FinishMigration(context.Context, *vmv1.FinishMigrationRequest) (*vmv1.FinishMigrationResponse, error)
 }
 

@@ -60,13 +60,19 @@ func (s *Server) PrepareMigration(ctx context.Context, req *vmv1.PrepareMigratio
 
 // Migrate moves a VM to its prepared target, streaming the progress.
 func (s *Server) Migrate(req *vmv1.MigrateRequest, stream vmv1.VMService_MigrateServer) error {
-	ctx := stream.Context()
+	return s.MigrateFollowing(stream.Context(), req, func(p *vmv1.MigrateProgress) { _ = stream.Send(p) })
+}
+
+// MigrateFollowing is Migrate for a caller in crimux's own process (the
+// node agent): each progress goes to progress, on the call's goroutine,
+// and no stream stands between them.
+func (s *Server) MigrateFollowing(ctx context.Context, req *vmv1.MigrateRequest, progress func(*vmv1.MigrateProgress)) error {
 	m, t, err := s.migrator(ctx, req.GetVm())
 	if err != nil {
 		return err
 	}
 	err = m.Migrate(ctx, t.id, targetFromProto(req.GetTarget()), func(p vmtypes.MigrationProgress) {
-		_ = stream.Send(&vmv1.MigrateProgress{ElapsedMs: p.Elapsed.Milliseconds(), DataTotalBytes: p.DataTotal,
+		progress(&vmv1.MigrateProgress{ElapsedMs: p.Elapsed.Milliseconds(), DataTotalBytes: p.DataTotal,
 			DataProcessedBytes: p.DataProcessed, DataRemainingBytes: p.DataRemaining, DirtyRateBytes: p.DirtyRate, Iteration: p.Iteration})
 	})
 	if err != nil {
