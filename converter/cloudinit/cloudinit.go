@@ -20,7 +20,7 @@
 //
 // Everything here is pure: input in, file contents (or the volume's
 // bytes, WriteISO) out; the runtime puts the volume in the VM's directory
-// (runtimes/libvirt/core/cidata.go). The user-data volume, the tenant's
+// (runtimes/libvirt/cidata). The user-data volume, the tenant's
 // files, is read by the caller's ReadFile (internal/tenantfs's
 // ReadBeneath, on descriptors); internal/archtest keeps syscalls out.
 package cloudinit

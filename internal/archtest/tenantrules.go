@@ -33,7 +33,7 @@ var TenantPaths = TenantPathRule{
 			Why: "a root volume checked and given to the VM before a start"},
 		{Path: "runtimes/libvirt/core/storage.go",
 			Why: "the host paths of a VM's CRI mounts and devices, checked and opened for qemu"},
-		{Path: "runtimes/libvirt/core/cidata.go",
+		{Path: "runtimes/libvirt/cidata/cidata.go",
 			Why: "the cloud-init volume's content written into the VM's directory"},
 		{Path: "runtimes/libvirt/criservice/root_volume.go",
 			Why: "a pod's root volume claimed, prepared and attached at CreateContainer"},
@@ -116,6 +116,6 @@ var coreAllowed = []PathAllowance{
 		Why: "the host paths of the CRI devices and mounts, checked for their kind; each is opened later on its own and checked again there"},
 	{File: "runtimes/libvirt/core/storage.go", Func: "openBlockDevice", Calls: map[string]int{"os.OpenFile": 1},
 		Why: "a CRI device's host path (kubelet's), opened once, checked on the descriptor to be a block device, and handed to qemu as that descriptor"},
-	{File: "runtimes/libvirt/core/cidata.go", Func: "ISOCIData.WriteCIData", Calls: map[string]int{"os.WriteFile": 1, "os.Truncate": 1, "os.Remove": 1},
+	{File: "runtimes/libvirt/cidata/cidata.go", Func: "ISO.WriteCIData", Calls: map[string]int{"os.WriteFile": 1, "os.Truncate": 1, "os.Remove": 1},
 		Why: "cidata.iso in the VM's directory in crimux's state dir: the tenant's user-data is its content, never a path"},
 }

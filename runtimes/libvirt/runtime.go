@@ -12,6 +12,12 @@
 //	migrate/          the node's half of a live migration (describe, prepare, send, receive, seals)
 //	core/             the parts and the VM life cycle every room shares
 //	core/coretest/    a core on fakes, for the rooms' unit tests
+//	vmidentity/       the VM pods' own uids and gids, handed out and given their files
+//	hostcaps/         what the host offers VMs (accelerator, huge pages, libvirt's directories)
+//	rebootwatch/      libvirt's reboot events handed to the soft reboots waiting for them
+//	cidata/           a VM's cloud-init volume written into its directory
+//	opguard/          per-key locks and the rollback of a half-done operation
+//	vmcounters/       what the VM runtime counts, and the labels it counts by
 //	migration/        a node's part in live migrations (listener, seals)
 //	store/            the records of what kubelet asked for (bbolt)
 //	store/rebuild/    a damaged store made again from what libvirt holds
@@ -33,7 +39,8 @@
 //
 // Arrows run one way, down this list's floors: this package imports the
 // rooms; criservice, vmops, gc, instant and migrate import core;
-// criservice imports migrate; core imports store, console and virt;
+// criservice imports migrate; core imports store, console and virt, and
+// the leaves from vmidentity to vmcounters, which import no core;
 // nothing but virt imports go-libvirt (internal/archtest).
 package libvirt
 
@@ -57,6 +64,8 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/template"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/runtimes/libvirt/virtiofs"
+	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
+	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
 	"github.com/crimux/crimux/runtimes/libvirt/vmops"
 )
 
@@ -66,8 +75,8 @@ type Options = core.Options
 // GuestBoot is what Options.OnGuestBoot hears of a guest's boot.
 type GuestBoot = core.GuestBoot
 
-// IdentityRange is the uids and gids VM pods' qemu run as (see core.IdentityRange).
-type IdentityRange = core.IdentityRange
+// IdentityRange is the uids and gids VM pods' qemu run as (see vmidentity.Range).
+type IdentityRange = vmidentity.Range
 
 // AgentCaps bound the guest-agent calls in flight (see virt.AgentCaps).
 type AgentCaps = virt.AgentCaps
@@ -75,8 +84,8 @@ type AgentCaps = virt.AgentCaps
 // TemplateLimits bound the VM templates (see core.TemplateLimits).
 type TemplateLimits = core.TemplateLimits
 
-// Counters is what the VM runtime counts (see core.Counters).
-type Counters = core.Counters
+// Counters is what the VM runtime counts (see vmcounters.Counters).
+type Counters = vmcounters.Counters
 
 // ImageReader and ImageLayout: how the runtime reads VM images.
 type (

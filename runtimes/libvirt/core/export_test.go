@@ -16,12 +16,7 @@ func (r *Runtime) DomainStopped(domain string, code int32, reason string) {
 
 // LockWaiters is how many holders and waiters the lock of key has.
 func (r *Runtime) LockWaiters(key string) int {
-	r.Locks.mu.Lock()
-	defer r.Locks.mu.Unlock()
-	if l := r.Locks.locks[key]; l != nil {
-		return l.refs
-	}
-	return 0
+	return r.Locks.Holders(key)
 }
 
 // SetAfterReboot sets how long and how often a rebooted guest is brought

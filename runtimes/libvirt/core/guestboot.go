@@ -11,6 +11,7 @@ import (
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/runtimes/libvirt/bootwatch"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
 )
 
 // Guest boots: a VM whose guest shows no sign of an operating system
@@ -44,7 +45,7 @@ type GuestBoot struct {
 type bootReports struct{ r *Runtime }
 
 func (b bootReports) Stuck(id string, after time.Duration) {
-	b.r.Counters.GuestBoot(BootStuck)
+	b.r.Counters.GuestBoot(vmcounters.BootStuck)
 	msg := stuckMessage(after, b.r.Accel)
 	b.r.Log.Warn("VM guest shows no operating system", "container", id, "after", after, "accel", b.r.Accel)
 	b.r.note(id, msg)
@@ -54,10 +55,10 @@ func (b bootReports) Stuck(id string, after time.Duration) {
 func (b bootReports) Booted(id, how string, after time.Duration, late bool) {
 	b.r.Log.Info("VM guest booted", "container", id, "sign", how, "after", after, "late", late)
 	if !late {
-		b.r.Counters.GuestBoot(BootBooted)
+		b.r.Counters.GuestBoot(vmcounters.BootBooted)
 		return
 	}
-	b.r.Counters.GuestBoot(BootLate)
+	b.r.Counters.GuestBoot(vmcounters.BootLate)
 	msg := fmt.Sprintf("the guest's operating system showed itself %s after the VM started (%s), later than %s",
 		after, how, b.r.Boots.CurrentTimeout())
 	b.r.note(id, msg)

@@ -8,6 +8,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
 )
 
 // Exit reasons of live migration.
@@ -21,7 +22,7 @@ const (
 	ExitMigrationFailed = 1
 )
 
-// The roles and results migrations are counted by (Counters).
+// The roles and results migrations are counted by (vmcounters.Counters).
 const (
 	MigrationOutgoing  = "outgoing"
 	MigrationIncoming  = "incoming"
@@ -96,7 +97,7 @@ func (r *Runtime) TargetTook(c *store.Container, result string) {
 	if c.Migration == nil || c.Migration.PreparedAt == 0 {
 		return
 	}
-	r.Opts.Counters.MigrationTook(MigrationTarget, result, time.Since(time.Unix(0, c.Migration.PreparedAt)))
+	r.Opts.Counters.MigrationTook(vmcounters.MigrationTarget, result, time.Since(time.Unix(0, c.Migration.PreparedAt)))
 }
 
 // MigrationNode is this node's part in live migrations; nil: VMs neither

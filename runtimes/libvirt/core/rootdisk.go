@@ -10,6 +10,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/qcow2"
 	"github.com/crimux/crimux/runtimes/libvirt/rootvol"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
 )
 
 // CheckRootDisk refuses to start VM c when its pod's root disk names a
@@ -85,5 +86,5 @@ func giveRootVolume(sb *store.Sandbox, c *store.Container) error {
 			return err
 		}
 	}
-	return GiveTo(sb.Identity, filepath.Join(c.Dir, rootvol.AttachName))
+	return vmidentity.GiveTo(sb.Identity, filepath.Join(c.Dir, rootvol.AttachName))
 }

@@ -29,11 +29,17 @@ import (
 	"time"
 
 	"github.com/crimux/crimux/runtimes/libvirt/bootwatch"
+	"github.com/crimux/crimux/runtimes/libvirt/cidata"
 	"github.com/crimux/crimux/runtimes/libvirt/console"
+	"github.com/crimux/crimux/runtimes/libvirt/hostcaps"
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
+	"github.com/crimux/crimux/runtimes/libvirt/opguard"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
+	"github.com/crimux/crimux/runtimes/libvirt/rebootwatch"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
+	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
 )
 
 // Options configure the VM runtime.
@@ -77,14 +83,14 @@ type Options struct {
 	Network *podnet.Config
 	// Counters receives what the runtime counts (metrics); nil counts
 	// nothing.
-	Counters Counters
+	Counters vmcounters.Counters
 	// PeerSandboxes lists the pods other runtimes of the node put on the
 	// same network (containerd's), so that CNI GC keeps their addresses;
 	// nil: there are none.
 	PeerSandboxes func(ctx context.Context) ([]string, error)
 	// Identities are the uids and gids VM pods' qemu run as, one each
-	// (identity.go); Count 0: all run as qemu.conf's user.
-	Identities IdentityRange
+	// (vmidentity); Count 0: all run as qemu.conf's user.
+	Identities vmidentity.Range
 	// GuestBootTimeout is how long a cold-booted guest may show no sign
 	// of an operating system before it is reported stuck (guestboot.go);
 	// 0 watches nothing. OnGuestBoot hears of it (nil: nobody).
@@ -181,16 +187,16 @@ type Runtime struct {
 	Cgroups Cgroups
 	// Net is the pod network; nil: VM pods have none.
 	Net    PodNetwork
-	CIData CIDataWriter
+	CIData cidata.Writer
 	// Shares runs the virtiofsd of VM shares; nil: VMs get no shares.
 	Shares Shares
 	// Migration is this node's part in live migrations; nil:
 	// VMs neither leave nor arrive.
 	Migration *migration.Node
-	Locks     Locks
+	Locks     opguard.Locks
 	Console   *console.Consoles
 	Events    *EventHub
-	Reboots   *RebootWatch
+	Reboots   *rebootwatch.Watch
 	// Starts are the qemu starts in flight, for the placement server.
 	Starts *Starts
 	// Boots watch cold-booted guests for a sign of their OS.
@@ -198,7 +204,7 @@ type Runtime struct {
 	// NoSpace are the VMs qemu paused on a full disk (nospace.go).
 	NoSpace  NoSpace
 	Log      *slog.Logger
-	Counters Counters
+	Counters vmcounters.Counters
 	// AfterResync runs on every (re)connect once the store has caught up
 	// with libvirt (the collector's pass); first is true the first time.
 	AfterResync func(ctx context.Context, first bool)
@@ -210,7 +216,7 @@ type Runtime struct {
 	firstConnect atomic.Bool
 	recovered    chan struct{}
 	// ids hands out Opts.Identities.
-	ids identities
+	ids *vmidentity.Allocator
 	// templates are the templates being made (templates.go).
 	templates templateVMs
 	// claims are the root volumes being prepared (rootvolume.go).
@@ -227,8 +233,8 @@ type Parts struct {
 	Images  ImageReader
 	Cgroups Cgroups
 	Net     PodNetwork
-	// CIData writes the cloud-init volumes; nil is ISOCIData.
-	CIData CIDataWriter
+	// CIData writes the cloud-init volumes; nil is cidata.ISO.
+	CIData cidata.Writer
 	Shares Shares
 	Log    *slog.Logger
 }
@@ -236,32 +242,20 @@ type Parts struct {
 // New makes the core of a runtime from its parts; nothing runs yet.
 func New(opts Options, p Parts) *Runtime {
 	if opts.Counters == nil {
-		opts.Counters = noCounters{}
+		opts.Counters = vmcounters.None{}
 	}
 	log := p.Log.With("runtime", "vm")
 	if p.CIData == nil {
-		p.CIData = ISOCIData{}
+		p.CIData = cidata.ISO{}
 	}
 	r := &Runtime{
-		Opts: opts, Accel: resolveAccel(opts.Accel, kvmProbe(opts), log), Store: p.Store, Conn: p.Conn, Images: p.Images, Cgroups: p.Cgroups,
-		Net: p.Net, CIData: p.CIData, Shares: p.Shares, Console: console.New(log), Events: NewEventHub(), Reboots: NewRebootWatch(), Starts: &Starts{}, Log: log,
+		Opts: opts, Accel: hostcaps.ResolveAccel(opts.Accel, hostcaps.KVMProbe(opts.Identities.Count > 0), log), Store: p.Store, Conn: p.Conn, Images: p.Images, Cgroups: p.Cgroups,
+		Net: p.Net, CIData: p.CIData, Shares: p.Shares, Console: console.New(log), Events: NewEventHub(), Reboots: rebootwatch.New(), Starts: &Starts{}, Log: log,
 		Counters: opts.Counters, recovered: make(chan struct{}),
 	}
+	r.ids = vmidentity.New(opts.Identities, p.Store, r.templateIdentities)
 	r.Boots = &bootwatch.Watcher{Timeout: opts.GuestBootTimeout, Reports: bootReports{r}}
 	return r
-}
-
-// kvmProbe is how auto decides KVM works: qemu must set a KVM vCPU up,
-// and VMs of their own identities must be able to open /dev/kvm.
-func kvmProbe(opts Options) func() error {
-	return func() error {
-		if opts.Identities.Count > 0 {
-			if err := kvmOpenToAll(); err != nil {
-				return err
-			}
-		}
-		return probeKVM()
-	}
 }
 
 // NewID returns a new pod or container ID: 32 hex digits.

@@ -13,6 +13,13 @@ import (
 // caller's (an abandoned pod, one collector pass).
 const NetworkGCTimeout = 2 * time.Minute
 
+// EnsureIdentity gives pod sb its own uid and gid unless it has them (or
+// identities are off), recorded in its record (vmidentity.Allocator's
+// Ensure). The caller holds the pod's lock.
+func (r *Runtime) EnsureIdentity(sb *store.Sandbox) (*store.VMIdentity, error) {
+	return r.ids.Ensure(sb)
+}
+
 // AbandonSandbox undoes a pod RunPodSandbox could not finish; what cannot
 // be undone now stays recorded (Removing) for the collector.
 func (r *Runtime) AbandonSandbox(ctx context.Context, sb *store.Sandbox) {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/crimux/crimux/runtimes/libvirt/hostcaps"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 )
 
@@ -62,7 +63,7 @@ func (r *Runtime) StartingQemu(c *store.Container, start func() error) error {
 		return err
 	}
 	if r.Opts.Identities.Count > 0 && r.Opts.PlacementSocket != "" { // a host, not a unit test
-		if err := openLibvirtDirs(libvirtDirs); err != nil {
+		if err := hostcaps.OpenLibvirtDirs(hostcaps.LibvirtDirs); err != nil {
 			return fmt.Errorf("let VM identities reach libvirt's per-domain files: %w", err)
 		}
 	}
@@ -79,7 +80,7 @@ func (r *Runtime) ArmIncoming(c *store.Container) (disarm func(), err error) {
 		return nil, err
 	}
 	if r.Opts.Identities.Count > 0 && r.Opts.PlacementSocket != "" {
-		if err := openLibvirtDirs(libvirtDirs); err != nil {
+		if err := hostcaps.OpenLibvirtDirs(hostcaps.LibvirtDirs); err != nil {
 			return nil, fmt.Errorf("let VM identities reach libvirt's per-domain files: %w", err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/runtimes/libvirt/hostcaps"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
@@ -46,25 +47,18 @@ type templateVMs struct {
 // done, and gives it a uid and gid of its own (nil where identities are
 // off), which no pod gets while it is known.
 func (r *Runtime) MakingTemplate(domain string, t TemplateVM) (id *store.VMIdentity, done func(), err error) {
-	r.ids.mu.Lock()
-	defer r.ids.mu.Unlock()
-	if rg := r.Opts.Identities; rg.Count > 0 {
-		used, err := r.usedIdentities()
-		if err != nil {
-			return nil, nil, err
+	err = r.ids.Take(func(given *store.VMIdentity) {
+		t.Identity = given
+		r.templates.mu.Lock()
+		defer r.templates.mu.Unlock()
+		if r.templates.m == nil {
+			r.templates.m = map[string]TemplateVM{}
 		}
-		uid, err := r.ids.pick(r.Store, rg, used)
-		if err != nil {
-			return nil, nil, err
-		}
-		t.Identity = &store.VMIdentity{UID: uid, GID: uid}
+		r.templates.m[domain] = t
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	r.templates.mu.Lock()
-	defer r.templates.mu.Unlock()
-	if r.templates.m == nil {
-		r.templates.m = map[string]TemplateVM{}
-	}
-	r.templates.m[domain] = t
 	return t.Identity, func() {
 		r.templates.mu.Lock()
 		defer r.templates.mu.Unlock()
@@ -81,7 +75,7 @@ func (r *Runtime) templateVM(domain string) (TemplateVM, bool) {
 }
 
 // templateIdentities are the uids templates being made run as: no pod
-// may be given one (identity.go).
+// may be given one (vmidentity.Allocator's held).
 func (r *Runtime) templateIdentities() []uint32 {
 	r.templates.mu.Lock()
 	defer r.templates.mu.Unlock()
@@ -122,7 +116,7 @@ func (r *Runtime) IsMakingTemplate(domain string) bool {
 // qemu, with a grant open for its placement (as StartingQemu for a pod's).
 func (r *Runtime) StartingTemplate(domain string, start func() error) error {
 	if r.Opts.Identities.Count > 0 && r.Opts.PlacementSocket != "" {
-		if err := openLibvirtDirs(libvirtDirs); err != nil {
+		if err := hostcaps.OpenLibvirtDirs(hostcaps.LibvirtDirs); err != nil {
 			return err
 		}
 	}

@@ -13,10 +13,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
 )
 
 // The files of a VM, under <state>/vms/<id>/. The directory is root's,
-// 0711: qemu (the VM's own identity: identity.go) may open what is its
+// 0711: qemu (the VM's own identity: vmidentity) may open what is its
 // own there, but neither list nor plant anything, so crimux, which reads
 // and writes in it as root, never meets a file qemu chose. Only run/ and
 // cidata.iso are the VM's.
@@ -88,7 +89,7 @@ func MakeVMDir(dir string, id *store.VMIdentity) error {
 		return err
 	}
 	if id != nil {
-		return GiveTo(id, run)
+		return vmidentity.GiveTo(id, run)
 	}
 	uid, gid, err := qemuIDs()
 	if err != nil {

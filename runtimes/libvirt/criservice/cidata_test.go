@@ -11,7 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/converter/cloudinit"
-	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/cidata"
 )
 
 const testKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGm7pS6YQOJc3b3dX4BDXbO4vQ3ZJx0n2kq3o8sQd6hF user@example"
@@ -51,7 +51,7 @@ func TestVMGetsItsCloudInitVolume(t *testing.T) {
 			}
 		}
 	}
-	if _, err := os.Stat(filepath.Join(c.Dir, core.CIDataFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(c.Dir, cidata.File)); err != nil {
 		t.Fatal(err)
 	}
 	dom, err := e.Libvirt.Lookup(c.Domain)
@@ -59,7 +59,7 @@ func TestVMGetsItsCloudInitVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	xml, _ := e.Libvirt.XML(dom)
-	if !strings.Contains(xml, filepath.Join(c.Dir, core.CIDataFile)) || !strings.Contains(xml, `device="cdrom"`) {
+	if !strings.Contains(xml, filepath.Join(c.Dir, cidata.File)) || !strings.Contains(xml, `device="cdrom"`) {
 		t.Fatalf("the domain does not attach the cidata volume:\n%s", xml)
 	}
 }

@@ -13,8 +13,12 @@ import (
 	"github.com/crimux/crimux/converter/vm/crifields"
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/internal/tenantfs"
+	"github.com/crimux/crimux/runtimes/libvirt/cidata"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/hostcaps"
+	"github.com/crimux/crimux/runtimes/libvirt/opguard"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
 )
 
 // CreateContainer makes the pod's VM: it checks the request, reads the
@@ -54,7 +58,7 @@ func (r *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if plan.spec.Identity, err = r.identityOf(sb); err != nil {
 		return nil, err
 	}
-	var undo core.Rollback
+	var undo opguard.Rollback
 	defer func() {
 		if retErr != nil {
 			undo.Run(r.Log)
@@ -160,7 +164,7 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	if err != nil {
 		return nil, err
 	}
-	spec.CIData = filepath.Join(rec.Dir, core.CIDataFile)
+	spec.CIData = filepath.Join(rec.Dir, cidata.File)
 	p := &vmPlan{rec: rec, spec: spec, layout: layout, cidata: files, root: in.root}
 	if in.opts.MigrateFrom != "" && !sb.Arrived {
 		return p, r.arrivals().PlanIncoming(rec, in.opts, in.storage)
@@ -188,7 +192,7 @@ func (r *Service) readRequest(sb *store.Sandbox, cfg *runtimeapi.ContainerConfig
 	if in.res, err = r.fitMemory(sb.Config.GetLinux().GetCgroupParent(), in.res); err != nil {
 		return in, err
 	}
-	if err := core.CheckHugePages(in.res.HugePages); err != nil {
+	if err := hostcaps.CheckHugePages(in.res.HugePages); err != nil {
 		return in, err
 	}
 	if in.opts, err = vm.ParseAnnotations(sb.Config.GetAnnotations(), cfg.GetAnnotations()); err != nil {
@@ -263,7 +267,7 @@ func (r *Service) specOf(sb *store.Sandbox, rec *store.Container, in vmRequest, 
 // pod_disk.go, or a volume's, root_volume.go), and gives the VM's own
 // files to its identity: run/, the cloud-init ISO, the root disk, each
 // readable by it alone. release ends a root volume's claim.
-func (r *Service) makeVMFiles(ctx context.Context, sb *store.Sandbox, p *vmPlan, undo *core.Rollback) (release func(), err error) {
+func (r *Service) makeVMFiles(ctx context.Context, sb *store.Sandbox, p *vmPlan, undo *opguard.Rollback) (release func(), err error) {
 	release = func() {}
 	if err := core.MakeVMDir(p.rec.Dir, sb.Identity); err != nil {
 		return release, err
@@ -273,7 +277,7 @@ func (r *Service) makeVMFiles(ctx context.Context, sb *store.Sandbox, p *vmPlan,
 	if err != nil {
 		return release, err
 	}
-	if err := core.GiveTo(sb.Identity, iso); err != nil {
+	if err := vmidentity.GiveTo(sb.Identity, iso); err != nil {
 		return release, err
 	}
 	if p.root != nil {
@@ -285,11 +289,11 @@ func (r *Service) makeVMFiles(ctx context.Context, sb *store.Sandbox, p *vmPlan,
 	if p.spec.Disk == nil {
 		return release, nil
 	}
-	return release, core.GiveTo(sb.Identity, p.spec.Disk.Path)
+	return release, vmidentity.GiveTo(sb.Identity, p.spec.Disk.Path)
 }
 
 // defineDomain defines (does not start) the VM's libvirt domain.
-func (r *Service) defineDomain(p *vmPlan, undo *core.Rollback) error {
+func (r *Service) defineDomain(p *vmPlan, undo *opguard.Rollback) error {
 	var xml string
 	var err error
 	if p.rec.Clone != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/hostcaps"
 )
 
 // StartContainer places the VM's cgroup and starts the domain; the qemu
@@ -30,7 +30,7 @@ func (r *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		return &runtimeapi.StartContainerResponse{}, nil
 	}
 	if hp, _ := vm.HugePagesFrom(c.Config.GetLinux().GetResources()); hp.PageKiB != 0 {
-		if err := core.CheckHugePages(hp); err != nil { // taken since CreateContainer
+		if err := hostcaps.CheckHugePages(hp); err != nil { // taken since CreateContainer
 			return nil, err
 		}
 	}

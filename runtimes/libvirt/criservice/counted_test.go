@@ -10,6 +10,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
+	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
 )
 
 // TestTemplateClonesCounted: the runtime's Counters hear how each VM
@@ -33,7 +34,7 @@ func TestTemplateClonesCounted(t *testing.T) {
 		}
 		return nil
 	})
-	if n := e.Counters.Events("template_making " + core.MakingReady); n != 1 {
+	if n := e.Counters.Events("template_making " + vmcounters.MakingReady); n != 1 {
 		t.Errorf("%d makings counted ready, want 1", n)
 	}
 	sb, cfg = instantPod(t, s, "second", InstantHandler, nil)

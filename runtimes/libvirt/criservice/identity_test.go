@@ -12,15 +12,17 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/cidata"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 	"github.com/crimux/crimux/runtimes/libvirt/qcow2"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
 )
 
 // newIsolatedService is a service whose VM pods each get a uid and gid of
 // their own, with an image that has a qcow2 disk.
-func newIsolatedService(t *testing.T, rg core.IdentityRange) (*Service, *coretest.Env) {
+func newIsolatedService(t *testing.T, rg vmidentity.Range) (*Service, *coretest.Env) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("chowns VM files: needs root")
@@ -49,7 +51,7 @@ func ownerOf(t *testing.T, path string) (uint32, uint32, os.FileMode) {
 // own files, and only those, are that identity's: the root disk, the
 // cloud-init ISO, run/ (the console socket's directory).
 func TestEachVMPodHasItsOwnIdentity(t *testing.T) {
-	s, e := newIsolatedService(t, core.IdentityRange{Base: 500000, Count: 100})
+	s, e := newIsolatedService(t, vmidentity.Range{Base: 500000, Count: 100})
 	uids := map[uint32]string{}
 	for _, name := range []string{"a", "b", "c"} {
 		cfg := podConfig(t, name)
@@ -68,7 +70,7 @@ func TestEachVMPodHasItsOwnIdentity(t *testing.T) {
 		}
 		uids[uid] = name
 		c := e.Record(t, id)
-		for _, p := range []string{filepath.Join(e.R.PodDir(sb), core.DiskFile), filepath.Join(c.Dir, core.CIDataFile), filepath.Join(c.Dir, core.RunDir)} {
+		for _, p := range []string{filepath.Join(e.R.PodDir(sb), core.DiskFile), filepath.Join(c.Dir, cidata.File), filepath.Join(c.Dir, core.RunDir)} {
 			u, g, mode := ownerOf(t, p)
 			if u != uid || g != uid || mode&0o077 != 0 {
 				t.Errorf("pod %s: %s is %d:%d %v, want %d:%d and nobody else's", name, p, u, g, mode, uid, uid)
@@ -92,7 +94,7 @@ func TestEachVMPodHasItsOwnIdentity(t *testing.T) {
 // TestIdentitiesRunOut: a full range is ResourceExhausted, and a pod's
 // number is free again once its record is gone.
 func TestIdentitiesRunOut(t *testing.T) {
-	s, e := newIsolatedService(t, core.IdentityRange{Base: 600000, Count: 2}) // one number
+	s, e := newIsolatedService(t, vmidentity.Range{Base: 600000, Count: 2}) // one number
 	cfg := podConfig(t, "a")
 	sbA := runPod(t, s, cfg)
 	createVM(t, s, sbA, cfg, vmConfig(128, 0, 0))
@@ -121,7 +123,7 @@ func TestIdentitiesRunOut(t *testing.T) {
 // never asked to start it, and the disk is kept: an Lstat of the disk
 // alone does not see the rewrite.
 func TestStartRefusesARewrittenRootDisk(t *testing.T) {
-	s, e := newIsolatedService(t, core.IdentityRange{Base: 700000, Count: 10})
+	s, e := newIsolatedService(t, vmidentity.Range{Base: 700000, Count: 10})
 	cfg := podConfig(t, "a")
 	sb := runPod(t, s, cfg)
 	id := createVM(t, s, sb, cfg, vmConfig(128, 0, 0))

@@ -18,6 +18,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
 )
 
 // InstantHandler is the RuntimeClass handler whose VM pods start from
@@ -149,7 +150,7 @@ func (r *Service) noteStart(p *vmPlan) {
 	if p.cold == "" {
 		return
 	}
-	r.Opts.Counters.TemplateClone(core.CloneBooted)
+	r.Opts.Counters.TemplateClone(vmcounters.CloneBooted)
 	r.Log.Info("VM boots instead of starting from its template", "container", p.rec.ID, "why", p.cold)
 	r.StartNotice(p.rec.ID, ReasonBootedCold, coldMessagePrefix+p.cold)
 }
@@ -179,7 +180,7 @@ func (r *Service) startQemu(ctx context.Context, l virt.Libvirt, c *store.Contai
 	key := c.Clone.Key
 	err = r.StartingQemu(c, func() error { return r.restoreClone(ctx, l, c) })
 	if err != nil {
-		r.Opts.Counters.TemplateClone(core.CloneBooted)
+		r.Opts.Counters.TemplateClone(vmcounters.CloneBooted)
 		r.Log.Warn("clone not restored: it boots", "container", c.ID, "template", key, "err", err)
 		r.StartNotice(c.ID, ReasonBootedCold, coldMessagePrefix+"its restore failed: "+err.Error())
 		if err := r.forgetClone(c); err != nil {
@@ -195,11 +196,11 @@ func (r *Service) startQemu(ctx context.Context, l virt.Libvirt, c *store.Contai
 	if err != nil {
 		_ = l.Destroy(dom)
 		// Its disk has run: a start again boots it.
-		r.Opts.Counters.TemplateClone(core.CloneBooted)
+		r.Opts.Counters.TemplateClone(vmcounters.CloneBooted)
 		return false, errors.Join(fmt.Errorf("clone %s of template %s: %w", c.ID, key, err), r.forgetClone(c))
 	}
 	took := time.Since(began).Round(time.Millisecond)
-	r.Opts.Counters.TemplateClone(core.CloneRestored)
+	r.Opts.Counters.TemplateClone(vmcounters.CloneRestored)
 	r.Log.Info("VM restored from its template", "container", c.ID, "template", c.Clone.Key, "took", took,
 		"restore", loaded.Sub(began).Round(time.Millisecond), "identity", time.Since(loaded).Round(time.Millisecond))
 	r.StartNotice(c.ID, ReasonRestoredTemplate, fmt.Sprintf(restoredMessageTemplate, c.Clone.Key, took))

@@ -13,12 +13,12 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/testutil/pkitest"
-	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 	"github.com/crimux/crimux/runtimes/libvirt/migrate"
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt/virtfake"
+	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
 	"github.com/crimux/crimux/vmtypes"
 )
 
@@ -40,8 +40,8 @@ func newMigrationPair(t *testing.T, edit func(*migration.Config)) *migrationPair
 	t.Helper()
 	pki := writeMigrationPKI(t)
 	p := &migrationPair{agent: &guestAgent{}}
-	p.source, p.srcEnv = newIsolatedService(t, core.IdentityRange{Base: 500000, Count: 100})
-	p.target, p.tgtEnv = newIsolatedService(t, core.IdentityRange{Base: 510000, Count: 100})
+	p.source, p.srcEnv = newIsolatedService(t, vmidentity.Range{Base: 500000, Count: 100})
+	p.target, p.tgtEnv = newIsolatedService(t, vmidentity.Range{Base: 510000, Count: 100})
 	p.src, p.tgt = roomOf(p.source), roomOf(p.target)
 	p.srcEnv.Libvirt.SetPeer(p.tgtEnv.Libvirt)
 	p.srcEnv.Libvirt.SetAgent(p.agent.answer)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/cidata"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
@@ -170,7 +171,7 @@ func wantArrivedXML(t *testing.T, x, srcXML string, tgtSvc *Service, tgt *store.
 	for _, disk := range d.Devices.Disks {
 		disks = append(disks, disk.Target.Dev+" "+disk.Source.File.File)
 	}
-	if want := []string{"vda " + sb.Disk.Path, "hdc " + filepath.Join(tgt.Dir, core.CIDataFile)}; !slices.Equal(disks, want) {
+	if want := []string{"vda " + sb.Disk.Path, "hdc " + filepath.Join(tgt.Dir, cidata.File)}; !slices.Equal(disks, want) {
 		t.Errorf("the arrived domain's disks %q, want the target pod's %q", disks, want)
 	}
 	if s := d.Devices.Serials; len(s) != 1 || s[0].Source.UNIX.Path != core.ConsoleSocket(tgt.Dir) {

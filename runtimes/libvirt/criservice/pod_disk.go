@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/opguard"
 	"github.com/crimux/crimux/runtimes/libvirt/qcow2"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
@@ -32,7 +33,7 @@ func podDiskReusable(sb *store.Sandbox, dgst string) bool {
 // makePodDisk makes the pod's root disk for p, unless the pod already has
 // one of the same image. The record names the disk before the file
 // exists; a failure removes the file and forgets it again.
-func (r *Service) makePodDisk(sb *store.Sandbox, p *vmPlan, undo *core.Rollback) error {
+func (r *Service) makePodDisk(sb *store.Sandbox, p *vmPlan, undo *opguard.Rollback) error {
 	if p.spec.Disk == nil {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/opguard"
 	"github.com/crimux/crimux/runtimes/libvirt/rootvol"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 )
@@ -37,7 +38,7 @@ func rootVolumeDisk(rv *vm.RootVolume, vmDir string) *vm.Disk {
 // gives it to the VM's identity in its directory.
 // The claim ends when CreateContainer does: from then on the record
 // holds the volume.
-func (r *Service) makeRootVolume(ctx context.Context, sb *store.Sandbox, p *vmPlan, undo *core.Rollback) (release func(), err error) {
+func (r *Service) makeRootVolume(ctx context.Context, sb *store.Sandbox, p *vmPlan, undo *opguard.Rollback) (release func(), err error) {
 	rv := p.root
 	key, err := rootvol.Key(rv)
 	if err != nil {

@@ -16,10 +16,12 @@ import (
 	"k8s.io/cri-streaming/pkg/streaming"
 
 	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/runtimes/libvirt/cidata"
 	vmconsole "github.com/crimux/crimux/runtimes/libvirt/console"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/instant"
 	"github.com/crimux/crimux/runtimes/libvirt/migrate"
+	"github.com/crimux/crimux/runtimes/libvirt/opguard"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 )
 
@@ -35,10 +37,10 @@ type Service struct {
 	Images  core.ImageReader
 	Cgroups core.Cgroups
 	Net     core.PodNetwork
-	CIData  core.CIDataWriter
+	CIData  cidata.Writer
 	Console *vmconsole.Consoles
 	Events  *core.EventHub
-	Locks   *core.Locks
+	Locks   *opguard.Locks
 	// Instant makes templates and restores clones from them;
 	// nil: every VM boots.
 	Instant *instant.Maker

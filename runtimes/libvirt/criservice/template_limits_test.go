@@ -16,9 +16,9 @@ import (
 
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/internal/testutil"
-	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
+	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
 )
 
 // These tests hold the limits on templates: one namespace's template
@@ -277,7 +277,7 @@ func vmDomain(t *testing.T, e *coretest.Env, id string) string {
 // the cgroup still holds a process (one running as that uid), no pod is
 // given it.
 func TestTemplateIdentityHeldWhileItsCgroupHoldsAProcess(t *testing.T) {
-	e, s, _ := instantServiceWith(t, coretest.Options{Identities: core.IdentityRange{Base: 700000, Count: 3}}) // 700001, 700002
+	e, s, _ := instantServiceWith(t, coretest.Options{Identities: vmidentity.Range{Base: 700000, Count: 3}}) // 700001, 700002
 	s.Instant.CgroupRetry = 50 * time.Millisecond
 	e.Cgroups.SetRemoveFail(errors.New("remove cgroup: device or resource busy (still holds pids 4242)"))
 	sb1, cfg1 := instantPod(t, s, "first", InstantHandler, nil) // takes one identity, its template the other

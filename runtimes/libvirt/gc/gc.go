@@ -16,8 +16,10 @@ import (
 	"log/slog"
 
 	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/opguard"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
+	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
 )
 
 // Collector is the collector of a runtime.
@@ -31,8 +33,8 @@ type Collector struct {
 	Net      core.PodNetwork
 	Cgroups  core.Cgroups
 	Images   core.ImageReader
-	Locks    *core.Locks
-	Counters core.Counters
+	Locks    *opguard.Locks
+	Counters vmcounters.Counters
 	// Templates are the VM templates, collected with their images (nil:
 	// templates are off).
 	Templates *template.Store

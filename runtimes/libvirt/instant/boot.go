@@ -18,6 +18,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
 )
 
 // The template's neutral identity: no pod's name, address or data. Its
@@ -206,7 +207,7 @@ func (m *Maker) files(req Request, p template.Paths, key string, id *store.VMIde
 		return spec, err
 	}
 	for _, f := range []string{run, p.Disk, iso} {
-		if err := core.GiveTo(id, f); err != nil {
+		if err := vmidentity.GiveTo(id, f); err != nil {
 			return spec, err
 		}
 	}

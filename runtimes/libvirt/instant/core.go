@@ -3,8 +3,10 @@ package instant
 import (
 	"log/slog"
 
+	"github.com/crimux/crimux/runtimes/libvirt/cidata"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
 )
 
 // Core is what a Maker uses of the VM runtime's core: its options, store,
@@ -17,9 +19,9 @@ type Core struct {
 	Store    *store.Store
 	Conn     core.Connection
 	Cgroups  core.Cgroups
-	CIData   core.CIDataWriter
+	CIData   cidata.Writer
 	Net      core.PodNetwork
-	Counters core.Counters
+	Counters vmcounters.Counters
 }
 
 // templateVMs registers a template's VM while it is made, so that the

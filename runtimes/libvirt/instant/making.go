@@ -11,6 +11,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
+	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
 )
 
 // make makes template key: its meta first (making), then the VM, then
@@ -66,11 +67,11 @@ func (m *Maker) make(ctx context.Context, req Request, key string) (meta templat
 func makingResult(ctx context.Context, err error) string {
 	switch {
 	case err == nil:
-		return core.MakingReady
+		return vmcounters.MakingReady
 	case errors.Is(context.Cause(ctx), errNobodyAsks):
-		return core.MakingCancelled
+		return vmcounters.MakingCancelled
 	}
-	return core.MakingFailed
+	return vmcounters.MakingFailed
 }
 
 // removeFiles removes what a failed making left, its meta and the

@@ -14,6 +14,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
 	"github.com/crimux/crimux/vmtypes"
 )
 
@@ -126,7 +127,7 @@ func (r *Room) Migrate(ctx context.Context, id string, t vmtypes.MigrationTarget
 func (r *Room) migrated(id string, t vmtypes.MigrationTarget, took time.Duration, migrateErr error) error {
 	if migrateErr == nil {
 		r.Opts.Counters.MigrationEnded(id, core.MigrationOutgoing, core.MigrationSucceeded)
-		r.Opts.Counters.MigrationTook(core.MigrationSource, core.MigrationSucceeded, took)
+		r.Opts.Counters.MigrationTook(vmcounters.MigrationSource, core.MigrationSucceeded, took)
 		msg := fmt.Sprintf("this VM moved to %s by live migration", t.Address)
 		r.Note(id, msg)
 		r.MigratedAway(id, msg)
@@ -144,7 +145,7 @@ func (r *Room) migrated(id string, t vmtypes.MigrationTarget, took time.Duration
 	}
 	r.retakeRootVolume(c)
 	r.Opts.Counters.MigrationEnded(id, core.MigrationOutgoing, core.MigrationFailed)
-	r.Opts.Counters.MigrationTook(core.MigrationSource, core.MigrationFailed, took)
+	r.Opts.Counters.MigrationTook(vmcounters.MigrationSource, core.MigrationFailed, took)
 	r.Log.Info("VM migration failed; the VM runs here", "container", id, "err", migrateErr)
 	if errdefs.Code(migrateErr) == codes.Unknown { // libvirt's or qemu's failure on the way
 		return fmt.Errorf("migrate to %s: %w (the VM runs here, unchanged): %w", t.Address, migrateErr, errdefs.ErrAborted)

@@ -7,8 +7,8 @@ import (
 )
 
 // keyLastIdentity (bucket meta) is the VM identity handed out last: a
-// crimux started again goes on after it (core's identities), so that a
-// number just freed is the last to be given again, not the first.
+// crimux started again goes on after it (vmidentity's Allocator), so
+// that a number just freed is the last to be given again, not the first.
 var keyLastIdentity = []byte("last_identity")
 
 // LastIdentity is the uid SetLastIdentity recorded last; ok is false

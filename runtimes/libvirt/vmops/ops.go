@@ -23,6 +23,7 @@ import (
 
 	"github.com/crimux/crimux/runtimes/libvirt/bootwatch"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/rebootwatch"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
@@ -35,7 +36,7 @@ type Ops struct {
 	Store   *store.Store
 	Conn    core.Connection
 	Cgroups core.Cgroups
-	Reboots *core.RebootWatch
+	Reboots *rebootwatch.Watch
 	Boots   *bootwatch.Watcher
 }
 

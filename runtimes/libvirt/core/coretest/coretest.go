@@ -18,6 +18,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt/virtfake"
+	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
 	"github.com/crimux/crimux/vmtypes"
 )
 
@@ -41,7 +42,7 @@ type Options struct {
 	Instance string
 	// Identities gives every VM pod a uid and gid of its own (root only:
 	// its files are chowned); none by default.
-	Identities core.IdentityRange
+	Identities vmidentity.Range
 	// GuestBootTimeout and OnGuestBoot: core.Options' (no boot watch by
 	// default).
 	GuestBootTimeout time.Duration

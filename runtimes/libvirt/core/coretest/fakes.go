@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/crimux/crimux/converter/cloudinit"
+	"github.com/crimux/crimux/runtimes/libvirt/cidata"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
@@ -272,7 +273,7 @@ func (c *Cgroups) Get(name string) (core.VMCgroup, bool) {
 	return cg, ok
 }
 
-// CIData is a core.CIDataWriter that keeps the files it was given (by VM
+// CIData is a cidata.Writer that keeps the files it was given (by VM
 // directory) and writes a placeholder file where the ISO would be.
 type CIData struct {
 	mu    sync.Mutex
@@ -287,7 +288,7 @@ func (c *CIData) WriteCIData(dir string, files cloudinit.Files) (string, error) 
 		c.Files = map[string]cloudinit.Files{}
 	}
 	c.Files[dir] = files
-	p := filepath.Join(dir, core.CIDataFile)
+	p := filepath.Join(dir, cidata.File)
 	return p, os.WriteFile(p, []byte("cidata placeholder\n"), 0o600)
 }
 

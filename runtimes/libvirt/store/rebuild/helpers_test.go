@@ -14,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/runtimes/libvirt/cidata"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
@@ -91,7 +92,7 @@ func (f *fixture) vmPod(t *testing.T, name string, running bool, edit func(p pod
 		SandboxID: sid, ContainerID: cid}, VCPUs: 2, MemoryMiB: 256, Accel: "tcg", Emulator: "/usr/bin/qemu-system-x86_64",
 		Disk:     &vm.Disk{Path: p.sb.Disk.Path, Format: "qcow2"},
 		Console:  vm.Console{Socket: core.ConsoleSocket(p.c.Dir), Log: filepath.Join(p.c.Dir, core.ConsoleLogFile)},
-		CIData:   filepath.Join(p.c.Dir, core.CIDataFile),
+		CIData:   filepath.Join(p.c.Dir, cidata.File),
 		Identity: &vm.Identity{UID: f.uid, GID: f.uid}}
 	if edit != nil {
 		f.st.FlushCopies()

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/crimux/crimux/converter/vm"
+	"github.com/crimux/crimux/runtimes/libvirt/cidata"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
@@ -47,7 +48,7 @@ func TestRebuildLeavesAloneWhatItCannotProve(t *testing.T) {
 		"another pod's uid":        {func(t *testing.T, f *fixture, p pod, s *vm.Spec) { s.Meta.PodUID = "other-uid" }, "(uid other-uid)"},
 		"another pod sandbox's ID": {func(t *testing.T, f *fixture, p pod, s *vm.Spec) { s.Meta.SandboxID = core.NewID() }, "its VM's record copy is container"},
 		"another VM's file": {func(t *testing.T, f *fixture, p pod, s *vm.Spec) {
-			s.CIData = filepath.Join(f.state, vmsDir, core.NewID(), core.CIDataFile)
+			s.CIData = filepath.Join(f.state, vmsDir, core.NewID(), cidata.File)
 		}, "a file of another VM or pod"},
 		"no file of its directory": {func(t *testing.T, f *fixture, p pod, s *vm.Spec) {
 			s.CIData, s.Console = "", vm.Console{Socket: "/run/x.sock", Log: "/var/log/x.log"}

@@ -1,4 +1,6 @@
-package core
+// Package rebootwatch owns the wait for a VM's reboot: libvirt's reboot
+// events handed to the soft reboots waiting for them.
+package rebootwatch
 
 import (
 	"fmt"
@@ -8,26 +10,26 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
 
-// RebootWatch hands libvirt's reboot events to the soft reboots waiting
+// Watch hands libvirt's reboot events to the soft reboots waiting
 // for them. Each connection subscribes once (onConnect) and keeps the
 // subscription as long as it lives: a subscription per reboot would
 // deregister on a live connection, which libvirtd 9.0 can crash on when
 // the connection closes meanwhile (see virt.Conn).
-type RebootWatch struct {
+type Watch struct {
 	mu sync.Mutex
 	// on is the connection whose reboot events are being followed.
 	on      virt.Libvirt
 	waiters map[string]map[chan struct{}]struct{}
 }
 
-// NewRebootWatch follows no connection yet.
-func NewRebootWatch() *RebootWatch {
-	return &RebootWatch{waiters: map[string]map[chan struct{}]struct{}{}}
+// New follows no connection yet.
+func New() *Watch {
+	return &Watch{waiters: map[string]map[chan struct{}]struct{}{}}
 }
 
 // Follow records that l's reboot events are subscribed to; the returned
 // func undoes it when the subscription ends.
-func (w *RebootWatch) Follow(l virt.Libvirt) func() {
+func (w *Watch) Follow(l virt.Libvirt) func() {
 	w.mu.Lock()
 	w.on = l
 	w.mu.Unlock()
@@ -43,7 +45,7 @@ func (w *RebootWatch) Follow(l virt.Libvirt) func() {
 // Wait returns a channel closed at domain's next reboot on l; cancel
 // releases it. Unavailable when l's reboot events are not followed (yet):
 // a reboot event could then go unseen.
-func (w *RebootWatch) Wait(l virt.Libvirt, domain string) (<-chan struct{}, func(), error) {
+func (w *Watch) Wait(l virt.Libvirt, domain string) (<-chan struct{}, func(), error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.on != l {
@@ -67,7 +69,7 @@ func (w *RebootWatch) Wait(l virt.Libvirt, domain string) (<-chan struct{}, func
 }
 
 // Fire wakes everyone waiting for domain's reboot.
-func (w *RebootWatch) Fire(domain string) {
+func (w *Watch) Fire(domain string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for ch := range w.waiters[domain] {

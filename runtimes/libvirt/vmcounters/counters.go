@@ -1,10 +1,13 @@
-package core
+// Package vmcounters owns what the VM runtime counts: the Counters the
+// daemon injects (its metrics), the labels the runtime's rooms count
+// by, and None, which counts nothing.
+package vmcounters
 
 import "time"
 
 // Counters is what the VM runtime counts, injected by the daemon
 // (*metrics.Metrics implements it). Each label is one of a few values,
-// named below or in migration.go.
+// named below or in core's migration.go.
 type Counters interface {
 	// GCRemoved counts n resources of a kind the collector removed.
 	GCRemoved(kind string, n int)
@@ -72,17 +75,17 @@ const (
 	BootStuck  = "stuck"
 )
 
-// noCounters counts nothing.
-type noCounters struct{}
+// None counts nothing.
+type None struct{}
 
-func (noCounters) GCRemoved(string, int)                       {}
-func (noCounters) Reconnected(string)                          {}
-func (noCounters) MigrationProgress(string, uint64, uint64)    {}
-func (noCounters) MigrationEnded(string, string, string)       {}
-func (noCounters) MigrationTook(string, string, time.Duration) {}
-func (noCounters) MigrationDowntime(time.Duration)             {}
-func (noCounters) AgentCallRefused(string, string)             {}
-func (noCounters) AgentCallWaited(time.Duration)               {}
-func (noCounters) TemplateClone(string)                        {}
-func (noCounters) TemplateMakingEnded(string)                  {}
-func (noCounters) GuestBoot(string)                            {}
+func (None) GCRemoved(string, int)                       {}
+func (None) Reconnected(string)                          {}
+func (None) MigrationProgress(string, uint64, uint64)    {}
+func (None) MigrationEnded(string, string, string)       {}
+func (None) MigrationTook(string, string, time.Duration) {}
+func (None) MigrationDowntime(time.Duration)             {}
+func (None) AgentCallRefused(string, string)             {}
+func (None) AgentCallWaited(time.Duration)               {}
+func (None) TemplateClone(string)                        {}
+func (None) TemplateMakingEnded(string)                  {}
+func (None) GuestBoot(string)                            {}

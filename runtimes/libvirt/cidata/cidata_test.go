@@ -1,4 +1,4 @@
-package core_test
+package cidata_test
 
 import (
 	"os"
@@ -6,18 +6,18 @@ import (
 	"testing"
 
 	"github.com/crimux/crimux/converter/cloudinit"
-	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/cidata"
 )
 
-// TestISOCIData: the volume lands in the VM's directory, root's alone, an
+// TestISO: the volume lands in the VM's directory, root's alone, an
 // ISO 9660 image labelled cidata; a bad file name writes nothing.
-func TestISOCIData(t *testing.T) {
+func TestISO(t *testing.T) {
 	dir := t.TempDir()
-	p, err := core.ISOCIData{}.WriteCIData(dir, cloudinit.Files{"meta-data": []byte("instance-id: x\n"), "user-data": []byte("#cloud-config\n{}\n")})
+	p, err := cidata.ISO{}.WriteCIData(dir, cloudinit.Files{"meta-data": []byte("instance-id: x\n"), "user-data": []byte("#cloud-config\n{}\n")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p != filepath.Join(dir, core.CIDataFile) {
+	if p != filepath.Join(dir, cidata.File) {
 		t.Fatalf("path %s", p)
 	}
 	st, err := os.Stat(p)
@@ -29,7 +29,7 @@ func TestISOCIData(t *testing.T) {
 		t.Fatal("not an ISO 9660 volume labelled cidata")
 	}
 	other := t.TempDir()
-	if _, err := (core.ISOCIData{}).WriteCIData(other, cloudinit.Files{"../escape": nil}); err == nil {
+	if _, err := (cidata.ISO{}).WriteCIData(other, cloudinit.Files{"../escape": nil}); err == nil {
 		t.Fatal("a file name with a slash was accepted")
 	}
 	if entries, _ := os.ReadDir(other); len(entries) != 0 {

@@ -1,15 +1,8 @@
-package core
-
-import (
-	"errors"
-	"fmt"
-	"os"
-	"sync"
-
-	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/runtimes/libvirt/store"
-)
-
+// Package vmidentity owns the VM pods' own identities: the range of uids
+// and gids crimux hands them, the allocator that gives each pod (and each
+// template being made) a number of its own and never one still held, and
+// a VM's files given to its identity.
+//
 // Every VM pod's qemu runs as a user and a group of its own, numbers from
 // a range crimux owns (libvirt.vm_id_base, vm_id_count) that no account of
 // the host and no user namespace uses. The domain says so with a static
@@ -26,21 +19,41 @@ import (
 // as it, and is never reused while that record exists: a number is free
 // again only once the pod's teardown has converged (its domain destroyed
 // and undefined), so no process of an earlier owner is left.
+package vmidentity
 
-// IdentityRange is the uids and gids crimux hands VM pods: [Base+1,
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
+)
+
+// Range is the uids and gids crimux hands VM pods: [Base+1,
 // Base+Count). Base itself is never given (a margin against an off-by-one
 // in an operator's subuid ranges). Count 0 turns identities off: every
 // qemu runs as qemu.conf's user, as before.
-type IdentityRange struct {
+type Range struct {
 	Base, Count uint32
 }
 
 // Contains reports whether id is one of the range's.
-func (r IdentityRange) Contains(id uint32) bool {
+func (r Range) Contains(id uint32) bool {
 	return r.Count > 0 && id > r.Base && id-r.Base < r.Count
 }
 
-// identities hands out the range under one lock: two pods' CreateContainer
+// Records are what the allocator reads and writes in the store
+// (*store.Store): the pods' records, and the number given last.
+type Records interface {
+	Sandboxes() ([]*store.Sandbox, error)
+	PutSandbox(sb *store.Sandbox) error
+	LastIdentity() (uid uint32, ok bool, err error)
+	SetLastIdentity(uid uint32) error
+}
+
+// Allocator hands out the range under one lock: two pods' CreateContainer
 // run under different pod locks.
 //
 // The search for a free number goes on after the last number given,
@@ -50,7 +63,13 @@ func (r IdentityRange) Contains(id uint32) bool {
 // store (store.LastIdentity), written before the number is recorded in a
 // pod's record, so that a crimux started again goes on after it too,
 // rather than from the lowest free number, often the one freed last.
-type identities struct {
+type Allocator struct {
+	rg Range
+	st Records
+	// held are the uids held outside the pods' records (templates being
+	// made): no pod may be given one.
+	held func() []uint32
+
 	mu sync.Mutex
 	// loaded: next was read from the store.
 	loaded bool
@@ -59,39 +78,57 @@ type identities struct {
 	next uint32
 }
 
-// ErrNoIdentity: every number of the range belongs to a pod.
-var ErrNoIdentity = errors.New("no free VM identity")
+// New hands out rg's numbers, none that st's pod records or held (nil:
+// none) hold.
+func New(rg Range, st Records, held func() []uint32) *Allocator {
+	return &Allocator{rg: rg, st: st, held: held}
+}
 
-// EnsureIdentity gives pod sb its own uid and gid unless it has them (or
+// ErrNoneFree: every number of the range belongs to a pod.
+var ErrNoneFree = errors.New("no free VM identity")
+
+// Ensure gives pod sb its own uid and gid unless it has them (or
 // identities are off), and records them in the pod's record before any
 // file or process takes them. The caller holds the pod's lock.
-func (r *Runtime) EnsureIdentity(sb *store.Sandbox) (*store.VMIdentity, error) {
-	rg := r.Opts.Identities
-	if sb.Identity != nil || rg.Count == 0 {
+func (a *Allocator) Ensure(sb *store.Sandbox) (*store.VMIdentity, error) {
+	if sb.Identity != nil || a.rg.Count == 0 {
 		return sb.Identity, nil
 	}
-	r.ids.mu.Lock()
-	defer r.ids.mu.Unlock()
-	used, err := r.usedIdentities()
-	if err != nil {
-		return nil, err
-	}
-	id, err := r.ids.pick(r.Store, rg, used)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	id, err := a.pick()
 	if err != nil {
 		return nil, err
 	}
 	sb.Identity = &store.VMIdentity{UID: id, GID: id}
-	if err := r.Store.PutSandbox(sb); err != nil {
+	if err := a.st.PutSandbox(sb); err != nil {
 		sb.Identity = nil
 		return nil, err
 	}
 	return sb.Identity, nil
 }
 
-// usedIdentities are the uids pods and templates being made hold; the
-// caller holds r.ids.mu.
-func (r *Runtime) usedIdentities() (map[uint32]bool, error) {
-	all, err := r.Store.Sandboxes()
+// Take gives what is no pod (a template being made) a uid and gid of its
+// own, nil where identities are off, and hands it to hold, which makes
+// it held (New's held) before the next number is picked.
+func (a *Allocator) Take(hold func(*store.VMIdentity)) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var id *store.VMIdentity
+	if a.rg.Count > 0 {
+		uid, err := a.pick()
+		if err != nil {
+			return err
+		}
+		id = &store.VMIdentity{UID: uid, GID: uid}
+	}
+	hold(id)
+	return nil
+}
+
+// used are the uids pods and the holders hold; the caller holds a.mu.
+func (a *Allocator) used() (map[uint32]bool, error) {
+	all, err := a.st.Sandboxes()
 	if err != nil { // a record it cannot read may hold a number
 		return nil, fmt.Errorf("read pod records to pick a VM identity: %w", err)
 	}
@@ -101,49 +138,57 @@ func (r *Runtime) usedIdentities() (map[uint32]bool, error) {
 			used[o.Identity.UID] = true
 		}
 	}
-	for _, uid := range r.templateIdentities() {
-		used[uid] = true
+	if a.held != nil {
+		for _, uid := range a.held() {
+			used[uid] = true
+		}
 	}
 	return used, nil
 }
 
-func errNoIdentity(rg IdentityRange) error {
-	return fmt.Errorf("%w: all %d of libvirt.vm_id_count are in use: %w", ErrNoIdentity, rg.Count-1, errdefs.ErrResourceExhausted)
+func errNoneFree(rg Range) error {
+	return fmt.Errorf("%w: all %d of libvirt.vm_id_count are in use: %w", ErrNoneFree, rg.Count-1, errdefs.ErrResourceExhausted)
 }
 
-// pick finds the first number of rg not in used, from next on, wrapping,
-// and records it in st as the last given (before the caller records it
-// anywhere else: a crimux stopping in between skips a number, never
-// gives one again early). The caller holds ids.mu.
-func (ids *identities) pick(st *store.Store, rg IdentityRange, used map[uint32]bool) (uint32, error) {
-	if !ids.loaded {
-		if err := ids.load(st, rg, used); err != nil {
+// pick finds the first number of the range nobody holds, from next on,
+// wrapping, and records it in the store as the last given (before the
+// caller records it anywhere else: a crimux stopping in between skips a
+// number, never gives one again early). The caller holds a.mu.
+func (a *Allocator) pick() (uint32, error) {
+	used, err := a.used()
+	if err != nil {
+		return 0, err
+	}
+	if !a.loaded {
+		if err := a.load(used); err != nil {
 			return 0, err
 		}
 	}
+	rg := a.rg
 	n := rg.Count - 1 // numbers Base+1 .. Base+Count-1
 	for i := uint32(0); i < n; i++ {
-		off := (ids.next+i)%n + 1
+		off := (a.next+i)%n + 1
 		if !used[rg.Base+off] {
-			if err := st.SetLastIdentity(rg.Base + off); err != nil {
+			if err := a.st.SetLastIdentity(rg.Base + off); err != nil {
 				return 0, fmt.Errorf("record the VM identity given last: %w", err)
 			}
-			ids.next = off % n
+			a.next = off % n
 			return rg.Base + off, nil
 		}
 	}
-	return 0, errNoIdentity(rg)
+	return 0, errNoneFree(rg)
 }
 
 // load sets next after the number given last, as the store recorded it;
 // a store that recorded none (written by an older crimux, or rebuilt) or
-// one outside rg (the range changed) goes on after the highest number
-// of rg its records hold.
-func (ids *identities) load(st *store.Store, rg IdentityRange, used map[uint32]bool) error {
-	last, ok, err := st.LastIdentity()
+// one outside the range (the range changed) goes on after the highest
+// number of the range the records hold.
+func (a *Allocator) load(used map[uint32]bool) error {
+	last, ok, err := a.st.LastIdentity()
 	if err != nil {
 		return fmt.Errorf("read the VM identity given last: %w", err)
 	}
+	rg := a.rg
 	if !ok || !rg.Contains(last) {
 		last = 0
 		for uid := range used {
@@ -153,9 +198,9 @@ func (ids *identities) load(st *store.Store, rg IdentityRange, used map[uint32]b
 		}
 	}
 	if last != 0 {
-		ids.next = (last - rg.Base) % (rg.Count - 1)
+		a.next = (last - rg.Base) % (rg.Count - 1)
 	}
-	ids.loaded = true
+	a.loaded = true
 	return nil
 }
 

@@ -1,4 +1,8 @@
-package core
+// Package hostcaps owns what the host offers VMs and how crimux finds
+// out: the accelerator (KVM proved to run a guest, else TCG), the huge
+// pages a VM's RAM may be backed by, and libvirt's directories opened to
+// the VMs' own identities.
+package hostcaps
 
 import (
 	"bytes"
@@ -24,12 +28,12 @@ const qemuBinary = "/usr/bin/qemu-system-x86_64"
 // well under a second with KVM (in under 3 s even under TCG here).
 const probeTimeout = 5 * time.Second
 
-// resolveAccel turns auto into kvm when /dev/kvm exists and a VM can be
+// ResolveAccel turns auto into kvm when /dev/kvm exists and a VM can be
 // made with it (works says so), else tcg. /dev/kvm alone is not enough:
 // in a nested guest whose host does not pass the CPU's MSRs through, qemu
 // aborts at its first vCPU reset ("failed to set MSR 0x10a"), so every VM
 // would fail to start.
-func resolveAccel(accel string, works func() error, log *slog.Logger) string {
+func ResolveAccel(accel string, works func() error, log *slog.Logger) string {
 	if accel != "auto" && accel != "" {
 		return accel
 	}
@@ -41,6 +45,20 @@ func resolveAccel(accel string, works func() error, log *slog.Logger) string {
 		return vm.AccelTCG
 	}
 	return vm.AccelKVM
+}
+
+// KVMProbe is how auto decides KVM works: qemu must run a KVM guest
+// (probeKVM), and, where VMs run as identities of their own, those must
+// be able to open /dev/kvm (kvmOpenToAll).
+func KVMProbe(ownIdentities bool) func() error {
+	return func() error {
+		if ownIdentities {
+			if err := kvmOpenToAll(); err != nil {
+				return err
+			}
+		}
+		return probeKVM()
+	}
 }
 
 // probeKVM proves KVM runs a guest, not only that qemu can set a vCPU up:

@@ -1,4 +1,4 @@
-package core
+package opguard
 
 import "log/slog"
 

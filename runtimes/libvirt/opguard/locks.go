@@ -1,4 +1,7 @@
-package core
+// Package opguard owns what guards an operation on a pod or a VM: the
+// lock of its key, held for the operation without a global lock, and the
+// rollback of the steps done when it fails halfway.
+package opguard
 
 import "sync"
 
@@ -35,4 +38,15 @@ func (k *Locks) Lock(key string) func() {
 		}
 		k.mu.Unlock()
 	}
+}
+
+// Holders is how many hold or wait for the lock of key (tests watch a
+// waiter queue up).
+func (k *Locks) Holders(key string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if l := k.locks[key]; l != nil {
+		return l.refs
+	}
+	return 0
 }

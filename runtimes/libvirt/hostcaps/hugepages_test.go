@@ -1,4 +1,4 @@
-package core_test
+package hostcaps_test
 
 import (
 	"errors"
@@ -9,10 +9,10 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/hostcaps"
 )
 
-// fakeHugePages points core at a pool of 2 MiB pages with free and
+// fakeHugePages points hostcaps at a pool of 2 MiB pages with free and
 // reserved pages, and a mount table holding mounts.
 func fakeHugePages(t *testing.T, free, resv, mounts string) {
 	dir := t.TempDir()
@@ -21,9 +21,9 @@ func fakeHugePages(t *testing.T, free, resv, mounts string) {
 	_ = os.WriteFile(filepath.Join(pool, "free_hugepages"), []byte(free+"\n"), 0o644)
 	_ = os.WriteFile(filepath.Join(pool, "resv_hugepages"), []byte(resv+"\n"), 0o644)
 	_ = os.WriteFile(filepath.Join(dir, "mounts"), []byte(mounts), 0o644)
-	old := core.HugePageHost
-	core.HugePageHost.Pools, core.HugePageHost.Mounts = dir, filepath.Join(dir, "mounts")
-	t.Cleanup(func() { core.HugePageHost = old })
+	old := hostcaps.HugePageHost
+	hostcaps.HugePageHost.Pools, hostcaps.HugePageHost.Mounts = dir, filepath.Join(dir, "mounts")
+	t.Cleanup(func() { hostcaps.HugePageHost = old })
 }
 
 func TestCheckHugePages(t *testing.T) {
@@ -42,13 +42,13 @@ func TestCheckHugePages(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fakeHugePages(t, tc.free, tc.resv, tc.mounts)
-			err := core.CheckHugePages(vm256)
+			err := hostcaps.CheckHugePages(vm256)
 			if !errors.Is(err, tc.want) || (err != nil && !strings.Contains(err.Error(), "hugepage_limits")) {
 				t.Fatalf("CheckHugePages: %v, want %v naming hugepage_limits", err, tc.want)
 			}
 		})
 	}
-	if err := core.CheckHugePages(vm.HugePages{}); err != nil {
+	if err := hostcaps.CheckHugePages(vm.HugePages{}); err != nil {
 		t.Fatalf("a VM without huge pages: %v", err)
 	}
 }
