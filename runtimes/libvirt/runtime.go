@@ -12,6 +12,7 @@
 //	migrate/          the node's half of a live migration (describe, prepare, send, receive, seals)
 //	core/             the parts and the VM life cycle every room shares
 //	core/coretest/    a core on fakes, for the rooms' unit tests
+//	nospace/          VMs qemu paused on a full disk, resumed once there is room
 //	migration/        a node's part in live migrations (listener, seals)
 //	store/            the records of what kubelet asked for (bbolt)
 //	store/rebuild/    a damaged store made again from what libvirt holds
@@ -24,6 +25,7 @@
 //	console/          serial console -> CRI log
 //	virtiofs/         virtiofsd serving a pod's shared directory
 //	bootwatch/        a guest stuck in its firmware or boot loader
+//	vmevents/         the CRI container events fanned out to their streams
 //	podnet/           the pod network of a VM (CNI, tap, DHCP)
 //	qcow2/            the VM's root disk and overlays
 //	vmimage/          VM images out of containerd's store
@@ -46,6 +48,7 @@ import (
 	"time"
 
 	"github.com/crimux/crimux/internal/identity"
+	"github.com/crimux/crimux/runtimes/libvirt/bootwatch"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/criservice"
 	"github.com/crimux/crimux/runtimes/libvirt/gc"
@@ -64,7 +67,7 @@ import (
 type Options = core.Options
 
 // GuestBoot is what Options.OnGuestBoot hears of a guest's boot.
-type GuestBoot = core.GuestBoot
+type GuestBoot = bootwatch.GuestBoot
 
 // IdentityRange is the uids and gids VM pods' qemu run as (see core.IdentityRange).
 type IdentityRange = core.IdentityRange
@@ -192,7 +195,7 @@ func (rt *Runtime) start(opts Options) error {
 		return err
 	}
 	go rt.gc.Run(runCtx)
-	go rt.core.ResumeWhenRoom(runCtx)
+	go rt.core.NoSpace.ResumeWhenRoom(runCtx)
 	if opts.PlacementSocket != "" {
 		rt.servePlacement(runCtx, opts.PlacementSocket)
 	}

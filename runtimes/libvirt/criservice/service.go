@@ -21,6 +21,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/instant"
 	"github.com/crimux/crimux/runtimes/libvirt/migrate"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/vmevents"
 )
 
 // Service serves the CRI RuntimeService for VM pods.
@@ -37,7 +38,7 @@ type Service struct {
 	Net     core.PodNetwork
 	CIData  core.CIDataWriter
 	Console *vmconsole.Consoles
-	Events  *core.EventHub
+	Events  *vmevents.Hub
 	Locks   *core.Locks
 	// Instant makes templates and restores clones from them;
 	// nil: every VM boots.
