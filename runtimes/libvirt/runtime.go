@@ -18,6 +18,7 @@
 //	cidata/           a VM's cloud-init volume written into its directory
 //	opguard/          per-key locks and the rollback of a half-done operation
 //	vmcounters/       what the VM runtime counts, and the labels it counts by
+//	nospace/          VMs qemu paused on a full disk, resumed once there is room
 //	migration/        a node's part in live migrations (listener, seals)
 //	store/            the records of what kubelet asked for (bbolt)
 //	store/rebuild/    a damaged store made again from what libvirt holds
@@ -30,6 +31,7 @@
 //	console/          serial console -> CRI log
 //	virtiofs/         virtiofsd serving a pod's shared directory
 //	bootwatch/        a guest stuck in its firmware or boot loader
+//	vmevents/         the CRI container events fanned out to their streams
 //	podnet/           the pod network of a VM (CNI, tap, DHCP)
 //	qcow2/            the VM's root disk and overlays
 //	vmimage/          VM images out of containerd's store
@@ -53,6 +55,7 @@ import (
 	"time"
 
 	"github.com/crimux/crimux/internal/identity"
+	"github.com/crimux/crimux/runtimes/libvirt/bootwatch"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/criservice"
 	"github.com/crimux/crimux/runtimes/libvirt/gc"
@@ -73,7 +76,7 @@ import (
 type Options = core.Options
 
 // GuestBoot is what Options.OnGuestBoot hears of a guest's boot.
-type GuestBoot = core.GuestBoot
+type GuestBoot = bootwatch.GuestBoot
 
 // IdentityRange is the uids and gids VM pods' qemu run as (see vmidentity.Range).
 type IdentityRange = vmidentity.Range
@@ -201,7 +204,7 @@ func (rt *Runtime) start(opts Options) error {
 		return err
 	}
 	go rt.gc.Run(runCtx)
-	go rt.core.ResumeWhenRoom(runCtx)
+	go rt.core.NoSpace.ResumeWhenRoom(runCtx)
 	if opts.PlacementSocket != "" {
 		rt.servePlacement(runCtx, opts.PlacementSocket)
 	}

@@ -10,8 +10,9 @@
 // guest agent's channel connected. The first sign ends the watch. With no
 // sign Timeout after the start, the watch reports the VM stuck (once)
 // and keeps looking: a slow guest that shows up later is reported
-// booted, late. What the reports do (status, log line, event) is the
-// caller's.
+// booted, late. What the reports do is Reports': the VM runtime's are
+// Guests (guests.go), which read a VM's signs through their Host and
+// tell its user (CRI status, log line, pod event, counters).
 package bootwatch
 
 import (

@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"strings"
-	"sync"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -12,43 +11,6 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
-
-// EventHub fans CRI container events out to GetContainerEvents streams.
-type EventHub struct {
-	mu   sync.Mutex
-	subs map[chan *runtimeapi.ContainerEventResponse]struct{}
-}
-
-// NewEventHub has no subscribers yet.
-func NewEventHub() *EventHub {
-	return &EventHub{subs: map[chan *runtimeapi.ContainerEventResponse]struct{}{}}
-}
-
-// Subscribe returns a stream of events and its cancel.
-func (h *EventHub) Subscribe() (chan *runtimeapi.ContainerEventResponse, func()) {
-	ch := make(chan *runtimeapi.ContainerEventResponse, 64)
-	h.mu.Lock()
-	h.subs[ch] = struct{}{}
-	h.mu.Unlock()
-	return ch, func() {
-		h.mu.Lock()
-		delete(h.subs, ch)
-		h.mu.Unlock()
-	}
-}
-
-// Publish never blocks: a slow subscriber loses events (kubelet's relist
-// covers them), it does not stall the runtime.
-func (h *EventHub) Publish(ev *runtimeapi.ContainerEventResponse) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for ch := range h.subs {
-		select {
-		case ch <- ev:
-		default:
-		}
-	}
-}
 
 // OnConnect runs on every libvirtd (re)connect: it follows lifecycle and
 // reboot events (libvirt's, not polling) for as long as the connection
@@ -99,7 +61,7 @@ func (r *Runtime) onLifecycle(ev virt.LifecycleEvent) {
 		return
 	}
 	if ev.PausedIOError {
-		r.NoSpace.paused(r, ev.Domain)
+		r.NoSpace.OnPaused(ev.Domain)
 		return
 	}
 	if !ev.Stopped {

@@ -191,6 +191,20 @@ func TestLifecycleEvents(t *testing.T) {
 	}
 }
 
+// TestPausedIOErrorEvent: a VM qemu paused on a write that found no
+// space is no exit: it is counted paused on a full disk (nospace).
+func TestPausedIOErrorEvent(t *testing.T) {
+	e := coretest.New(t)
+	putVM(t, e, "sb1", "c1", runtimeapi.ContainerState_CONTAINER_RUNNING, vmtypes.PowerRunning)
+	e.R.OnLifecycle(virt.LifecycleEvent{Domain: "crimux-c1", PausedIOError: true})
+	if _, ok := e.R.NoSpace.Paused("crimux-c1"); !ok {
+		t.Fatal("not counted as paused on a full disk")
+	}
+	if c := record(t, e, "c1"); c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Fatalf("state %v, want running", c.State)
+	}
+}
+
 // TestRebootEvents: a guest's reboot wakes whoever waits for it, while
 // the connection is followed, and only then.
 func TestRebootEvents(t *testing.T) {

@@ -27,6 +27,3 @@ func SetAfterReboot(wait, poll time.Duration) {
 
 // OnLifecycle is onLifecycle: a libvirt lifecycle event.
 func (r *Runtime) OnLifecycle(ev virt.LifecycleEvent) { r.onLifecycle(ev) }
-
-// ResumeNoSpace is resumeNoSpace: one look at a VM paused on a full disk.
-func (r *Runtime) ResumeNoSpace(domain string) { r.resumeNoSpace(domain) }

@@ -33,12 +33,14 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/console"
 	"github.com/crimux/crimux/runtimes/libvirt/hostcaps"
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
+	"github.com/crimux/crimux/runtimes/libvirt/nospace"
 	"github.com/crimux/crimux/runtimes/libvirt/opguard"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 	"github.com/crimux/crimux/runtimes/libvirt/rebootwatch"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
+	"github.com/crimux/crimux/runtimes/libvirt/vmevents"
 	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
 )
 
@@ -92,10 +94,11 @@ type Options struct {
 	// (vmidentity); Count 0: all run as qemu.conf's user.
 	Identities vmidentity.Range
 	// GuestBootTimeout is how long a cold-booted guest may show no sign
-	// of an operating system before it is reported stuck (guestboot.go);
-	// 0 watches nothing. OnGuestBoot hears of it (nil: nobody).
+	// of an operating system before it is reported stuck
+	// (bootwatch.Guests); 0 watches nothing. OnGuestBoot hears of it
+	// (nil: nobody).
 	GuestBootTimeout time.Duration
-	OnGuestBoot      func(GuestBoot)
+	OnGuestBoot      func(bootwatch.GuestBoot)
 	// GCInterval is the collector's period; 0 is a minute.
 	GCInterval time.Duration
 	// TemplatesOff: every VM boots, none starts from a template.
@@ -195,14 +198,16 @@ type Runtime struct {
 	Migration *migration.Node
 	Locks     opguard.Locks
 	Console   *console.Consoles
-	Events    *EventHub
+	Events    *vmevents.Hub
 	Reboots   *rebootwatch.Watch
 	// Starts are the qemu starts in flight, for the placement server.
 	Starts *Starts
-	// Boots watch cold-booted guests for a sign of their OS.
-	Boots *bootwatch.Watcher
-	// NoSpace are the VMs qemu paused on a full disk (nospace.go).
-	NoSpace  NoSpace
+	// Boots watch cold-booted guests for a sign of their OS; guests
+	// read their signs and tell what they find (notices.go).
+	Boots  *bootwatch.Watcher
+	guests *bootwatch.Guests
+	// NoSpace are the VMs qemu paused on a full disk.
+	NoSpace  *nospace.VMs
 	Log      *slog.Logger
 	Counters vmcounters.Counters
 	// AfterResync runs on every (re)connect once the store has caught up
@@ -250,11 +255,13 @@ func New(opts Options, p Parts) *Runtime {
 	}
 	r := &Runtime{
 		Opts: opts, Accel: hostcaps.ResolveAccel(opts.Accel, hostcaps.KVMProbe(opts.Identities.Count > 0), log), Store: p.Store, Conn: p.Conn, Images: p.Images, Cgroups: p.Cgroups,
-		Net: p.Net, CIData: p.CIData, Shares: p.Shares, Console: console.New(log), Events: NewEventHub(), Reboots: rebootwatch.New(), Starts: &Starts{}, Log: log,
+		Net: p.Net, CIData: p.CIData, Shares: p.Shares, Console: console.New(log), Events: vmevents.NewHub(), Reboots: rebootwatch.New(), Starts: &Starts{}, Log: log,
 		Counters: opts.Counters, recovered: make(chan struct{}),
 	}
 	r.ids = vmidentity.New(opts.Identities, p.Store, r.templateIdentities)
-	r.Boots = &bootwatch.Watcher{Timeout: opts.GuestBootTimeout, Reports: bootReports{r}}
+	r.NoSpace = &nospace.VMs{Core: r, Log: log, StateDir: opts.StateDir}
+	r.guests = bootwatch.NewGuests(opts.GuestBootTimeout, bootHost{r}, r.Counters, r.Accel, log)
+	r.Boots = r.guests.Watcher
 	return r
 }
 

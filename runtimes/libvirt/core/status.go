@@ -20,10 +20,8 @@ func (r *Runtime) StatusOf(ctx context.Context, id string) (*runtimeapi.Containe
 	if reason, msg, ok := r.bootStatus(c); ok && st.Reason == "" {
 		st.Reason, st.Message = reason, msg
 	}
-	if since, ok := r.NoSpace.Paused(c.Domain); ok && st.Reason == "" {
-		st.Reason = ReasonPausedNoSpace
-		st.Message = "qemu paused the VM at " + since.Format(time.RFC3339) + ": a write to its disk found the filesystem full; crimux resumes it once " +
-			r.Opts.StateDir + " has room again"
+	if reason, msg, ok := r.NoSpace.Status(c.Domain); ok && st.Reason == "" {
+		st.Reason, st.Message = reason, msg
 	}
 	return st, nil
 }

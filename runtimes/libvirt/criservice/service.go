@@ -23,6 +23,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/migrate"
 	"github.com/crimux/crimux/runtimes/libvirt/opguard"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/vmevents"
 )
 
 // Service serves the CRI RuntimeService for VM pods.
@@ -39,7 +40,7 @@ type Service struct {
 	Net     core.PodNetwork
 	CIData  cidata.Writer
 	Console *vmconsole.Consoles
-	Events  *core.EventHub
+	Events  *vmevents.Hub
 	Locks   *opguard.Locks
 	// Instant makes templates and restores clones from them;
 	// nil: every VM boots.

@@ -20,6 +20,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	"github.com/crimux/crimux/runtimes/libvirt/vmevents"
 )
 
 // Room is the node's half of live migrations: the parts of the
@@ -33,7 +34,7 @@ type Room struct {
 	Cgroups core.Cgroups
 	Net     core.PodNetwork
 	Console *vmconsole.Consoles
-	Events  *core.EventHub
+	Events  *vmevents.Hub
 	// ReaddressWait bounds an arrived guest's network change, its
 	// agent's wait included; 0 is defaultReaddressWait (tests shorten it).
 	ReaddressWait time.Duration

@@ -35,8 +35,8 @@ type Counters interface {
 	// TemplateMakingEnded counts a template's making that ended
 	// (MakingReady, MakingFailed, MakingCancelled).
 	TemplateMakingEnded(result string)
-	// GuestBoot counts what a boot watch found (BootBooted, BootLate,
-	// BootStuck).
+	// GuestBoot counts what a boot watch found (bootwatch.ResultBooted,
+	// ResultLate, ResultStuck).
 	GuestBoot(result string)
 }
 
@@ -65,14 +65,6 @@ const (
 	MakingReady     = "ready"
 	MakingFailed    = "failed"
 	MakingCancelled = "cancelled"
-)
-
-// What a boot watch found: the guest booted in time, late (after it was
-// reported stuck), or stuck.
-const (
-	BootBooted = "booted"
-	BootLate   = "late"
-	BootStuck  = "stuck"
 )
 
 // None counts nothing.

@@ -15,6 +15,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crimux/crimux/runtimes/libvirt/bootwatch"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt/virtfake"
@@ -46,7 +47,7 @@ type Options struct {
 	// GuestBootTimeout and OnGuestBoot: core.Options' (no boot watch by
 	// default).
 	GuestBootTimeout time.Duration
-	OnGuestBoot      func(core.GuestBoot)
+	OnGuestBoot      func(bootwatch.GuestBoot)
 }
 
 // New returns a runtime core on fakes, closed at the end of the test.

@@ -1,4 +1,4 @@
-package core_test
+package bootwatch_test
 
 import (
 	"sync/atomic"

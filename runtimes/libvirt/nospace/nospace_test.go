@@ -1,4 +1,4 @@
-package core_test
+package nospace_test
 
 import (
 	"strings"
@@ -6,8 +6,8 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
+	"github.com/crimux/crimux/runtimes/libvirt/nospace"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/vmtypes"
 )
@@ -26,13 +26,13 @@ func TestPausedOnFullDisk(t *testing.T) {
 	if err := l.Suspend(dom); err != nil { // as qemu does on ENOSPC
 		t.Fatal(err)
 	}
-	e.R.OnLifecycle(virt.LifecycleEvent{Domain: c.Domain, PausedIOError: true})
+	e.R.NoSpace.OnPaused(c.Domain) // libvirt's event: paused on an I/O error
 	st, err := e.R.StatusOf(t.Context(), c.ID)
-	if err != nil || st.Reason != core.ReasonPausedNoSpace || !strings.Contains(st.Message, "filesystem full") ||
+	if err != nil || st.Reason != nospace.ReasonPaused || !strings.Contains(st.Message, "filesystem full") ||
 		st.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		t.Fatalf("status %v %q %q, %v", st.GetState(), st.GetReason(), st.GetMessage(), err)
 	}
-	e.R.ResumeNoSpace(c.Domain)
+	e.R.NoSpace.Resume(c.Domain)
 	if s, _ := l.State(dom); s != virt.StateRunning {
 		t.Fatalf("domain %v after the resume", s)
 	}
@@ -44,12 +44,12 @@ func TestPausedOnFullDisk(t *testing.T) {
 	if err := l.Suspend(dom); err != nil {
 		t.Fatal(err)
 	}
-	e.R.OnLifecycle(virt.LifecycleEvent{Domain: c.Domain, PausedIOError: true})
+	e.R.NoSpace.OnPaused(c.Domain) // libvirt's event: paused on an I/O error
 	c.PowerState = vmtypes.PowerPaused
 	if err := e.R.Store.PutContainer(c); err != nil {
 		t.Fatal(err)
 	}
-	e.R.ResumeNoSpace(c.Domain)
+	e.R.NoSpace.Resume(c.Domain)
 	if s, _ := l.State(dom); s != virt.StatePaused {
 		t.Fatalf("a VM its user paused was resumed: %v", s)
 	}

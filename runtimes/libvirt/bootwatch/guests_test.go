@@ -1,4 +1,4 @@
-package core_test
+package bootwatch_test
 
 import (
 	"os"
@@ -10,26 +10,26 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/bootwatch"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 	"github.com/crimux/crimux/vmtypes"
 )
 
 type boots struct {
 	mu  sync.Mutex
-	got []core.GuestBoot
+	got []bootwatch.GuestBoot
 }
 
-func (b *boots) add(g core.GuestBoot) {
+func (b *boots) add(g bootwatch.GuestBoot) {
 	b.mu.Lock()
 	b.got = append(b.got, g)
 	b.mu.Unlock()
 }
 
-func (b *boots) list() []core.GuestBoot {
+func (b *boots) list() []bootwatch.GuestBoot {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return append([]core.GuestBoot(nil), b.got...)
+	return append([]bootwatch.GuestBoot(nil), b.got...)
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
@@ -71,7 +71,7 @@ func TestGuestNotBooted(t *testing.T) {
 	if st := status(); st.Reason != "" && time.Since(started) < timeout/2 {
 		t.Fatalf("reason %q before the timeout", st.Reason)
 	}
-	waitUntil(t, "GuestNotBooted", func() bool { return status().Reason == core.ReasonGuestNotBooted })
+	waitUntil(t, "GuestNotBooted", func() bool { return status().Reason == bootwatch.ReasonGuestNotBooted })
 	if st := status(); st.State != runtimeapi.ContainerState_CONTAINER_RUNNING || !strings.Contains(st.Message, "stuck in its firmware or boot loader") {
 		t.Fatalf("status %v %q", st.State, st.Message)
 	}
