@@ -1,4 +1,4 @@
-package core
+package rootdisk
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/qcow2"
 	"github.com/crimux/crimux/runtimes/libvirt/rootvol"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
@@ -21,13 +22,13 @@ import (
 // image cache. A VM without a root disk has nothing to check. A root
 // volume is examined (CheckRootVolume) and given to the VM's identity
 // (TakeBackRootVolume).
-func (r *Runtime) CheckRootDisk(c *store.Container) error {
+func (r *Room) CheckRootDisk(c *store.Container) error {
 	sb, err := r.Store.Sandbox(c.SandboxID)
 	if err != nil {
 		return err
 	}
 	if c.RootVolume != nil {
-		if err := CheckRootVolume(c); err != nil {
+		if err := r.CheckRootVolume(c); err != nil {
 			return err
 		}
 		return giveRootVolume(sb, c)
@@ -52,7 +53,7 @@ func (r *Runtime) CheckRootDisk(c *store.Container) error {
 }
 
 // checkLegacyRootDisk: the backing file must be in the image cache.
-func (r *Runtime) checkLegacyRootDisk(path string) error {
+func (r *Room) checkLegacyRootDisk(path string) error {
 	b, err := qcow2.Inspect(path)
 	if err != nil {
 		return err
@@ -69,7 +70,7 @@ func (r *Runtime) checkLegacyRootDisk(path string) error {
 // a file volume's disk (one inode, both nodes') to its own VM's; the
 // running qemu has it open and never notices, a qemu started later must
 // be able to open it. Before every start, and after a failed migration.
-func (r *Runtime) TakeBackRootVolume(c *store.Container) error {
+func (r *Room) TakeBackRootVolume(c *store.Container) error {
 	sb, err := r.Store.Sandbox(c.SandboxID)
 	if err != nil {
 		return err
@@ -85,5 +86,5 @@ func giveRootVolume(sb *store.Sandbox, c *store.Container) error {
 			return err
 		}
 	}
-	return GiveTo(sb.Identity, filepath.Join(c.Dir, rootvol.AttachName))
+	return core.GiveTo(sb.Identity, filepath.Join(c.Dir, rootvol.AttachName))
 }
