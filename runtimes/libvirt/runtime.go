@@ -10,6 +10,7 @@
 //	gc/               the collector (teardowns, orphans, foreign resources)
 //	instant/          VMs started from booted templates (making, keeping, cloning)
 //	migrate/          the node's half of a live migration (describe, prepare, send, receive, seals)
+//	rootdisk/         a VM's root disk: the pod's overlay or a volume of its own (claims, checks)
 //	core/             the parts and the VM life cycle every room shares
 //	core/coretest/    a core on fakes, for the rooms' unit tests
 //	vmidentity/       the VM pods' own uids and gids, handed out and given their files
@@ -40,7 +41,7 @@
 //	saveimage/        libvirt save images read and fed to clones
 //
 // Arrows run one way, down this list's floors: this package imports the
-// rooms; criservice, vmops, gc, instant and migrate import core;
+// rooms; criservice, vmops, gc, instant, migrate and rootdisk import core;
 // criservice imports migrate; core imports store, console and virt, and
 // the leaves from vmidentity to vmcounters, which import no core;
 // nothing but virt imports go-libvirt (internal/archtest).
@@ -63,6 +64,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/migrate"
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
+	"github.com/crimux/crimux/runtimes/libvirt/rootdisk"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
@@ -169,6 +171,8 @@ func (rt *Runtime) wire(opts Options, p core.Parts, conn *virt.Conn) {
 	rt.cri, rt.ops, rt.gc, rt.conn = criservice.New(rt.core), vmops.New(rt.core), gc.New(rt.core), conn
 	rt.migrate = migrate.New(rt.core)
 	rt.cri.Arrivals = rt.migrate
+	disks := rootdisk.New(rootdisk.CoreOf(rt.core))
+	rt.core.RootDisks, rt.cri.RootDisks, rt.migrate.RootVolumes = disks, disks, disks
 	if !opts.TemplatesOff {
 		lim := opts.TemplateLimits
 		rt.cri.Instant = &instant.Maker{R: instant.CoreOf(rt.core), Store: template.Store{Dir: filepath.Join(opts.StateDir, TemplatesDir)},

@@ -146,7 +146,7 @@ func rootVolumeOn(dev string) *vm.RootVolume {
 }
 
 // crimuxImport is what crimux does with an empty volume
-// (core.PrepareRootVolume): Capacity, Examine, DiskSize, Import.
+// (rootdisk.Room.PrepareRootVolume): Capacity, Examine, DiskSize, Import.
 func crimuxImport(ctx context.Context, dev string, src rootvol.Source) error {
 	v := rootVolumeOn(dev)
 	content, capacity, err := rootvol.Inspect(v)

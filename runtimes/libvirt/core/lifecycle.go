@@ -8,6 +8,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/rootvol"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
@@ -179,7 +180,7 @@ func (r *Runtime) Teardown(c *store.Container) error {
 			return fmt.Errorf("remove cgroup of %s: %w", c.Domain, err)
 		}
 	}
-	if err := RemoveVMDir(c.Dir); err != nil {
+	if err := rootvol.RemoveVMDir(c.Dir); err != nil {
 		return fmt.Errorf("remove VM files %s: %w", c.Dir, err)
 	}
 	return r.Store.DeleteContainer(c.ID)

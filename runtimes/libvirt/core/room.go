@@ -27,5 +27,5 @@ func (r *Runtime) RequireRoom(what string) error {
 		return nil
 	}
 	return fmt.Errorf("%s: the filesystem of crimux's state dir %s has %s free, less than the %s kept for the store and the running VMs' disks: "+
-		"free space on it (or move the state dir): %w", what, r.Opts.StateDir, shortBytes(free), shortBytes(StateDirReserve), errdefs.ErrResourceExhausted)
+		"free space on it (or move the state dir): %w", what, r.Opts.StateDir, ShortBytes(free), ShortBytes(StateDirReserve), errdefs.ErrResourceExhausted)
 }

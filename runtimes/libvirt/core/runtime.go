@@ -215,6 +215,9 @@ type Runtime struct {
 	AfterResync func(ctx context.Context, first bool)
 	// BootTime is when the node booted (nil: HostBootTime).
 	BootTime func() time.Time
+	// RootDisks check a VM's root disk before each start of its qemu
+	// (starts.go); nil checks none.
+	RootDisks RootDisks
 
 	// firstConnect is set once the first pass after start ran; recovered
 	// is closed then.
@@ -224,8 +227,6 @@ type Runtime struct {
 	ids *vmidentity.Allocator
 	// templates are the templates being made (templates.go).
 	templates templateVMs
-	// claims are the root volumes being prepared (rootvolume.go).
-	claims volumeClaims
 	// snapshotCap is the cap a reload set (SetMaxSnapshots); 0: none
 	// set, Opts.MaxSnapshotsPerVM holds.
 	snapshotCap atomic.Int64

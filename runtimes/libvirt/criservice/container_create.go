@@ -17,6 +17,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/hostcaps"
 	"github.com/crimux/crimux/runtimes/libvirt/opguard"
+	"github.com/crimux/crimux/runtimes/libvirt/rootvol"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
 )
@@ -87,8 +88,10 @@ func (r *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 // finishCreate carries the pod's snapshots over to the new VM, clears the
 // record's intent and makes the VM the pod's container.
 func (r *Service) finishCreate(ctx context.Context, sb *store.Sandbox, plan *vmPlan) error {
-	r.carrySnapshots(sb, plan)
-	r.redefineVolumeSnapshots(ctx, plan)
+	if plan.reuseDisk {
+		r.RootDisks.CarryPodSnapshots(sb, plan.rec)
+	}
+	r.RootDisks.GiveVolumeSnapshots(ctx, plan.rec, plan.rootImported)
 	plan.rec.Creating = false
 	if err := r.Store.PutContainer(plan.rec); err != nil {
 		return err
@@ -134,10 +137,10 @@ type vmPlan struct {
 	layout core.ImageLayout
 	// cidata are the cloud-init volume's files (cidata.go).
 	cidata cloudinit.Files
-	// reuseDisk: the VM boots its pod's existing root disk (pod_disk.go).
+	// reuseDisk: the VM boots its pod's existing root disk (RootDisks).
 	reuseDisk bool
-	// root is the volume the root disk is on (root_volume.go), nil for
-	// the pod's overlay; rootImported: the image was imported into it.
+	// root is the volume the root disk is on (RootDisks), nil for the
+	// pod's overlay; rootImported: the image was imported into it.
 	root         *vm.RootVolume
 	rootImported bool
 	// cold says why a VM that asked for its template boots (instant.go).
@@ -205,7 +208,7 @@ func (r *Service) readRequest(sb *store.Sandbox, cfg *runtimeapi.ContainerConfig
 	if err != nil {
 		return in, err
 	}
-	if in.root, in.storage, err = planRootVolume(sb, cfg, storage); err != nil {
+	if in.root, in.storage, err = r.RootDisks.PlanRootVolume(sb, cfg, storage); err != nil {
 		return in, err
 	}
 	if err := core.CheckStorageHost(in.storage); err != nil {
@@ -255,7 +258,7 @@ func (r *Service) specOf(sb *store.Sandbox, rec *store.Container, in vmRequest, 
 		spec.Boot = &vm.KernelBoot{Kernel: layout.Kernel, Initrd: layout.Initrd, Args: args}
 	}
 	if in.root != nil {
-		spec.Disk = rootVolumeDisk(in.root, rec.Dir)
+		spec.Disk = r.RootDisks.RootVolumeDisk(in.root, rec.Dir)
 	} else if layout.DiskPath != "" {
 		spec.Disk = &vm.Disk{Path: filepath.Join(r.PodDir(sb.ID), core.DiskFile), Format: "qcow2",
 			Backing: &vm.Disk{Path: layout.DiskPath, Format: layout.DiskFormat}}
@@ -263,16 +266,16 @@ func (r *Service) specOf(sb *store.Sandbox, rec *store.Container, in vmRequest, 
 	return spec
 }
 
-// makeVMFiles makes the VM's directory and its root disk (the pod's,
-// pod_disk.go, or a volume's, root_volume.go), and gives the VM's own
-// files to its identity: run/, the cloud-init ISO, the root disk, each
-// readable by it alone. release ends a root volume's claim.
+// makeVMFiles makes the VM's directory and its root disk (the pod's, or
+// a volume's: RootDisks), and gives the VM's own files to its identity:
+// run/, the cloud-init ISO, the root disk, each readable by it alone.
+// release ends a root volume's claim.
 func (r *Service) makeVMFiles(ctx context.Context, sb *store.Sandbox, p *vmPlan, undo *opguard.Rollback) (release func(), err error) {
 	release = func() {}
 	if err := core.MakeVMDir(p.rec.Dir, sb.Identity); err != nil {
 		return release, err
 	}
-	undo.Add("vm dir", func() error { return core.RemoveVMDir(p.rec.Dir) })
+	undo.Add("vm dir", func() error { return rootvol.RemoveVMDir(p.rec.Dir) })
 	iso, err := r.CIData.WriteCIData(p.rec.Dir, p.cidata)
 	if err != nil {
 		return release, err
@@ -281,13 +284,14 @@ func (r *Service) makeVMFiles(ctx context.Context, sb *store.Sandbox, p *vmPlan,
 		return release, err
 	}
 	if p.root != nil {
-		return r.makeRootVolume(ctx, sb, p, undo)
-	}
-	if err := r.makePodDisk(sb, p, undo); err != nil {
+		release, p.rootImported, err = r.RootDisks.MakeRootVolume(ctx, sb, p.rec, p.root, p.layout, undo)
 		return release, err
 	}
 	if p.spec.Disk == nil {
 		return release, nil
+	}
+	if p.reuseDisk, err = r.RootDisks.MakePodDisk(sb, p.rec, p.spec.Disk.Path, p.layout, r.fromTemplate(p), undo); err != nil {
+		return release, err
 	}
 	return release, vmidentity.GiveTo(sb.Identity, p.spec.Disk.Path)
 }

@@ -8,25 +8,20 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
-	"github.com/crimux/crimux/runtimes/libvirt/rootvol"
+	"github.com/crimux/crimux/runtimes/libvirt/opguard"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
-	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
 
 // serviceCore is what the CRI face asks of the runtime's core, beside the
-// parts it holds (Service's fields): the life cycle a CRI call drives,
-// and the features that still answer here (root volumes, snapshots
-// carried across a pod's VMs).
+// parts it holds (Service's fields): the life cycle a CRI call drives.
 type serviceCore interface {
 	podCore
 	vmCore
-	volumeCore
 }
 
 // podCore: a pod's records, directory and network.
 type podCore interface {
 	SandboxWithContainers(id string) (*store.Sandbox, []*store.Container, error)
-	NewestVMOf(sbID, except string) (*store.Container, error)
 	PodDir(sbID string) string
 	EnsureIdentity(sb *store.Sandbox) (*store.VMIdentity, error)
 	PlanNetwork(sb *store.Sandbox) error
@@ -36,7 +31,6 @@ type podCore interface {
 	NetworkCondition(ctx context.Context) *runtimeapi.RuntimeCondition
 	AbandonSandbox(ctx context.Context, sb *store.Sandbox)
 	FinishSandboxRemoval(ctx context.Context, sb *store.Sandbox) error
-	ForgetSnapshots(sbID string) error
 }
 
 // vmCore: a VM's lock, files, start, stop, removal, status and events.
@@ -58,12 +52,18 @@ type vmCore interface {
 	Note(id, msg string)
 }
 
-// volumeCore: root volumes claimed and prepared, and the snapshots a
-// pod's VMs carry.
-type volumeCore interface {
-	ClaimRootVolume(v *vm.RootVolume, key, id string) (release func(), err error)
-	PrepareRootVolume(ctx context.Context, v *vm.RootVolume, src rootvol.Source, note func(string)) (imported bool, err error)
-	SaveSnapshots(l virt.Libvirt, c *store.Container) error
-	CarrySnapshots(l virt.Libvirt, dom virt.Domain, sbID string) (int, error)
-	RedefineVolumeSnapshots(ctx context.Context, l virt.Libvirt, dom virt.Domain, diskPath string) (int, error)
+// RootDisks is what the CRI face asks of the room of the VMs' root disks
+// (package rootdisk) at CreateContainer: where the root disk goes (the
+// pod's overlay, or a volume of its own: crimux.io/root-disk), the disk
+// made or reused, and the snapshots in it given to the new VM's domain.
+type RootDisks interface {
+	PlanRootVolume(sb *store.Sandbox, cfg *runtimeapi.ContainerConfig, storage vm.Storage) (*vm.RootVolume, vm.Storage, error)
+	RootVolumeDisk(rv *vm.RootVolume, vmDir string) *vm.Disk
+	PodDiskReusable(sb *store.Sandbox, dgst string) bool
+	MakeRootVolume(ctx context.Context, sb *store.Sandbox, rec *store.Container, rv *vm.RootVolume,
+		layout core.ImageLayout, undo *opguard.Rollback) (release func(), imported bool, err error)
+	MakePodDisk(sb *store.Sandbox, rec *store.Container, disk string, layout core.ImageLayout,
+		fromTemplate func(dst string) error, undo *opguard.Rollback) (reused bool, err error)
+	CarryPodSnapshots(sb *store.Sandbox, rec *store.Container)
+	GiveVolumeSnapshots(ctx context.Context, rec *store.Container, imported bool)
 }

@@ -26,7 +26,7 @@ func bombTestConfig(image string) *runtimeapi.ContainerConfig {
 // left; one within the cap is taken.
 func TestDiskBombRefused(t *testing.T) {
 	e := coretest.New(t)
-	s := New(e.R)
+	s := serviceOn(e)
 	e.PutPod(t, "sb", nil)
 	e.Images.Layout = core.ImageLayout{DiskPath: "/images/disk.qcow2", DiskFormat: "qcow2", DiskVirtualSize: 1 << 50}
 	_, err := s.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{PodSandboxId: "sb", Config: bombTestConfig("bomb")})
@@ -54,7 +54,7 @@ func TestDiskBombRefused(t *testing.T) {
 // guest filling its disk.
 func TestWritableLayerIsTheOverlay(t *testing.T) {
 	e := coretest.New(t)
-	s := New(e.R)
+	s := serviceOn(e)
 	e.PutPod(t, "sb", nil)
 	c := e.PutVM(t, "sb", "c1", runtimeapi.ContainerState_CONTAINER_EXITED, "")
 	if err := os.WriteFile(filepath.Join(c.Dir, "disk.qcow2"), make([]byte, 3<<20), 0o600); err != nil {

@@ -40,7 +40,7 @@ func TestExecSyncPastTheAgentCap(t *testing.T) {
 	const execs, perVM = 12, 3
 	e := coretest.New(t)
 	e.R.Conn = cappedConn{e.Libvirt, virt.NewAgentSlots(virt.AgentCaps{PerVM: perVM, PerNode: 8, Wait: 50 * time.Millisecond})}
-	s := New(e.R)
+	s := serviceOn(e)
 	e.PutPod(t, "sb", nil)
 	c := e.PutVM(t, "sb", "c1", runtimeapi.ContainerState_CONTAINER_RUNNING, vmtypes.PowerRunning)
 	answer := make(chan struct{})

@@ -31,7 +31,7 @@ func execAgent(cmd string) (string, error) {
 func TestExecSync(t *testing.T) {
 	ctx := context.Background()
 	e := coretest.New(t)
-	s := New(e.R)
+	s := serviceOn(e)
 	e.PutPod(t, "sb", nil)
 	c := e.PutVM(t, "sb", "c1", runtimeapi.ContainerState_CONTAINER_RUNNING, vmtypes.PowerRunning)
 	req := &runtimeapi.ExecSyncRequest{ContainerId: "c1", Cmd: []string{"sh", "-c", "exit 3"}, Timeout: 5}
@@ -63,7 +63,7 @@ func TestExecSync(t *testing.T) {
 // DeadlineExceeded.
 func TestExecSyncTimesOut(t *testing.T) {
 	e := coretest.New(t)
-	s := New(e.R)
+	s := serviceOn(e)
 	e.PutPod(t, "sb", nil)
 	c := e.PutVM(t, "sb", "c1", runtimeapi.ContainerState_CONTAINER_RUNNING, vmtypes.PowerRunning)
 	e.Libvirt.Edit(c.Domain, func(d *virtfake.Domain) {

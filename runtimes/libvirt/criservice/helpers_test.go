@@ -17,6 +17,7 @@ import (
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 	"github.com/crimux/crimux/runtimes/libvirt/migrate"
+	"github.com/crimux/crimux/runtimes/libvirt/rootdisk"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/vmtypes"
@@ -28,13 +29,24 @@ var (
 )
 
 // newService is the CRI face of a runtime core on fakes, its migration
-// room wired as the runtime wires it.
+// room and its root disks' room wired as the runtime wires them.
 func newService(t testing.TB, opts ...coretest.Options) (*Service, *coretest.Env) {
 	t.Helper()
 	e := coretest.New(t, opts...)
-	s := New(e.R)
-	s.Arrivals = migrate.New(e.R)
+	s := serviceOn(e)
+	arrivals := migrate.New(e.R)
+	arrivals.RootVolumes = s.RootDisks.(*rootdisk.Room)
+	s.Arrivals = arrivals
 	return s, e
+}
+
+// serviceOn is the CRI face of core e, its root disks' room wired as the
+// runtime wires it (the core asks it before a start too).
+func serviceOn(e *coretest.Env) *Service {
+	s := New(e.R)
+	disks := rootdisk.New(rootdisk.CoreOf(e.R))
+	e.R.RootDisks, s.RootDisks = disks, disks
+	return s
 }
 
 // roomOf is the migration room wired to s.

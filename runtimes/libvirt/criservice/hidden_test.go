@@ -15,7 +15,7 @@ import (
 // removed is in no stats, as in no list (found by the unit tests).
 func TestPodStatsHideWhatCRIDoesNotSee(t *testing.T) {
 	e := coretest.New(t)
-	s := New(e.R)
+	s := serviceOn(e)
 	e.PutPod(t, "live", nil)
 	e.PutPod(t, "making", func(sb *store.Sandbox) { sb.Creating = true })
 	e.PutPod(t, "going", func(sb *store.Sandbox) { sb.Removing = true })

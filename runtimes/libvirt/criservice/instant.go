@@ -110,7 +110,7 @@ func (r *Service) unclonable(sb *store.Sandbox, p *vmPlan, opts vm.Options, stor
 		return "its image boots a kernel of its own (templates need a disk image)"
 	case opts.KernelArgs != "":
 		return "it sets kernel arguments (crimux.io/kernel-args)"
-	case podDiskReusable(sb, p.layout.Digest):
+	case r.RootDisks.PodDiskReusable(sb, p.layout.Digest):
 		return "its pod's root disk has booted already (a restarted container boots it again)"
 	case r.Net != nil && (sb.Net == nil || !sb.Net.Ready || sb.Net.IP == ""):
 		return "its pod has no network address for a clone to take"
@@ -133,6 +133,16 @@ func cloneSpec(p *vmPlan) vm.CloneSpec {
 		s.Disk = p.spec.Disk.Path
 	}
 	return s
+}
+
+// fromTemplate copies the template's disk, a clone's root disk, to its
+// pod's (RootDisks.MakePodDisk); nil for a VM that is no clone.
+func (r *Service) fromTemplate(p *vmPlan) func(dst string) error {
+	if p.rec.Clone == nil {
+		return nil
+	}
+	key := p.rec.Clone.Key
+	return func(dst string) error { return r.Instant.CopyDisk(key, dst) }
 }
 
 // Event reasons of how a VM that asked for its template started.

@@ -91,7 +91,7 @@ func instantServiceWith(t *testing.T, opts coretest.Options) (*coretest.Env, *Se
 	e.Images.Layout = core.ImageLayout{Digest: "sha256:d1", DiskPath: "/images/d1/disk.qcow2", DiskFormat: "qcow2", DiskVirtualSize: 1 << 30}
 	agent := &guestAgent{}
 	e.Libvirt.SetAgent(agent.answer)
-	s := New(e.R)
+	s := serviceOn(e)
 	s.Instant = &instant.Maker{R: instant.CoreOf(e.R), Store: template.Store{Dir: filepath.Join(e.Dir, "templates")},
 		NIC: func(string) (func(string) (*os.File, []string, error), func(), error) {
 			return func(string) (*os.File, []string, error) { return nil, nil, nil }, func() {}, nil

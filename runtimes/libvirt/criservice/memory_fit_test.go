@@ -33,7 +33,7 @@ func TestVMFitsInItsPod(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := coretest.New(t) // memory_overhead_mib 64
-			s := New(e.R)
+			s := serviceOn(e)
 			sb := e.PutPod(t, "sb", nil)
 			if tc.room > 0 {
 				e.Cgroups.Rooms = map[string]int64{sb.Config.GetLinux().GetCgroupParent(): tc.room << 20}

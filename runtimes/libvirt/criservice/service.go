@@ -48,6 +48,9 @@ type Service struct {
 	// Arrivals makes migration targets and starts them waiting (package
 	// migrate); nil: no VM pod can be a migration target.
 	Arrivals Arrivals
+	// RootDisks make a VM's root disk at CreateContainer (package
+	// rootdisk; core.go).
+	RootDisks RootDisks
 
 	// streaming serves Attach to the serial console; nil until Serve.
 	streaming streaming.Server

@@ -22,7 +22,7 @@ import (
 // writes as root); only run/ is the qemu user's.
 func TestVMDirectoryIsRootOwned(t *testing.T) {
 	e := coretest.New(t)
-	s := New(e.R)
+	s := serviceOn(e)
 	e.PutPod(t, "sb", nil)
 	resp, err := s.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{PodSandboxId: "sb", Config: bombTestConfig("vm")})
 	if err != nil {

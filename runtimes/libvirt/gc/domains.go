@@ -12,6 +12,7 @@ import (
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/rootvol"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
@@ -153,7 +154,7 @@ func (r *Collector) collectDirs(rep *GCReport, present map[string]bool) {
 		if _, err := r.Store.AnyContainer(e.Name()); !errdefs.IsNotFound(err) {
 			continue
 		}
-		if core.RemoveVMDir(filepath.Join(r.Opts.StateDir, "vms", e.Name())) == nil {
+		if rootvol.RemoveVMDir(filepath.Join(r.Opts.StateDir, "vms", e.Name())) == nil {
 			rep.Dirs++
 		}
 	}

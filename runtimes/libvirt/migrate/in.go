@@ -12,7 +12,6 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/vmtypes"
 )
@@ -128,7 +127,7 @@ func (r *Room) PrepareMigration(ctx context.Context, id string, src vmtypes.Migr
 	if err != nil {
 		return vmtypes.MigrationTarget{}, err
 	}
-	if err := core.CheckRootVolume(c); err != nil {
+	if err := r.RootVolumes.CheckRootVolume(c); err != nil {
 		return vmtypes.MigrationTarget{}, err
 	}
 	ident, err := r.qemuIdentity(c)

@@ -35,9 +35,20 @@ type Room struct {
 	Net     core.PodNetwork
 	Console *vmconsole.Consoles
 	Events  *vmevents.Hub
+	// RootVolumes checks a durable VM's root volume and gives it back to
+	// its VM (package rootdisk).
+	RootVolumes RootVolumes
 	// ReaddressWait bounds an arrived guest's network change, its
 	// agent's wait included; 0 is defaultReaddressWait (tests shorten it).
 	ReaddressWait time.Duration
+}
+
+// RootVolumes is what a migration asks of the room of the VMs' root
+// disks: a target's root volume checked before its VM arrives, a source's
+// given back to its VM's identity after a failed migration.
+type RootVolumes interface {
+	CheckRootVolume(c *store.Container) error
+	TakeBackRootVolume(c *store.Container) error
 }
 
 // migrateCore is what a migration asks of the runtime's core: this
@@ -50,7 +61,6 @@ type migrateCore interface {
 	TargetTook(c *store.Container, result string)
 	MigratedAway(id, msg string)
 	ShutoffMigrated(l virt.Libvirt, d virt.Domain) bool
-	TakeBackRootVolume(c *store.Container) error
 	LockContainer(id string) (*store.Container, func(), error)
 	LockVM(id string) (*store.Container, func(), error)
 	CgroupOf(c *store.Container) core.VMCgroup

@@ -154,12 +154,12 @@ func (r *Room) migrated(id string, t vmtypes.MigrationTarget, took time.Duration
 }
 
 // retakeRootVolume gives a file root volume's disk back to VM c's
-// identity after a failed migration (core.Runtime.TakeBackRootVolume).
+// identity after a failed migration (RootVolumes).
 func (r *Room) retakeRootVolume(c *store.Container) {
 	if c.RootVolume == nil || c.RootVolume.Block {
 		return
 	}
-	if err := r.TakeBackRootVolume(c); err != nil {
+	if err := r.RootVolumes.TakeBackRootVolume(c); err != nil {
 		r.Log.Warn("take back the root volume after a failed migration", "container", c.ID, "err", err)
 	}
 }

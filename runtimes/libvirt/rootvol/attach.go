@@ -179,6 +179,16 @@ func Release(vmDir string) error {
 	return nil
 }
 
+// RemoveVMDir removes a VM's directory, a root volume's attachment in it
+// first (a bind mount would stop the removal; the volume is not the VM
+// directory's to remove).
+func RemoveVMDir(dir string) error {
+	if err := Release(dir); err != nil {
+		return err
+	}
+	return os.RemoveAll(dir)
+}
+
 // Given says whether the VM in vmDir reaches its disk file as the file's
 // owner, given to it (the fallback without idmapped mounts): only then is
 // there an owner to give it again (a migration's other node, sharing the

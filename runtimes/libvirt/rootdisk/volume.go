@@ -1,10 +1,8 @@
-package core
+package rootdisk
 
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/rootvol"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
@@ -31,36 +30,6 @@ import (
 // the cap is refused at CreateContainer, and no more than the cap are
 // ever given to a domain.
 
-// DefaultMaxSnapshotsPerVM caps a VM's snapshots when
-// Options.MaxSnapshotsPerVM is 0 (config's default too). It is here, and
-// not only in vmops (which enforces the cap on the VM API), because the
-// cap is core's option and core, below vmops, enforces it on a root
-// volume's disk too.
-const DefaultMaxSnapshotsPerVM = 8
-
-// MaxSnapshots is the cap of a VM's snapshots: the one a reload set,
-// else Opts.MaxSnapshotsPerVM, 0 being DefaultMaxSnapshotsPerVM.
-func (r *Runtime) MaxSnapshots() int {
-	if n := r.snapshotCap.Load(); n > 0 {
-		return int(n)
-	}
-	if n := r.Opts.MaxSnapshotsPerVM; n > 0 {
-		return n
-	}
-	return DefaultMaxSnapshotsPerVM
-}
-
-// SetMaxSnapshots makes n the cap of every VM's snapshots from now on (0
-// is DefaultMaxSnapshotsPerVM): the next snapshot taken, and the next
-// root volume examined, count against it. Snapshots beyond a lowered cap
-// are kept; no more is taken until enough are deleted.
-func (r *Runtime) SetMaxSnapshots(n int) {
-	if n <= 0 {
-		n = DefaultMaxSnapshotsPerVM
-	}
-	r.snapshotCap.Store(int64(n))
-}
-
 // volumeClaims are the root volumes CreateContainers are preparing, by
 // key: the store has no record of them yet.
 type volumeClaims struct {
@@ -71,7 +40,7 @@ type volumeClaims struct {
 // ClaimRootVolume refuses a volume another VM of the node has that is not
 // exited (a live VM, or one being created), and holds it for container
 // id until release. A VM pod replacing its own exited VM keeps it.
-func (r *Runtime) ClaimRootVolume(v *vm.RootVolume, key, id string) (release func(), err error) {
+func (r *Room) ClaimRootVolume(v *vm.RootVolume, key, id string) (release func(), err error) {
 	r.claims.mu.Lock()
 	defer r.claims.mu.Unlock()
 	if other, ok := r.claims.keys[key]; ok {
@@ -97,11 +66,11 @@ func (r *Runtime) ClaimRootVolume(v *vm.RootVolume, key, id string) (release fun
 	}, nil
 }
 
-func (r *Runtime) volumeBusy(v *vm.RootVolume, other string) error {
+func (r *Room) volumeBusy(v *vm.RootVolume, other string) error {
 	pod := ""
 	if c, err := r.Store.Container(other); err == nil {
 		if sb, err := r.Store.Sandbox(c.SandboxID); err == nil {
-			pod = " of pod " + PodName(sb.Config)
+			pod = " of pod " + core.PodName(sb.Config)
 		}
 	}
 	return fmt.Errorf("root disk %s (%s): the volume is the root disk of VM %s%s, which is not stopped: two VMs never write one disk; "+
@@ -118,7 +87,7 @@ const progressEvery = 3 * time.Second
 // snapshots than a VM may have (MaxSnapshots) is refused, since each
 // would be given to the new VM. What it does goes to the VM's log
 // (kubectl logs) through note. imported says which.
-func (r *Runtime) PrepareRootVolume(ctx context.Context, v *vm.RootVolume, src rootvol.Source, note func(string)) (imported bool, err error) {
+func (r *Room) PrepareRootVolume(ctx context.Context, v *vm.RootVolume, src rootvol.Source, note func(string)) (imported bool, err error) {
 	content, capacity, err := rootvol.Inspect(v, rootvol.MaxSnapshots(r.MaxSnapshots()))
 	if err != nil {
 		return false, err
@@ -129,7 +98,7 @@ func (r *Runtime) PrepareRootVolume(ctx context.Context, v *vm.RootVolume, src r
 			snaps = fmt.Sprintf(" with %d internal snapshots", content.Snapshots)
 		}
 		note(fmt.Sprintf("crimux: root disk %s (%s) holds a %s disk of %s%s: booting it as it is, the image is not imported",
-			v.ContainerPath, v.HostPath, v.Format, shortBytes(content.VirtualSize), snaps))
+			v.ContainerPath, v.HostPath, v.Format, core.ShortBytes(content.VirtualSize), snaps))
 		return false, nil
 	}
 	if src.Path == "" {
@@ -145,11 +114,11 @@ func (r *Runtime) PrepareRootVolume(ctx context.Context, v *vm.RootVolume, src r
 	start := time.Now()
 	last := start
 	note(fmt.Sprintf("crimux: importing the image's disk (%s) into root disk %s (%s) as a %s disk of %s",
-		shortBytes(src.VirtualSize), v.ContainerPath, v.HostPath, v.Format, shortBytes(size)))
+		core.ShortBytes(src.VirtualSize), v.ContainerPath, v.HostPath, v.Format, core.ShortBytes(size)))
 	err = rootvol.Import(ctx, v, src, size, func(pct float64) {
 		if time.Since(last) >= progressEvery {
 			last = time.Now()
-			note(fmt.Sprintf("crimux: importing: %s of %s (%.0f%%)", shortBytes(int64(pct/100*float64(src.VirtualSize))), shortBytes(src.VirtualSize), pct))
+			note(fmt.Sprintf("crimux: importing: %s of %s (%.0f%%)", core.ShortBytes(int64(pct/100*float64(src.VirtualSize))), core.ShortBytes(src.VirtualSize), pct))
 		}
 	})
 	if err != nil {
@@ -157,19 +126,19 @@ func (r *Runtime) PrepareRootVolume(ctx context.Context, v *vm.RootVolume, src r
 		return false, err
 	}
 	took := time.Since(start)
-	note(fmt.Sprintf("crimux: imported %s into root disk %s in %s", shortBytes(src.VirtualSize), v.ContainerPath, took.Round(100*time.Millisecond)))
+	note(fmt.Sprintf("crimux: imported %s into root disk %s in %s", core.ShortBytes(src.VirtualSize), v.ContainerPath, took.Round(100*time.Millisecond)))
 	r.Log.Info("root volume imported", "volume", v.HostPath, "container_path", v.ContainerPath, "format", v.Format,
 		"size", size, "took", took)
 	return true, nil
 }
 
-// ArrivingRootVolume checks the root volume of a migration target (a
+// arrivingRootVolume checks the root volume of a migration target (a
 // durable VM arriving live): it must hold the source VM's disk already,
 // shared storage both nodes reach. Nothing is imported or written: the
 // source's qemu is writing the disk. Its snapshots are not capped: none
-// is given to the arriving domain (redefineVolumeSnapshots skips a
+// is given to the arriving domain (GiveVolumeSnapshots skips a
 // migration target), and the source's VM API capped them.
-func ArrivingRootVolume(v *vm.RootVolume, note func(string)) error {
+func arrivingRootVolume(v *vm.RootVolume, note func(string)) error {
 	content, _, err := rootvol.Inspect(v)
 	if err != nil {
 		return err
@@ -180,7 +149,7 @@ func ArrivingRootVolume(v *vm.RootVolume, note func(string)) error {
 			v.ContainerPath, v.HostPath, errdefs.ErrFailedPrecondition)
 	}
 	note(fmt.Sprintf("crimux: root disk %s (%s) holds a %s disk of %s: the VM arriving by live migration runs on it, shared with its source, not copied",
-		v.ContainerPath, v.HostPath, v.Format, shortBytes(content.VirtualSize)))
+		v.ContainerPath, v.HostPath, v.Format, core.ShortBytes(content.VirtualSize)))
 	return nil
 }
 
@@ -188,12 +157,12 @@ func ArrivingRootVolume(v *vm.RootVolume, note func(string)) error {
 // must hold a disk crimux would boot (qemu may have rewritten its header).
 // Its snapshots are not capped: a start gives libvirt none, and a VM at
 // its cap when the cap is lowered still starts.
-func CheckRootVolume(c *store.Container) error {
+func (r *Room) CheckRootVolume(c *store.Container) error {
 	rv := c.RootVolume
 	if rv == nil {
 		return nil
 	}
-	v := VolumeOf(rv)
+	v := volumeOf(rv)
 	content, _, err := rootvol.Inspect(v)
 	if err == nil && content.Holds != rootvol.Disk {
 		err = fmt.Errorf("root disk %s (%s) holds no disk any more: %w", v.ContainerPath, v.HostPath, errdefs.ErrFailedPrecondition)
@@ -204,8 +173,8 @@ func CheckRootVolume(c *store.Container) error {
 	return nil
 }
 
-// VolumeOf is the converter's view of a recorded root volume.
-func VolumeOf(rv *store.RootVolume) *vm.RootVolume {
+// volumeOf is the converter's view of a recorded root volume.
+func volumeOf(rv *store.RootVolume) *vm.RootVolume {
 	return &vm.RootVolume{ContainerPath: rv.ContainerPath, HostPath: rv.HostPath, Block: rv.Block, Format: rv.Format, Field: "root volume"}
 }
 
@@ -216,7 +185,7 @@ func VolumeOf(rv *store.RootVolume) *vm.RootVolume {
 // given, the newest: PrepareRootVolume refused a disk holding more, but
 // the volume is the tenant's to write until the VM's qemu has it; the
 // others stay in the disk, and the error says so.
-func (r *Runtime) RedefineVolumeSnapshots(ctx context.Context, l virt.Libvirt, dom virt.Domain, diskPath string) (int, error) {
+func (r *Room) RedefineVolumeSnapshots(ctx context.Context, l virt.Libvirt, dom virt.Domain, diskPath string) (int, error) {
 	snaps, err := rootvol.Snapshots(ctx, diskPath)
 	if err != nil || len(snaps) == 0 {
 		return 0, err
@@ -252,35 +221,4 @@ func (r *Runtime) RedefineVolumeSnapshots(ctx context.Context, l virt.Libvirt, d
 		}
 	}
 	return len(snaps), over
-}
-
-// HumanBytes writes a size in the largest binary unit it fills.
-func HumanBytes(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	f, i := float64(n), 0
-	for f >= 1024 && i < len(units)-1 {
-		f, i = f/1024, i+1
-	}
-	return strconv.FormatFloat(f, 'f', -1, 64) + " " + units[i]
-}
-
-// shortBytes writes a size with one decimal in the largest binary unit
-// it fills (the import's log lines).
-func shortBytes(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	f, i := float64(n), 0
-	for f >= 1024 && i < len(units)-1 {
-		f, i = f/1024, i+1
-	}
-	return strconv.FormatFloat(f, 'f', 1, 64) + " " + units[i]
-}
-
-// RemoveVMDir removes a VM's directory, a root volume's attachment in it
-// first (a bind mount would stop the removal; the volume is not the VM
-// directory's to remove).
-func RemoveVMDir(dir string) error {
-	if err := rootvol.Release(dir); err != nil {
-		return err
-	}
-	return os.RemoveAll(dir)
 }

@@ -1,4 +1,4 @@
-package core_test
+package rootdisk_test
 
 import (
 	"context"
@@ -10,11 +10,10 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
+	"github.com/crimux/crimux/runtimes/libvirt/rootdisk"
 	"github.com/crimux/crimux/runtimes/libvirt/rootvol"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
-	"github.com/crimux/crimux/runtimes/libvirt/vmops"
 )
 
 // qemuImg runs qemu-img; the test is skipped without it.
@@ -41,30 +40,15 @@ func volumeWithSnapshots(t *testing.T, n int) *vm.RootVolume {
 	return v
 }
 
-// The default cap is one number wherever it is resolved: core's (a root
-// volume's disk) and vmops' (the VM API).
-func TestDefaultMaxSnapshotsPerVM(t *testing.T) {
-	if core.DefaultMaxSnapshotsPerVM != vmops.DefaultMaxSnapshotsPerVM {
-		t.Fatalf("core's default cap %d, vmops' %d", core.DefaultMaxSnapshotsPerVM, vmops.DefaultMaxSnapshotsPerVM)
-	}
-	e := coretest.New(t)
-	if n := e.R.MaxSnapshots(); n != vmops.DefaultMaxSnapshotsPerVM {
-		t.Fatalf("the cap of a runtime without one: %d", n)
-	}
-	e.R.Opts.MaxSnapshotsPerVM = 3
-	if n := e.R.MaxSnapshots(); n != 3 {
-		t.Fatalf("the cap of a runtime with 3: %d", n)
-	}
-}
-
 // A root volume whose disk holds more snapshots than a VM may have is
 // refused at create (each would be redefined in libvirt, past the VM
 // API's cap); the runtime's cap, 0 being the default, is the one.
 func TestPrepareRootVolumeSnapshotCap(t *testing.T) {
 	v := volumeWithSnapshots(t, 9)
 	e := coretest.New(t)
+	disks := rootdisk.New(rootdisk.CoreOf(e.R))
 	note := func(string) {}
-	_, err := e.R.PrepareRootVolume(context.Background(), v, rootvol.Source{}, note)
+	_, err := disks.PrepareRootVolume(context.Background(), v, rootvol.Source{}, note)
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("9 snapshots, the default cap: %v, want FailedPrecondition", err)
 	}
@@ -74,14 +58,14 @@ func TestPrepareRootVolumeSnapshotCap(t *testing.T) {
 		}
 	}
 	e.R.Opts.MaxSnapshotsPerVM = 9
-	if imported, err := e.R.PrepareRootVolume(context.Background(), v, rootvol.Source{}, note); err != nil || imported {
+	if imported, err := disks.PrepareRootVolume(context.Background(), v, rootvol.Source{}, note); err != nil || imported {
 		t.Fatalf("9 snapshots, cap 9: imported %v, %v", imported, err)
 	}
 	// A VM already made starts whatever its disk holds: it redefines
 	// nothing.
 	e.R.Opts.MaxSnapshotsPerVM = 2
 	c := &store.Container{ID: "c1", RootVolume: &store.RootVolume{ContainerPath: v.ContainerPath, HostPath: v.HostPath, Format: v.Format}}
-	if err := core.CheckRootVolume(c); err != nil {
+	if err := disks.CheckRootVolume(c); err != nil {
 		t.Fatalf("a VM already made, 9 snapshots over a cap of 2: %v", err)
 	}
 }
@@ -103,7 +87,7 @@ func TestRedefineVolumeSnapshotsCap(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n, err := e.R.RedefineVolumeSnapshots(context.Background(), l, dom, rootvol.DiskPath(v))
+			n, err := rootdisk.New(rootdisk.CoreOf(e.R)).RedefineVolumeSnapshots(context.Background(), l, dom, rootvol.DiskPath(v))
 			d, _ := e.Libvirt.Domain("vm1")
 			if len(d.Snapshots) != tc.want || n != tc.want {
 				t.Fatalf("redefined %d (said %d) of 9, cap %d: want %d", len(d.Snapshots), n, tc.cap, tc.want)

@@ -1,4 +1,4 @@
-package core
+package rootdisk
 
 import (
 	"errors"
@@ -22,13 +22,13 @@ import (
 // image cache. A VM without a root disk has nothing to check. A root
 // volume is examined (CheckRootVolume) and given to the VM's identity
 // (TakeBackRootVolume).
-func (r *Runtime) CheckRootDisk(c *store.Container) error {
+func (r *Room) CheckRootDisk(c *store.Container) error {
 	sb, err := r.Store.Sandbox(c.SandboxID)
 	if err != nil {
 		return err
 	}
 	if c.RootVolume != nil {
-		if err := CheckRootVolume(c); err != nil {
+		if err := r.CheckRootVolume(c); err != nil {
 			return err
 		}
 		return giveRootVolume(sb, c)
@@ -53,7 +53,7 @@ func (r *Runtime) CheckRootDisk(c *store.Container) error {
 }
 
 // checkLegacyRootDisk: the backing file must be in the image cache.
-func (r *Runtime) checkLegacyRootDisk(path string) error {
+func (r *Room) checkLegacyRootDisk(path string) error {
 	b, err := qcow2.Inspect(path)
 	if err != nil {
 		return err
@@ -70,7 +70,7 @@ func (r *Runtime) checkLegacyRootDisk(path string) error {
 // a file volume's disk (one inode, both nodes') to its own VM's; the
 // running qemu has it open and never notices, a qemu started later must
 // be able to open it. Before every start, and after a failed migration.
-func (r *Runtime) TakeBackRootVolume(c *store.Container) error {
+func (r *Room) TakeBackRootVolume(c *store.Container) error {
 	sb, err := r.Store.Sandbox(c.SandboxID)
 	if err != nil {
 		return err
