@@ -10,6 +10,7 @@
 //	gc/               the collector (teardowns, orphans, foreign resources)
 //	instant/          VMs started from booted templates (making, keeping, cloning)
 //	migrate/          the node's half of a live migration (describe, prepare, send, receive, seals)
+//	resize/           a VM's size: its room to grow, its fit in its pod, in-place resize
 //	core/             the parts and the VM life cycle every room shares
 //	core/coretest/    a core on fakes, for the rooms' unit tests
 //	migration/        a node's part in live migrations (listener, seals)
@@ -32,9 +33,9 @@
 //	saveimage/        libvirt save images read and fed to clones
 //
 // Arrows run one way, down this list's floors: this package imports the
-// rooms; criservice, vmops, gc, instant and migrate import core;
-// criservice imports migrate; core imports store, console and virt;
-// nothing but virt imports go-libvirt (internal/archtest).
+// rooms; criservice, vmops, gc, instant, migrate and resize import core;
+// criservice imports migrate and resize; core imports store, console and
+// virt; nothing but virt imports go-libvirt (internal/archtest).
 package libvirt
 
 import (
@@ -53,6 +54,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/migrate"
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
+	"github.com/crimux/crimux/runtimes/libvirt/resize"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
@@ -157,6 +159,8 @@ func (rt *Runtime) wire(opts Options, p core.Parts, conn *virt.Conn) {
 	rt.cri, rt.ops, rt.gc, rt.conn = criservice.New(rt.core), vmops.New(rt.core), gc.New(rt.core), conn
 	rt.migrate = migrate.New(rt.core)
 	rt.cri.Arrivals = rt.migrate
+	resizer := resize.New(resize.CoreOf(rt.core))
+	rt.cri.Resizer, rt.core.AfterReboot = resizer, resizer.AfterReboot
 	if !opts.TemplatesOff {
 		lim := opts.TemplateLimits
 		rt.cri.Instant = &instant.Maker{R: instant.CoreOf(rt.core), Store: template.Store{Dir: filepath.Join(opts.StateDir, TemplatesDir)},

@@ -17,6 +17,7 @@ import (
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 	"github.com/crimux/crimux/runtimes/libvirt/migrate"
+	"github.com/crimux/crimux/runtimes/libvirt/resize"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/vmtypes"
@@ -28,12 +29,13 @@ var (
 )
 
 // newService is the CRI face of a runtime core on fakes, its migration
-// room wired as the runtime wires it.
+// and resize rooms wired as the runtime wires them.
 func newService(t testing.TB, opts ...coretest.Options) (*Service, *coretest.Env) {
 	t.Helper()
 	e := coretest.New(t, opts...)
 	s := New(e.R)
 	s.Arrivals = migrate.New(e.R)
+	s.Resizer = resize.New(resize.CoreOf(e.R))
 	return s, e
 }
 
