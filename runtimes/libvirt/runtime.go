@@ -11,6 +11,7 @@
 //	instant/          VMs started from booted templates (making, keeping, cloning)
 //	migrate/          the node's half of a live migration (describe, prepare, send, receive, seals)
 //	rootdisk/         a VM's root disk: the pod's overlay or a volume of its own (claims, checks)
+//	resize/           a VM's size: its room to grow, its fit in its pod, in-place resize
 //	core/             the parts and the VM life cycle every room shares
 //	core/coretest/    a core on fakes, for the rooms' unit tests
 //	vmidentity/       the VM pods' own uids and gids, handed out and given their files
@@ -41,10 +42,10 @@
 //	saveimage/        libvirt save images read and fed to clones
 //
 // Arrows run one way, down this list's floors: this package imports the
-// rooms; criservice, vmops, gc, instant, migrate and rootdisk import core;
-// criservice imports migrate; core imports store, console and virt, and
-// the leaves from vmidentity to vmcounters, which import no core;
-// nothing but virt imports go-libvirt (internal/archtest).
+// rooms; criservice, vmops, gc, instant, migrate, rootdisk and resize
+// import core; criservice imports migrate and resize; core imports store,
+// console and virt, and the leaves from vmidentity to vmcounters, which
+// import no core; nothing but virt imports go-libvirt (internal/archtest).
 package libvirt
 
 import (
@@ -64,6 +65,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/migrate"
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
+	"github.com/crimux/crimux/runtimes/libvirt/resize"
 	"github.com/crimux/crimux/runtimes/libvirt/rootdisk"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
@@ -173,6 +175,8 @@ func (rt *Runtime) wire(opts Options, p core.Parts, conn *virt.Conn) {
 	rt.cri.Arrivals = rt.migrate
 	disks := rootdisk.New(rootdisk.CoreOf(rt.core))
 	rt.core.RootDisks, rt.cri.RootDisks, rt.migrate.RootVolumes = disks, disks, disks
+	resizer := resize.New(resize.CoreOf(rt.core))
+	rt.cri.Resizer, rt.core.AfterReboot = resizer, resizer.AfterReboot
 	if !opts.TemplatesOff {
 		lim := opts.TemplateLimits
 		rt.cri.Instant = &instant.Maker{R: instant.CoreOf(rt.core), Store: template.Store{Dir: filepath.Join(opts.StateDir, TemplatesDir)},

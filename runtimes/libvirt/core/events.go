@@ -50,7 +50,9 @@ func (r *Runtime) OnConnect(ctx context.Context, l virt.Libvirt) {
 				continue
 			}
 			r.Reboots.Fire(name)
-			r.resizeAfterReboot(ctx, l, name)
+			if r.AfterReboot != nil {
+				r.AfterReboot(ctx, l, name)
+			}
 		}
 	}
 }

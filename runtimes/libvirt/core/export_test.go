@@ -1,10 +1,6 @@
 package core
 
-import (
-	"time"
-
-	"github.com/crimux/crimux/runtimes/libvirt/virt"
-)
+import "github.com/crimux/crimux/runtimes/libvirt/virt"
 
 // Exported for the external tests (package core_test), which build the
 // runtime with coretest (an internal test cannot: coretest imports core).
@@ -17,12 +13,6 @@ func (r *Runtime) DomainStopped(domain string, code int32, reason string) {
 // LockWaiters is how many holders and waiters the lock of key has.
 func (r *Runtime) LockWaiters(key string) int {
 	return r.Locks.Holders(key)
-}
-
-// SetAfterReboot sets how long and how often a rebooted guest is brought
-// back to its resized size.
-func SetAfterReboot(wait, poll time.Duration) {
-	afterRebootWait, afterRebootPoll = wait, poll
 }
 
 // OnLifecycle is onLifecycle: a libvirt lifecycle event.

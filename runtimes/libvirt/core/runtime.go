@@ -213,6 +213,10 @@ type Runtime struct {
 	// AfterResync runs on every (re)connect once the store has caught up
 	// with libvirt (the collector's pass); first is true the first time.
 	AfterResync func(ctx context.Context, first bool)
+	// AfterReboot runs on every reboot event of a domain, once the soft
+	// reboots waiting for it are woken (a resized guest brought back to
+	// its size, package resize).
+	AfterReboot func(ctx context.Context, l virt.Libvirt, domain string)
 	// BootTime is when the node booted (nil: HostBootTime).
 	BootTime func() time.Time
 	// RootDisks check a VM's root disk before each start of its qemu

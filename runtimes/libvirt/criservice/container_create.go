@@ -17,6 +17,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/hostcaps"
 	"github.com/crimux/crimux/runtimes/libvirt/opguard"
+	"github.com/crimux/crimux/runtimes/libvirt/resize"
 	"github.com/crimux/crimux/runtimes/libvirt/rootvol"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
@@ -192,7 +193,7 @@ func (r *Service) readRequest(sb *store.Sandbox, cfg *runtimeapi.ContainerConfig
 	if in.res, err = vm.ResourcesFrom(cfg.GetLinux().GetResources()); err != nil {
 		return in, err
 	}
-	if in.res, err = r.fitMemory(sb.Config.GetLinux().GetCgroupParent(), in.res); err != nil {
+	if in.res, err = resize.FitMemory(r.Cgroups, r.Opts, r.Log, sb.Config.GetLinux().GetCgroupParent(), in.res); err != nil {
 		return in, err
 	}
 	if err := hostcaps.CheckHugePages(in.res.HugePages); err != nil {
@@ -230,7 +231,7 @@ func (r *Service) newRecord(sb *store.Sandbox, cfg *runtimeapi.ContainerConfig, 
 		CreatedAt:     time.Now().UnixNano(), State: runtimeapi.ContainerState_CONTAINER_CREATED,
 		CgroupParent: sb.Config.GetLinux().GetCgroupParent(),
 	}
-	rec.MaxVCPUs, rec.MaxMemoryMiB = r.resizeRoom(res)
+	rec.MaxVCPUs, rec.MaxMemoryMiB = resize.Headroom(r.Opts, res)
 	if cfg.GetLogPath() != "" {
 		rec.LogPath = filepath.Join(sb.Config.GetLogDirectory(), cfg.GetLogPath())
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 	"github.com/crimux/crimux/runtimes/libvirt/migrate"
+	"github.com/crimux/crimux/runtimes/libvirt/resize"
 	"github.com/crimux/crimux/runtimes/libvirt/rootdisk"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
@@ -29,7 +30,8 @@ var (
 )
 
 // newService is the CRI face of a runtime core on fakes, its migration
-// room and its root disks' room wired as the runtime wires them.
+// room, its root disks' room and its resize room wired as the runtime
+// wires them.
 func newService(t testing.TB, opts ...coretest.Options) (*Service, *coretest.Env) {
 	t.Helper()
 	e := coretest.New(t, opts...)
@@ -37,6 +39,7 @@ func newService(t testing.TB, opts ...coretest.Options) (*Service, *coretest.Env
 	arrivals := migrate.New(e.R)
 	arrivals.RootVolumes = s.RootDisks.(*rootdisk.Room)
 	s.Arrivals = arrivals
+	s.Resizer = resize.New(resize.CoreOf(e.R))
 	return s, e
 }
 

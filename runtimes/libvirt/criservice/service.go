@@ -10,7 +10,6 @@ package criservice
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/cri-streaming/pkg/streaming"
@@ -51,12 +50,12 @@ type Service struct {
 	// RootDisks make a VM's root disk at CreateContainer (package
 	// rootdisk; core.go).
 	RootDisks RootDisks
+	// Resizer resizes VMs in place (package resize); nil: no VM is
+	// resized.
+	Resizer Resizer
 
 	// streaming serves Attach to the serial console; nil until Serve.
 	streaming streaming.Server
-	// plugWait bounds a resize's wait for the guest's memory plug; 0 is
-	// defaultPlugWait (tests shorten it).
-	plugWait time.Duration
 	// containerItems and sandboxItems keep the VMs' list items encoded
 	// (list_encoded.go).
 	containerItems itemCache[containerKey]

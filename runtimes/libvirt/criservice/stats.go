@@ -113,7 +113,7 @@ func (r *Service) hostStats(c *store.Container) (*runtimeapi.ContainerStats, err
 // (ok false) without a balloon driver, or when libvirt cannot tell at
 // once. The guest writes it: it only decides whether kubelet tries to
 // lower the limit. The resize itself then asks the guest to unplug, and
-// the cgroup follows only what it gave back (resizeVM).
+// the cgroup follows only what it gave back (package resize).
 func (r *Service) guestMemory(c *store.Container) (virt.GuestMemory, bool) {
 	l, err := r.Conn.Get()
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/instant"
+	"github.com/crimux/crimux/runtimes/libvirt/resize"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
 	"github.com/crimux/crimux/vmtypes"
 )
@@ -56,7 +57,7 @@ func (r *Service) WarmTemplate(ctx context.Context, w vmtypes.TemplateWarm) (vmt
 		return vmtypes.TemplateInfo{}, err
 	}
 	res := vm.Resources{VCPUs: uint(w.VCPUs), MemoryMiB: w.MemoryMiB}
-	maxVCPUs, maxMemoryMiB := r.resizeRoom(res)
+	maxVCPUs, maxMemoryMiB := resize.Headroom(r.Opts, res)
 	req := instant.Request{Image: w.Image, Layout: layout, Namespace: w.Namespace, Shape: template.Shape{VCPUs: res.VCPUs, MaxVCPUs: maxVCPUs,
 		MemoryMiB: res.MemoryMiB, MaxMemoryMiB: maxMemoryMiB, Accel: r.Accel}}
 	m, err := r.Instant.Make(ctx, req)

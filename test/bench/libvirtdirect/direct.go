@@ -149,7 +149,7 @@ func (d *Client) spec(name, dir string, sh Shape) vm.Spec {
 }
 
 // maxVCPUs and maxMemoryMiB are the room to grow crimux gives a VM on its
-// default config (runtimes/libvirt/criservice resizeRoom): vCPUs up to the
+// default config (runtimes/libvirt/resize Headroom): vCPUs up to the
 // host's CPUs, plugged later; RAM to twice the VM's from 256 MiB, none
 // below. The domain's layout follows (hotpluggable vCPUs; a NUMA cell and
 // a virtio-mem device), and so does the guest's boot.

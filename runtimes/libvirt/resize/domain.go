@@ -1,4 +1,4 @@
-package criservice
+package resize
 
 import (
 	"context"
@@ -22,7 +22,7 @@ const unplugSlackMiB = 32
 
 // resizer is one resize of one domain.
 type resizer struct {
-	r    *Service
+	r    *Resizer
 	l    virt.Libvirt
 	dom  virt.Domain
 	c    *store.Container
@@ -31,7 +31,7 @@ type resizer struct {
 
 // resizeDomain changes the domain's vCPUs, then its plugged memory; a
 // memory change that fails puts the vCPUs back.
-func (r *Service) resizeDomain(ctx context.Context, c, next *store.Container, live bool) error {
+func (r *Resizer) resizeDomain(ctx context.Context, c, next *store.Container, live bool) error {
 	l, err := r.Conn.Get()
 	if err != nil {
 		return err
@@ -90,7 +90,7 @@ func (z resizer) setVCPUs(from, to uint) (leftPlugged bool, err error) {
 // (measured; later plugs were then no-ops). With KVM an unplug that does
 // not complete is left the same way. A later grow onlines them again
 // (libvirt still counts them plugged); after a guest reboot crimux takes
-// them offline again (core's resizeAfterReboot).
+// them offline again (AfterReboot).
 func (z resizer) unplugVCPUs(from, to uint) (leftPlugged bool, err error) {
 	if z.c.Accel != vm.AccelTCG {
 		err := z.l.SetVCPUs(z.dom, to, true)
@@ -216,8 +216,8 @@ func (z resizer) waitPlugged(ctx context.Context, done func(current uint64) bool
 }
 
 func (z resizer) wait() time.Duration {
-	if z.r.plugWait > 0 {
-		return z.r.plugWait
+	if z.r.PlugWait > 0 {
+		return z.r.PlugWait
 	}
 	return defaultPlugWait
 }

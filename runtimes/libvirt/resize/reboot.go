@@ -1,4 +1,4 @@
-package core
+package resize
 
 import (
 	"context"
@@ -26,14 +26,15 @@ var (
 // errNotYet: the rebooted guest is not at its size yet; ask again.
 var errNotYet = errors.New("not yet")
 
-// resizeAfterReboot: a guest that rebooted comes back with every plugged
-// vCPU online and the virtio-mem memory it plugs again offline (Debian's
-// kernel onlines no hot-added memory by itself). A VM that was resized
+// AfterReboot runs on domain's reboot events (core.Runtime.AfterReboot):
+// a guest that rebooted comes back with every plugged vCPU online and the
+// virtio-mem memory it plugs again offline (Debian's kernel onlines no
+// hot-added memory by itself). A VM that was resized
 // live — vCPUs left plugged beyond its size by a shrink that could not
 // unplug them (store.Container.PluggedVCPUs), or RAM above what it booted
 // with — is brought back to its size through its guest agent once that
 // answers, as the resize did (the pod's cgroup bounds it all along).
-func (r *Runtime) resizeAfterReboot(ctx context.Context, l virt.Libvirt, domain string) {
+func (r *Resizer) AfterReboot(ctx context.Context, l virt.Libvirt, domain string) {
 	id := strings.TrimPrefix(domain, vm.DomainName(""))
 	if c, err := r.Store.Container(id); err != nil || !resizedLive(c) {
 		return
@@ -45,7 +46,7 @@ func resizedLive(c *store.Container) bool {
 	return c.PluggedVCPUs > c.VCPUs || (c.BootMemoryMiB > 0 && c.MemoryMiB > c.BootMemoryMiB)
 }
 
-func (r *Runtime) resizeRebootedGuest(ctx context.Context, l virt.Libvirt, domain, id string) {
+func (r *Resizer) resizeRebootedGuest(ctx context.Context, l virt.Libvirt, domain, id string) {
 	deadline := time.NewTimer(afterRebootWait)
 	defer deadline.Stop()
 	tick := time.NewTicker(afterRebootPoll)

@@ -1,4 +1,4 @@
-package criservice
+package resize
 
 import (
 	"google.golang.org/protobuf/proto"

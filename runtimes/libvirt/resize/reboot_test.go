@@ -1,4 +1,4 @@
-package core_test
+package resize
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
@@ -65,9 +64,9 @@ func (g *guestCPUs) asked() []string {
 // beyond its size (a TCG shrink) has it taken offline again after its
 // guest reboots; a VM without one is not asked anything.
 func TestRebootedGuestGetsExtraVCPUsOffline(t *testing.T) {
-	core.SetAfterReboot(5*time.Second, 10*time.Millisecond)
+	afterRebootFast()
 	for _, plugged := range []uint{2, 0} {
-		e := coretest.New(t)
+		e := rebootingCore(t)
 		e.PutPod(t, "sb1", nil)
 		e.PutVM(t, "sb1", "c1", runtimeapi.ContainerState_CONTAINER_RUNNING, vmtypes.PowerRunning)
 		editRecord(t, e, "c1", func(c *store.Container) { c.MaxVCPUs, c.PluggedVCPUs = 2, plugged })
@@ -102,6 +101,17 @@ func TestRebootedGuestGetsExtraVCPUsOffline(t *testing.T) {
 	}
 }
 
+// afterRebootFast: a rebooted guest is asked often, for a while.
+func afterRebootFast() { afterRebootWait, afterRebootPoll = 5*time.Second, 10*time.Millisecond }
+
+// rebootingCore is a core on fakes whose reboot events reach a Resizer,
+// as the runtime wires it.
+func rebootingCore(t *testing.T) *coretest.Env {
+	e := coretest.New(t)
+	e.R.AfterReboot = New(CoreOf(e.R)).AfterReboot
+	return e
+}
+
 func editRecord(t *testing.T, e *coretest.Env, id string, edit func(*store.Container)) {
 	t.Helper()
 	c, err := e.R.Store.Container(id)
@@ -118,8 +128,8 @@ func editRecord(t *testing.T, e *coretest.Env, id string, edit func(*store.Conta
 // has the memory its guest plugs again after a reboot onlined, once the
 // guest has plugged it all.
 func TestRebootedGuestGetsItsMemoryOnline(t *testing.T) {
-	core.SetAfterReboot(5*time.Second, 10*time.Millisecond)
-	e := coretest.New(t)
+	afterRebootFast()
+	e := rebootingCore(t)
 	e.PutPod(t, "sb1", nil)
 	e.PutVM(t, "sb1", "c1", runtimeapi.ContainerState_CONTAINER_RUNNING, vmtypes.PowerRunning)
 	editRecord(t, e, "c1", func(c *store.Container) { c.BootMemoryMiB, c.MemoryMiB, c.MaxMemoryMiB = 128, 256, 256 })

@@ -1,18 +1,26 @@
-package criservice
+package resize
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/core"
 )
 
-// minFittedMiB is the smallest guest fitMemory shrinks a VM to: the
+// MemoryRooms tells the memory limit of a pod's cgroup (core.Cgroups).
+type MemoryRooms interface {
+	MemoryRoom(parent string) (limit int64, limited bool, err error)
+}
+
+// minFittedMiB is the smallest guest FitMemory shrinks a VM to: the
 // Debian cloud kernel does not boot in 64 MiB.
 const minFittedMiB = 128
 
-// fitMemory makes the VM fit in the room its pod's cgroup leaves. The
-// guest's RAM and qemu's own memory (libvirt.memory_overhead_mib) share
+// FitMemory makes a new VM of res fit in the room its pod's cgroup
+// (parent, read through cg) leaves. The guest's RAM and qemu's own
+// memory (libvirt.memory_overhead_mib, opts.MemoryOverheadMiB) share
 // the pod's memory limit; kubelet sets that limit to the container's
 // memory limit plus the RuntimeClass overhead, if any. With the overhead
 // (RuntimeClass vm) the VM fits as asked. Without it (a pod routed by
@@ -21,16 +29,16 @@ const minFittedMiB = 128
 // the guest gets the limit minus qemu's overhead instead, when that is at
 // least minFittedMiB; otherwise the VM is refused (FailedPrecondition),
 // naming the numbers and the fix.
-func (r *Service) fitMemory(parent string, res vm.Resources) (vm.Resources, error) {
+func FitMemory(cg MemoryRooms, opts *core.Options, log *slog.Logger, parent string, res vm.Resources) (vm.Resources, error) {
 	if parent == "" {
 		return res, nil
 	}
-	room, limited, err := r.Cgroups.MemoryRoom(parent)
+	room, limited, err := cg.MemoryRoom(parent)
 	if err != nil {
-		r.Log.Warn("cannot read the pod's memory limit; the VM is sized as asked", "cgroup_parent", parent, "err", err)
+		log.Warn("cannot read the pod's memory limit; the VM is sized as asked", "cgroup_parent", parent, "err", err)
 		return res, nil
 	}
-	overhead := uint64(max(r.Opts.MemoryOverheadMiB, 0))
+	overhead := uint64(max(opts.MemoryOverheadMiB, 0))
 	roomMiB := uint64(room) >> 20
 	if !limited || res.MemoryMiB+overhead <= roomMiB {
 		return res, nil
@@ -39,7 +47,7 @@ func (r *Service) fitMemory(parent string, res vm.Resources) (vm.Resources, erro
 		return fitHugePages(res, roomMiB, overhead)
 	}
 	if roomMiB >= overhead+minFittedMiB {
-		r.Log.Info("VM's RAM sized to fit its pod (no pod overhead for qemu)", "asked_mib", res.MemoryMiB,
+		log.Info("VM's RAM sized to fit its pod (no pod overhead for qemu)", "asked_mib", res.MemoryMiB,
 			"ram_mib", roomMiB-overhead, "pod_limit_mib", roomMiB, "qemu_overhead_mib", overhead)
 		res.MemoryMiB = roomMiB - overhead
 		return res, nil
