@@ -184,7 +184,7 @@ func (b *backend) Recovered() <-chan struct{} { return b.rt.Recovered() }
 func (b *backend) PowerStateCounts() (map[string]int, error) { return b.rt.PowerStateCounts() }
 
 // VMSamples are each VM's figures for metrics (vmtypes.Sampler).
-func (b *backend) VMSamples() ([]vmtypes.VMSample, error) { return b.rt.ops.VMSamples() }
+func (b *backend) VMSamples() ([]vmtypes.VMSample, error) { return b.rt.stats.VMSamples() }
 
 // CollectImages drops the image cache entries no VM needs any more
 // (registry.ImageCollector).

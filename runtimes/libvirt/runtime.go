@@ -12,6 +12,7 @@
 //	migrate/          the node's half of a live migration (describe, prepare, send, receive, seals)
 //	rootdisk/         a VM's root disk: the pod's overlay or a volume of its own (claims, checks)
 //	resize/           a VM's size: its room to grow, its fit in its pod, in-place resize
+//	vmstats/          a VM measured: cgroup, guest memory, overlay disk, I/O (CRI stats, metrics)
 //	core/             the parts and the VM life cycle every room shares
 //	core/coretest/    a core on fakes, for the rooms' unit tests
 //	vmidentity/       the VM pods' own uids and gids, handed out and given their files
@@ -46,6 +47,7 @@
 // import core; criservice imports migrate and resize; core imports store,
 // console and virt, and the leaves from vmidentity to vmcounters, which
 // import no core; nothing but virt imports go-libvirt (internal/archtest).
+// vmstats imports core too, and criservice imports vmstats.
 package libvirt
 
 import (
@@ -74,6 +76,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
 	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
 	"github.com/crimux/crimux/runtimes/libvirt/vmops"
+	"github.com/crimux/crimux/runtimes/libvirt/vmstats"
 )
 
 // Options configure the VM runtime (see core.Options).
@@ -107,13 +110,14 @@ type (
 )
 
 // Runtime is the VM runtime, wired: its core, its CRI face, its half of
-// live migrations, its VM operations, its collector and the libvirtd
-// connection they share.
+// live migrations, its VM operations, the meter of its VMs (metrics),
+// its collector and the libvirtd connection they share.
 type Runtime struct {
 	core    *core.Runtime
 	cri     *criservice.Service
 	migrate *migrate.Room
 	ops     *vmops.Ops
+	stats   *vmstats.Meter
 	gc      *gc.Collector
 	conn    *virt.Conn
 	stop    context.CancelFunc
@@ -177,6 +181,8 @@ func (rt *Runtime) wire(opts Options, p core.Parts, conn *virt.Conn) {
 	rt.core.RootDisks, rt.cri.RootDisks, rt.migrate.RootVolumes = disks, disks, disks
 	resizer := resize.New(resize.CoreOf(rt.core))
 	rt.cri.Resizer, rt.core.AfterReboot = resizer, resizer.AfterReboot
+	rt.stats = vmstats.New(vmstats.CoreOf(rt.core))
+	rt.cri.Meter = rt.stats
 	if !opts.TemplatesOff {
 		lim := opts.TemplateLimits
 		rt.cri.Instant = &instant.Maker{R: instant.CoreOf(rt.core), Store: template.Store{Dir: filepath.Join(opts.StateDir, TemplatesDir)},
@@ -258,7 +264,7 @@ func reconnected(c Counters) func(string) {
 func (rt *Runtime) Recovered() <-chan struct{} { return rt.core.Recovered() }
 
 // PowerStateCounts counts the VMs by power state (metrics).
-func (rt *Runtime) PowerStateCounts() (map[string]int, error) { return rt.ops.PowerStateCounts() }
+func (rt *Runtime) PowerStateCounts() (map[string]int, error) { return rt.stats.PowerStateCounts() }
 
 // Close stops the connection, the console copiers and closes the store.
 // VMs keep running: qemu outlives crimux.

@@ -38,7 +38,6 @@ type vmCore interface {
 	LockContainer(id string) (*store.Container, func(), error)
 	LockVM(id string) (*store.Container, func(), error)
 	VMDir(id string) string
-	DiskPathOf(c *store.Container) string
 	CgroupOf(c *store.Container) core.VMCgroup
 	RequireRoom(what string) error
 	StartingQemu(c *store.Container, start func() error) error

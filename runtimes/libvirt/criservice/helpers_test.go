@@ -21,6 +21,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/rootdisk"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	"github.com/crimux/crimux/runtimes/libvirt/vmstats"
 	"github.com/crimux/crimux/vmtypes"
 )
 
@@ -44,9 +45,10 @@ func newService(t testing.TB, opts ...coretest.Options) (*Service, *coretest.Env
 }
 
 // serviceOn is the CRI face of core e, its root disks' room wired as the
-// runtime wires it (the core asks it before a start too).
+// runtime wires it (the core asks it before a start too), and its meter.
 func serviceOn(e *coretest.Env) *Service {
 	s := New(e.R)
+	s.Meter = vmstats.New(vmstats.CoreOf(e.R))
 	disks := rootdisk.New(rootdisk.CoreOf(e.R))
 	e.R.RootDisks, s.RootDisks = disks, disks
 	return s

@@ -53,6 +53,8 @@ type Service struct {
 	// Resizer resizes VMs in place (package resize); nil: no VM is
 	// resized.
 	Resizer Resizer
+	// Meter measures the VMs for their stats (package vmstats).
+	Meter Meter
 
 	// streaming serves Attach to the serial console; nil until Serve.
 	streaming streaming.Server

@@ -1,8 +1,8 @@
 // Package vmops is the VM runtime's VM API operations: what a VM can do
-// that a container cannot — power states, reboots, snapshots — and the
-// power-state counts metrics read. The vmapi package serves them over
-// gRPC (as vmtypes.Operator); here they are plain methods, addressed by
-// the runtime's own pod or container IDs (without the "vm--" prefix).
+// that a container cannot — power states, reboots, snapshots. The vmapi
+// package serves them over gRPC (as vmtypes.Operator); here they are
+// plain methods, addressed by the runtime's own pod or container IDs
+// (without the "vm--" prefix).
 // Each runs under the pod's lock (core.BeginVMOp), like every CRI call on
 // the same VM.
 //
@@ -35,7 +35,6 @@ type Ops struct {
 	Log     *slog.Logger
 	Store   *store.Store
 	Conn    core.Connection
-	Cgroups core.Cgroups
 	Reboots *rebootwatch.Watch
 	Boots   *bootwatch.Watcher
 }
@@ -53,10 +52,9 @@ type vmCore interface {
 	RequireRoom(what string) error
 	MaxSnapshots() int
 	DiskPathOf(c *store.Container) string
-	CgroupOf(c *store.Container) core.VMCgroup
 }
 
 // New returns the VM operations of the runtime r.
 func New(r *core.Runtime) *Ops {
-	return &Ops{vmCore: r, Log: r.Log, Store: r.Store, Conn: r.Conn, Cgroups: r.Cgroups, Reboots: r.Reboots, Boots: r.Boots}
+	return &Ops{vmCore: r, Log: r.Log, Store: r.Store, Conn: r.Conn, Reboots: r.Reboots, Boots: r.Boots}
 }

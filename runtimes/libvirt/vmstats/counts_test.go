@@ -1,4 +1,4 @@
-package vmops
+package vmstats
 
 import (
 	"fmt"
@@ -51,7 +51,7 @@ func TestPowerStateCounts(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := e.ops.PowerStateCounts()
+			got, err := e.meter.PowerStateCounts()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,7 +72,7 @@ func TestPowerStateCountsAll(t *testing.T) {
 		e.PutVM(t, fmt.Sprint("sb", i), fmt.Sprint("c", i), running, p)
 	}
 	e.PutVM(t, "sbx", "cx", runtimeapi.ContainerState_CONTAINER_EXITED, "")
-	got, err := e.ops.PowerStateCounts()
+	got, err := e.meter.PowerStateCounts()
 	want := map[string]int{"running": 2, "paused": 1, "shutdown": 1, "hibernate": 1, "not_running": 1}
 	if err != nil || !maps.Equal(got, want) {
 		t.Fatalf("PowerStateCounts = %v, %v; want %v", got, err, want)
@@ -86,20 +86,20 @@ func TestPowerStateCountsAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Libvirt.Fail("HasManagedSave", boom)
-	got, _ = e.ops.PowerStateCounts()
+	got, _ = e.meter.PowerStateCounts()
 	want = map[string]int{"running": 2, "paused": 1, "unknown": 1, "hibernate": 1, "not_running": 1}
 	if got["unknown"]+got["shutdown"]+got["hibernate"] != 2 || got["unknown"] != 1 || got["running"] != 2 {
 		t.Fatalf("with a managed save unknown and a VM being removed: %v, want one unknown of the two shut off, %v", got, want)
 	}
 
 	e.Libvirt.Fail("State", boom)
-	got, _ = e.ops.PowerStateCounts()
+	got, _ = e.meter.PowerStateCounts()
 	if got["unknown"] != 1 || got["running"]+got["paused"]+got["shutdown"]+got["hibernate"] != 4 {
 		t.Fatalf("with one State failing: %v, want one unknown", got)
 	}
 
 	e.Libvirt.SetDown(fmt.Errorf("libvirtd down: %w", errdefs.ErrUnavailable))
-	got, err = e.ops.PowerStateCounts()
+	got, err = e.meter.PowerStateCounts()
 	want = map[string]int{"unknown": 5, "not_running": 1}
 	if err != nil || !maps.Equal(got, want) {
 		t.Fatalf("PowerStateCounts with libvirtd down = %v, %v; want %v", got, err, want)

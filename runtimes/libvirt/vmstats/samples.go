@@ -1,4 +1,4 @@
-package vmops
+package vmstats
 
 import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -13,20 +13,20 @@ import (
 // account of its memory and its disk and network traffic. A figure that
 // cannot be read now (libvirtd away, the VM just gone) is left at zero:
 // a scrape never fails for one VM.
-func (r *Ops) VMSamples() ([]vmtypes.VMSample, error) {
-	recs, err := r.Store.LiveContainers()
+func (m *Meter) VMSamples() ([]vmtypes.VMSample, error) {
+	recs, err := m.Store.LiveContainers()
 	if err != nil {
 		return nil, err
 	}
-	l, _ := r.Conn.Get()
+	l, _ := m.Conn.Get()
 	out := make([]vmtypes.VMSample, 0, len(recs))
 	for _, c := range recs {
 		s := vmtypes.VMSample{Container: c.Config.GetMetadata().GetName(), PowerState: countedPowerState(l, c)}
-		if sb, err := r.Store.Sandbox(c.SandboxID); err == nil {
+		if sb, err := m.Store.Sandbox(c.SandboxID); err == nil {
 			s.Namespace, s.Pod = sb.Config.GetMetadata().GetNamespace(), sb.Config.GetMetadata().GetName()
 		}
 		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING && (s.PowerState == "running" || s.PowerState == "paused") {
-			r.sampleRunning(l, c, &s)
+			m.sampleRunning(l, c, &s)
 		}
 		out = append(out, s)
 	}
@@ -34,9 +34,9 @@ func (r *Ops) VMSamples() ([]vmtypes.VMSample, error) {
 }
 
 // sampleRunning fills the figures of a VM whose qemu runs.
-func (r *Ops) sampleRunning(l virt.Libvirt, c *store.Container, s *vmtypes.VMSample) {
+func (m *Meter) sampleRunning(l virt.Libvirt, c *store.Container, s *vmtypes.VMSample) {
 	s.Running = true
-	if u, err := r.Cgroups.Stats(r.CgroupOf(c)); err == nil {
+	if u, err := m.cgroup(c); err == nil {
 		s.CPUSeconds, s.MemoryBytes = float64(u.CPUNanos)/1e9, u.WorkingSetBytes
 	}
 	if l == nil {
@@ -46,9 +46,7 @@ func (r *Ops) sampleRunning(l virt.Libvirt, c *store.Container, s *vmtypes.VMSam
 	if err != nil {
 		return
 	}
-	if m, ok, err := l.GuestMemory(dom); err == nil && ok {
-		s.GuestMemoryBytes = m.InUseBytes()
-	}
+	s.GuestMemoryBytes, _ = guestInUse(l, dom)
 	if io, err := l.IO(dom); err == nil {
 		s.BlockReadBytes, s.BlockWriteBytes, s.NetReceiveBytes, s.NetSendBytes = io.BlockReadBytes, io.BlockWriteBytes, io.NetReceiveBytes, io.NetSendBytes
 	}

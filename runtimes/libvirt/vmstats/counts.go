@@ -1,4 +1,4 @@
-package vmops
+package vmstats
 
 import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -13,12 +13,12 @@ import (
 // (shut off with a managed save image), since a power state the user chose
 // keeps the container running; a created or exited one as "not_running";
 // "unknown" while libvirtd cannot be reached or the domain is missing.
-func (r *Ops) PowerStateCounts() (map[string]int, error) {
-	recs, err := r.Store.LiveContainers() // not those being made or removed
+func (m *Meter) PowerStateCounts() (map[string]int, error) {
+	recs, err := m.Store.LiveContainers() // not those being made or removed
 	if err != nil {
 		return nil, err
 	}
-	l, _ := r.Conn.Get()
+	l, _ := m.Conn.Get()
 	counts := map[string]int{}
 	for _, c := range recs {
 		counts[countedPowerState(l, c)]++

@@ -1,4 +1,4 @@
-package vmops
+package vmstats
 
 import (
 	"testing"
@@ -31,7 +31,7 @@ func TestVMSamples(t *testing.T) {
 		d.GuestMemory = &virt.GuestMemory{TotalBytes: 1 << 30, UsableBytes: 1<<30 - 100<<20}
 	})
 
-	got, err := e.ops.VMSamples()
+	got, err := e.meter.VMSamples()
 	if err != nil || len(got) != 2 {
 		t.Fatalf("VMSamples = %+v, %v; want two", got, err)
 	}
@@ -46,7 +46,7 @@ func TestVMSamples(t *testing.T) {
 	}
 
 	e.Libvirt.Fail("IO", boom)
-	got, err = e.ops.VMSamples()
+	got, err = e.meter.VMSamples()
 	if err != nil || len(got) != 2 {
 		t.Fatalf("with IO failing: %+v, %v; want both samples", got, err)
 	}
