@@ -19,6 +19,7 @@
 //	rebootwatch/      libvirt's reboot events handed to the soft reboots waiting for them
 //	cidata/           a VM's cloud-init volume written into its directory
 //	opguard/          per-key locks and the rollback of a half-done operation
+//	vmnet/            a VM pod's network glue: set up, torn down, NIC, readiness
 //	vmcounters/       what the VM runtime counts, and the labels it counts by
 //	nospace/          VMs qemu paused on a full disk, resumed once there is room
 //	migration/        a node's part in live migrations (listener, seals)
@@ -73,6 +74,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/virtiofs"
 	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
 	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
+	"github.com/crimux/crimux/runtimes/libvirt/vmnet"
 	"github.com/crimux/crimux/runtimes/libvirt/vmops"
 )
 
@@ -217,12 +219,12 @@ func (rt *Runtime) start(opts Options) error {
 		rt.servePlacement(runCtx, opts.PlacementSocket)
 	}
 	rt.core.ResumeConsoles()
-	rt.core.ResumeNetworks()
+	rt.core.Networks.Resume()
 	return nil
 }
 
 // podNetwork is the VM pods' network (podnet); nil without one.
-func podNetwork(opts Options, log *slog.Logger) (core.PodNetwork, error) {
+func podNetwork(opts Options, log *slog.Logger) (vmnet.PodNetwork, error) {
 	if opts.Network == nil {
 		return nil, nil
 	}
@@ -271,8 +273,8 @@ func (rt *Runtime) Close() error {
 	}
 	rt.core.Console.StopAll()
 	rt.core.Boots.ForgetAll()
-	if rt.core.Net != nil {
-		rt.core.Net.Close()
+	if rt.core.Networks.Net != nil {
+		rt.core.Networks.Net.Close()
 	}
 	for _, c := range rt.closers {
 		_ = c()
