@@ -20,6 +20,7 @@
 //	rebootwatch/      libvirt's reboot events handed to the soft reboots waiting for them
 //	cidata/           a VM's cloud-init volume written into its directory
 //	opguard/          per-key locks and the rollback of a half-done operation
+//	vmnet/            a VM pod's network glue: set up, torn down, NIC, readiness
 //	vmcounters/       what the VM runtime counts, and the labels it counts by
 //	nospace/          VMs qemu paused on a full disk, resumed once there is room
 //	migration/        a node's part in live migrations (listener, seals)
@@ -75,6 +76,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/virtiofs"
 	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
 	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
+	"github.com/crimux/crimux/runtimes/libvirt/vmnet"
 	"github.com/crimux/crimux/runtimes/libvirt/vmops"
 	"github.com/crimux/crimux/runtimes/libvirt/vmstats"
 )
@@ -223,12 +225,12 @@ func (rt *Runtime) start(opts Options) error {
 		rt.servePlacement(runCtx, opts.PlacementSocket)
 	}
 	rt.core.ResumeConsoles()
-	rt.core.ResumeNetworks()
+	rt.core.Networks.Resume()
 	return nil
 }
 
 // podNetwork is the VM pods' network (podnet); nil without one.
-func podNetwork(opts Options, log *slog.Logger) (core.PodNetwork, error) {
+func podNetwork(opts Options, log *slog.Logger) (vmnet.PodNetwork, error) {
 	if opts.Network == nil {
 		return nil, nil
 	}
@@ -277,8 +279,8 @@ func (rt *Runtime) Close() error {
 	}
 	rt.core.Console.StopAll()
 	rt.core.Boots.ForgetAll()
-	if rt.core.Net != nil {
-		rt.core.Net.Close()
+	if rt.core.Networks.Net != nil {
+		rt.core.Networks.Net.Close()
 	}
 	for _, c := range rt.closers {
 		_ = c()

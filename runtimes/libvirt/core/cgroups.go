@@ -49,6 +49,15 @@ func (r *Runtime) CgroupForDomain(domain string) (VMCgroup, bool) {
 	return r.CgroupOf(c), true
 }
 
+// NICForDomain is what the qemu wrapper of domain gets besides its
+// placement: a template's NIC, or the pod's (vmnet.Networks.NIC).
+func (r *Runtime) NICForDomain(domain, fd string) (*os.File, []string, error) {
+	if t, ok := r.templateVM(domain); ok {
+		return t.NIC(fd)
+	}
+	return r.Networks.NIC(domain, fd)
+}
+
 // IdentityForDomain is the identity a domain's qemu runs as: its pod's
 // (nil: libvirt's shared qemu user); ok is false for a domain this
 // runtime does not own.

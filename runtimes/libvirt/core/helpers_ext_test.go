@@ -1,19 +1,16 @@
 package core_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
-	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/runtimes/libvirt/virt/virtfake"
@@ -77,54 +74,6 @@ func events(t *testing.T, e *coretest.Env) func() []*runtimeapi.ContainerEventRe
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
-}
-
-// netWrap is coretest's pod network with the failures it lacks, and what
-// CNI was told of the pod.
-type netWrap struct {
-	*coretest.Net
-	mu                    sync.Mutex
-	failPlan, failDHCP    error
-	failTap               error
-	setupPods, dhcpOfPods []*podnet.Pod
-}
-
-func (n *netWrap) Plan(id string) (*podnet.Attachment, error) {
-	if n.failPlan != nil {
-		return nil, n.failPlan
-	}
-	return n.Net.Plan(id)
-}
-
-func (n *netWrap) Setup(ctx context.Context, p *podnet.Pod, a *podnet.Attachment) error {
-	n.mu.Lock()
-	n.setupPods = append(n.setupPods, p)
-	n.mu.Unlock()
-	return n.Net.Setup(ctx, p, a)
-}
-
-func (n *netWrap) StartDHCP(p *podnet.Pod, a *podnet.Attachment) error {
-	if n.failDHCP != nil {
-		return n.failDHCP
-	}
-	n.mu.Lock()
-	n.dhcpOfPods = append(n.dhcpOfPods, p)
-	n.mu.Unlock()
-	return n.Net.StartDHCP(p, a)
-}
-
-func (n *netWrap) OpenTap(a *podnet.Attachment) (*os.File, error) {
-	if n.failTap != nil {
-		return nil, n.failTap
-	}
-	return n.Net.OpenTap(a)
-}
-
-// wrapNet puts a netWrap in front of the env's pod network.
-func wrapNet(e *coretest.Env) *netWrap {
-	w := &netWrap{Net: e.Net}
-	e.R.Net = w
-	return w
 }
 
 // destroyFails is a libvirtd whose Destroy fails; off says whether the

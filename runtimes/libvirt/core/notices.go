@@ -68,10 +68,10 @@ type bootHost struct{ r *Runtime }
 
 func (h bootHost) GuestPackets(sandbox string) (uint64, bool, error) {
 	sb, err := h.r.Store.Sandbox(sandbox)
-	if err != nil || sb.Net == nil || h.r.Net == nil {
+	if err != nil || sb.Net == nil || h.r.Networks.Net == nil {
 		return 0, false, nil
 	}
-	n, err := h.r.Net.GuestPackets(sb.Net)
+	n, err := h.r.Networks.Net.GuestPackets(sb.Net)
 	return n, true, err
 }
 

@@ -42,6 +42,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
 	"github.com/crimux/crimux/runtimes/libvirt/vmevents"
 	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
+	"github.com/crimux/crimux/runtimes/libvirt/vmnet"
 )
 
 // Options configure the VM runtime.
@@ -188,9 +189,10 @@ type Runtime struct {
 	Conn    Connection
 	Images  ImageReader
 	Cgroups Cgroups
-	// Net is the pod network; nil: VM pods have none.
-	Net    PodNetwork
-	CIData cidata.Writer
+	CIData  cidata.Writer
+	// Networks are the VM pods' networks (Networks.Net nil: VM pods
+	// have none).
+	Networks *vmnet.Networks
 	// Shares runs the virtiofsd of VM shares; nil: VMs get no shares.
 	Shares Shares
 	// Migration is this node's part in live migrations; nil:
@@ -242,7 +244,7 @@ type Parts struct {
 	Conn    Connection
 	Images  ImageReader
 	Cgroups Cgroups
-	Net     PodNetwork
+	Net     vmnet.PodNetwork
 	// CIData writes the cloud-init volumes; nil is cidata.ISO.
 	CIData cidata.Writer
 	Shares Shares
@@ -260,7 +262,7 @@ func New(opts Options, p Parts) *Runtime {
 	}
 	r := &Runtime{
 		Opts: opts, Accel: hostcaps.ResolveAccel(opts.Accel, hostcaps.KVMProbe(opts.Identities.Count > 0), log), Store: p.Store, Conn: p.Conn, Images: p.Images, Cgroups: p.Cgroups,
-		Net: p.Net, CIData: p.CIData, Shares: p.Shares, Console: console.New(log), Events: vmevents.NewHub(), Reboots: rebootwatch.New(), Starts: &Starts{}, Log: log,
+		Networks: &vmnet.Networks{Net: p.Net, Store: p.Store, Log: log, Peers: opts.PeerSandboxes}, CIData: p.CIData, Shares: p.Shares, Console: console.New(log), Events: vmevents.NewHub(), Reboots: rebootwatch.New(), Starts: &Starts{}, Log: log,
 		Counters: opts.Counters, recovered: make(chan struct{}),
 	}
 	r.ids = vmidentity.New(opts.Identities, p.Store, r.templateIdentities)

@@ -40,7 +40,7 @@ func (r *Runtime) FinishSandboxRemoval(ctx context.Context, sb *store.Sandbox) e
 			return err
 		}
 	}
-	if err := r.TeardownNetwork(ctx, sb); err != nil {
+	if err := r.Networks.Teardown(ctx, sb); err != nil {
 		return err
 	}
 	if err := r.removePodFiles(sb); err != nil {

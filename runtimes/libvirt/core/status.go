@@ -7,6 +7,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/vmnet"
 	"github.com/crimux/crimux/vmtypes"
 )
 
@@ -58,7 +59,7 @@ func (r *Runtime) Event(c *store.Container, typ runtimeapi.ContainerEventType) *
 func SandboxStatus(sb *store.Sandbox) *runtimeapi.PodSandboxStatus {
 	return &runtimeapi.PodSandboxStatus{
 		Id: sb.ID, Metadata: sb.Config.GetMetadata(), State: sb.State, CreatedAt: sb.CreatedAt,
-		Network: NetworkStatus(sb),
+		Network: vmnet.PodStatus(sb),
 		Linux: &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{
 			Options: sb.Config.GetLinux().GetSecurityContext().GetNamespaceOptions(),
 		}},

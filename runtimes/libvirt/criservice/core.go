@@ -19,16 +19,11 @@ type serviceCore interface {
 	vmCore
 }
 
-// podCore: a pod's records, directory and network.
+// podCore: a pod's records, directory and removal.
 type podCore interface {
 	SandboxWithContainers(id string) (*store.Sandbox, []*store.Container, error)
 	PodDir(sbID string) string
 	EnsureIdentity(sb *store.Sandbox) (*store.VMIdentity, error)
-	PlanNetwork(sb *store.Sandbox) error
-	SetupNetwork(ctx context.Context, sb *store.Sandbox) error
-	TeardownNetwork(ctx context.Context, sb *store.Sandbox) error
-	RequireNetworkReady(ctx context.Context) error
-	NetworkCondition(ctx context.Context) *runtimeapi.RuntimeCondition
 	AbandonSandbox(ctx context.Context, sb *store.Sandbox)
 	FinishSandboxRemoval(ctx context.Context, sb *store.Sandbox) error
 }

@@ -23,7 +23,7 @@ func (r *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 	}
 	return &runtimeapi.StatusResponse{
 		Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
-			ready, r.NetworkCondition(ctx),
+			ready, r.Networks.Condition(ctx),
 		}},
 		RuntimeHandlers: []*runtimeapi.RuntimeHandler{{Name: "vm"}},
 	}, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/vmnet"
 )
 
 // RunPodSandbox makes a VM pod: its record and its pod network (a network
@@ -45,21 +46,21 @@ func (r *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	if err := r.RequireRoom("RunPodSandbox"); err != nil {
 		return nil, err
 	}
-	if err := r.RequireNetworkReady(ctx); err != nil {
+	if err := r.Networks.RequireReady(ctx); err != nil {
 		return nil, err
 	}
 	sb := &store.Sandbox{
 		ID: core.NewID(), Config: cfg, Handler: req.GetRuntimeHandler(),
 		CreatedAt: time.Now().UnixNano(), State: runtimeapi.PodSandboxState_SANDBOX_READY, Creating: true,
 	}
-	if err := r.PlanNetwork(sb); err != nil {
+	if err := r.Networks.Plan(sb); err != nil {
 		return nil, err
 	}
 	defer r.Locks.Lock(sb.ID)()
 	if err := r.Store.PutSandbox(sb); err != nil {
 		return nil, err
 	}
-	if err := r.SetupNetwork(ctx, sb); err != nil {
+	if err := r.Networks.Setup(ctx, sb); err != nil {
 		r.AbandonSandbox(ctx, sb)
 		return nil, err
 	}
@@ -68,6 +69,6 @@ func (r *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		r.AbandonSandbox(ctx, sb)
 		return nil, err
 	}
-	r.Log.Info("VM pod created", "pod", core.PodName(cfg), "sandbox", sb.ID, "ip", core.NetworkStatus(sb).GetIp())
+	r.Log.Info("VM pod created", "pod", core.PodName(cfg), "sandbox", sb.ID, "ip", vmnet.PodStatus(sb).GetIp())
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: sb.ID}, nil
 }

@@ -30,7 +30,7 @@ func (r *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 	// As containerd does, the network goes at stop: the IP returns to the
 	// pool. A failed DEL fails the call (kubelet retries) and is retried
 	// by the collector meanwhile.
-	if err := r.TeardownNetwork(ctx, sb); err != nil {
+	if err := r.Networks.Teardown(ctx, sb); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.StopPodSandboxResponse{}, nil

@@ -23,6 +23,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/opguard"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/vmevents"
+	"github.com/crimux/crimux/runtimes/libvirt/vmnet"
 )
 
 // Service serves the CRI RuntimeService for VM pods.
@@ -36,7 +37,7 @@ type Service struct {
 	Conn    core.Connection
 	Images  core.ImageReader
 	Cgroups core.Cgroups
-	Net     core.PodNetwork
+	Net     vmnet.PodNetwork
 	CIData  cidata.Writer
 	Console *vmconsole.Consoles
 	Events  *vmevents.Hub
@@ -55,6 +56,9 @@ type Service struct {
 	Resizer Resizer
 	// Meter measures the VMs for their stats (package vmstats).
 	Meter Meter
+	// Networks are the VM pods' networks: planned, set up, torn down,
+	// their readiness.
+	Networks *vmnet.Networks
 
 	// streaming serves Attach to the serial console; nil until Serve.
 	streaming streaming.Server
@@ -92,7 +96,7 @@ func (noArrivals) AwaitIncoming(*store.Container) error { return migrate.ErrInco
 // New returns the CRI face of the runtime r.
 func New(r *core.Runtime) *Service {
 	return &Service{serviceCore: r, Opts: &r.Opts, Accel: r.Accel, Log: r.Log, Store: r.Store, Conn: r.Conn,
-		Images: r.Images, Cgroups: r.Cgroups, Net: r.Net, CIData: r.CIData, Console: r.Console, Events: r.Events, Locks: &r.Locks}
+		Images: r.Images, Cgroups: r.Cgroups, Net: r.Networks.Net, Networks: r.Networks, CIData: r.CIData, Console: r.Console, Events: r.Events, Locks: &r.Locks}
 }
 
 // Serve starts the streaming server (Attach) on addr (host:port, port 0

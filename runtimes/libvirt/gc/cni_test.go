@@ -27,7 +27,7 @@ func TestCollectorCNIGCNamesEveryLiveAttachment(t *testing.T) {
 	})
 	f.Own = map[string]string{"up": "/x/i_up"}
 	f.Foreign = []string{"other_abc", "not-a-pod-namespace"}
-	r.Opts.PeerSandboxes = func(context.Context) ([]string, error) { return []string{"ctr1"}, nil }
+	r.Networks.Peers = func(context.Context) ([]string, error) { return []string{"ctr1"}, nil }
 	var rep GCReport
 	r.collectNetworks(&rep, false, true)
 	if len(f.GCLists) != 1 {
@@ -48,7 +48,7 @@ func TestCollectorCNIGCNeedsTheWholeList(t *testing.T) {
 	e.PutPod(t, "up", nil)
 	var rep GCReport
 	r.collectNetworks(&rep, false, false)
-	r.Opts.PeerSandboxes = func(context.Context) ([]string, error) { return nil, errors.New("containerd down") }
+	r.Networks.Peers = func(context.Context) ([]string, error) { return nil, errors.New("containerd down") }
 	r.collectNetworks(&rep, false, true)
 	if len(f.GCLists) != 0 {
 		t.Fatalf("GC ran with a partial list: %v", f.GCLists)

@@ -20,6 +20,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
 	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
+	"github.com/crimux/crimux/runtimes/libvirt/vmnet"
 )
 
 // Collector is the collector of a runtime.
@@ -30,7 +31,7 @@ type Collector struct {
 	Log      *slog.Logger
 	Store    *store.Store
 	Conn     core.Connection
-	Net      core.PodNetwork
+	Net      vmnet.PodNetwork
 	Cgroups  core.Cgroups
 	Images   core.ImageReader
 	Locks    *opguard.Locks
@@ -38,6 +39,9 @@ type Collector struct {
 	// Templates are the VM templates, collected with their images (nil:
 	// templates are off).
 	Templates *template.Store
+	// Networks are the pod networks: their teardown, the attachments
+	// CNI GC keeps.
+	Networks *vmnet.Networks
 
 	// period is Options.GCInterval, or what a reload made it.
 	period period
@@ -46,17 +50,15 @@ type Collector struct {
 // New returns the collector of the runtime r.
 func New(r *core.Runtime) *Collector {
 	return &Collector{collectorCore: r, Opts: &r.Opts, Accel: r.Accel, Log: r.Log, Store: r.Store, Conn: r.Conn,
-		Net: r.Net, Cgroups: r.Cgroups, Images: r.Images, Locks: &r.Locks, Counters: r.Counters}
+		Net: r.Networks.Net, Networks: r.Networks, Cgroups: r.Cgroups, Images: r.Images, Locks: &r.Locks, Counters: r.Counters}
 }
 
 // collectorCore is what the collector asks of the runtime's core: the
-// teardowns it finishes, where a VM's files are, the pod networks that
-// live, and whether a domain is a template being made.
+// teardowns it finishes, where a VM's files are, and whether a domain
+// is a template being made.
 type collectorCore interface {
 	Teardown(c *store.Container) error
-	TeardownNetwork(ctx context.Context, sb *store.Sandbox) error
 	FinishSandboxRemoval(ctx context.Context, sb *store.Sandbox) error
-	LiveAttachments(ctx context.Context) ([]string, error)
 	VMDir(id string) string
 	IsMakingTemplate(domain string) bool
 }

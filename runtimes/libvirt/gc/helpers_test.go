@@ -13,10 +13,10 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/runtimes/libvirt/virt/virtfake"
+	"github.com/crimux/crimux/runtimes/libvirt/vmnet"
 )
 
 // boom is a libvirt failure of no particular class.
@@ -116,4 +116,4 @@ var noNetwork = coretest.Options{NoNetwork: true}
 
 // setNet gives the core and the collector the pod network n (a test's
 // failing one).
-func (e *env) setNet(n core.PodNetwork) { e.R.Net, e.gc.Net = n, n }
+func (e *env) setNet(n vmnet.PodNetwork) { e.R.Networks.Net, e.gc.Net = n, n }

@@ -66,7 +66,7 @@ func (r *Collector) finishSandbox(ctx context.Context, id string, afterStart boo
 	}
 	switch sandboxTeardown(sb, afterStart) {
 	case teardownNetwork:
-		return true, r.TeardownNetwork(ctx, sb)
+		return true, r.Networks.Teardown(ctx, sb)
 	case teardownAll:
 		if ctrs, err := r.Store.ContainersOf(id); err != nil || len(ctrs) > 0 {
 			return false, err // its VM goes first (finishTeardowns)
@@ -127,7 +127,7 @@ func (r *Collector) collectNetworks(rep *GCReport, afterStart, orphans bool) {
 // other (an address leaked by a DEL that never came) is released. A
 // network older than CNI 1.1 gets no GC (podnet logs it once).
 func (r *Collector) collectCNI(ctx context.Context) {
-	n, err := r.Net.GC(ctx, r.LiveAttachments)
+	n, err := r.Net.GC(ctx, r.Networks.LiveAttachments)
 	if err != nil {
 		r.Log.Warn("CNI GC not done in this pass", "err", err)
 		return

@@ -7,6 +7,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
+	"github.com/crimux/crimux/runtimes/libvirt/vmnet"
 )
 
 // Core is what a Maker uses of the VM runtime's core: its options, store,
@@ -20,7 +21,7 @@ type Core struct {
 	Conn     core.Connection
 	Cgroups  core.Cgroups
 	CIData   cidata.Writer
-	Net      core.PodNetwork
+	Net      vmnet.PodNetwork
 	Counters vmcounters.Counters
 }
 
@@ -34,5 +35,5 @@ type templateVMs interface {
 // CoreOf is the part of the runtime r a Maker uses.
 func CoreOf(r *core.Runtime) Core {
 	return Core{templateVMs: r, Opts: &r.Opts, Log: r.Log, Store: r.Store, Conn: r.Conn, Cgroups: r.Cgroups,
-		CIData: r.CIData, Net: r.Net, Counters: r.Counters}
+		CIData: r.CIData, Net: r.Networks.Net, Counters: r.Counters}
 }

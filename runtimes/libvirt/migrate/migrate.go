@@ -21,6 +21,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/runtimes/libvirt/vmevents"
+	"github.com/crimux/crimux/runtimes/libvirt/vmnet"
 )
 
 // Room is the node's half of live migrations: the parts of the
@@ -32,7 +33,7 @@ type Room struct {
 	Store   *store.Store
 	Conn    core.Connection
 	Cgroups core.Cgroups
-	Net     core.PodNetwork
+	Net     vmnet.PodNetwork
 	Console *vmconsole.Consoles
 	Events  *vmevents.Hub
 	// RootVolumes checks a durable VM's root volume and gives it back to
@@ -75,5 +76,5 @@ type migrateCore interface {
 // are made.
 func New(r *core.Runtime) *Room {
 	return &Room{migrateCore: r, Opts: &r.Opts, Log: r.Log, Store: r.Store, Conn: r.Conn, Cgroups: r.Cgroups,
-		Net: r.Net, Console: r.Console, Events: r.Events}
+		Net: r.Networks.Net, Console: r.Console, Events: r.Events}
 }

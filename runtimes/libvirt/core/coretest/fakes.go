@@ -23,7 +23,7 @@ const (
 	stateShutoff = virt.StateShutoff
 )
 
-// Net is a core.PodNetwork that records calls and fails on demand.
+// Net is a vmnet.PodNetwork that records calls and fails on demand.
 type Net struct {
 	mu sync.Mutex
 	// FailSetup and FailDel fail CNI ADD and DEL (and DeleteNamespace).

@@ -1,4 +1,4 @@
-package core
+package vmnet
 
 import (
 	"context"
@@ -15,11 +15,11 @@ import (
 // hang the Status call or a RunPodSandbox).
 const networkStatusTimeout = 10 * time.Second
 
-// NetworkNotReady asks the pod network whether new pods may join it (CNI
+// NotReady asks the pod network whether new pods may join it (CNI
 // STATUS; always ready for a network older than CNI 1.1, or none at
 // all): "" when ready, else the message, naming the network and carrying
 // the plugin's words.
-func (r *Runtime) NetworkNotReady(ctx context.Context) string {
+func (r *Networks) NotReady(ctx context.Context) string {
 	if r.Net == nil {
 		return ""
 	}
@@ -31,12 +31,12 @@ func (r *Runtime) NetworkNotReady(ctx context.Context) string {
 	return ""
 }
 
-// RequireNetworkReady refuses a new VM pod while its network is not
+// RequireReady refuses a new VM pod while its network is not
 // ready (running VMs are not touched): FailedPrecondition, as the node
 // is not in a state to run the pod, while the runtime itself is up
 // (Unavailable would read as the runtime being down).
-func (r *Runtime) RequireNetworkReady(ctx context.Context) error {
-	if msg := r.NetworkNotReady(ctx); msg != "" {
+func (r *Networks) RequireReady(ctx context.Context) error {
+	if msg := r.NotReady(ctx); msg != "" {
 		return fmt.Errorf("%w: VM pod network: %s", errdefs.ErrFailedPrecondition, msg)
 	}
 	return nil
@@ -46,10 +46,9 @@ func (r *Runtime) RequireNetworkReady(ctx context.Context) error {
 // must survive CNI GC: every VM pod record whose network is not known
 // to be down (planned, up, or owed a DEL), every namespace in the netns
 // dir, this instance's and other crimux instances' (whose pods share
-// the network), and the pods of the other runtimes on the node
-// (Options.PeerSandboxes). An error leaves GC out: a short list would
-// release live addresses.
-func (r *Runtime) LiveAttachments(ctx context.Context) ([]string, error) {
+// the network), and the pods of the other runtimes on the node (Peers).
+// An error leaves GC out: a short list would release live addresses.
+func (r *Networks) LiveAttachments(ctx context.Context) ([]string, error) {
 	recs, err := r.Store.Sandboxes()
 	if err != nil {
 		return nil, fmt.Errorf("VM pod records: %w", err)
@@ -72,8 +71,8 @@ func (r *Runtime) LiveAttachments(ctx context.Context) ([]string, error) {
 			ids = append(ids, id)
 		}
 	}
-	if r.Opts.PeerSandboxes != nil {
-		peers, err := r.Opts.PeerSandboxes(ctx)
+	if r.Peers != nil {
+		peers, err := r.Peers(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("pods of the other runtimes: %w", err)
 		}
@@ -82,10 +81,10 @@ func (r *Runtime) LiveAttachments(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// NetworkCondition is the VM runtime's NetworkReady condition.
-func (r *Runtime) NetworkCondition(ctx context.Context) *runtimeapi.RuntimeCondition {
+// Condition is the VM runtime's NetworkReady condition.
+func (r *Networks) Condition(ctx context.Context) *runtimeapi.RuntimeCondition {
 	c := &runtimeapi.RuntimeCondition{Type: runtimeapi.NetworkReady, Status: true}
-	if msg := r.NetworkNotReady(ctx); msg != "" {
+	if msg := r.NotReady(ctx); msg != "" {
 		c.Status, c.Reason, c.Message = false, "NetworkPluginNotReady", msg
 	}
 	return c

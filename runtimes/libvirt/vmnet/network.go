@@ -1,8 +1,16 @@
-package core
+// Package vmnet is a VM pod's network as its records see it: the
+// network planned for a new pod, set up (CNI ADD, the guest's DHCP) and
+// torn down (CNI DEL) with its record, the DHCP responders resumed after
+// a restart, the NIC handed to a starting qemu, the pod IPs CRI reports,
+// the network's readiness and the attachments CNI GC must keep. The pod
+// network itself (namespaces, CNI, tap, DHCP) is podnet's, behind
+// PodNetwork.
+package vmnet
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -35,10 +43,23 @@ type PodNetwork interface {
 	GC(ctx context.Context, live func(context.Context) ([]string, error)) (int, error)
 	// AdoptNamespace and DeleteNamespace act on a namespace of another
 	// crimux identity, by file name, on an operator's command
-	// (gc_foreign.go).
+	// (gc/foreign_netns.go).
 	AdoptNamespace(name string) (sandboxID string, err error)
 	DeleteNamespace(ctx context.Context, name string) error
 	Close()
+}
+
+// Networks ties the pod network to the VM pods' records: the runtime's
+// core holds one, the rooms above it call it.
+type Networks struct {
+	// Net is the pod network; nil: VM pods have none.
+	Net   PodNetwork
+	Store *store.Store
+	Log   *slog.Logger
+	// Peers lists the pods other runtimes of the node put on the same
+	// network (core.Options.PeerSandboxes), so that CNI GC keeps their
+	// addresses; nil: there are none.
+	Peers func(ctx context.Context) ([]string, error)
 }
 
 // podOf is what CNI and the guest's DHCP are told about a pod. Its
@@ -63,8 +84,8 @@ func podOf(sb *store.Sandbox) *podnet.Pod {
 	return p
 }
 
-// PlanNetwork picks the network of a new pod (nothing created yet).
-func (r *Runtime) PlanNetwork(sb *store.Sandbox) error {
+// Plan picks the network of a new pod (nothing created yet).
+func (r *Networks) Plan(sb *store.Sandbox) error {
 	if r.Net == nil {
 		return nil
 	}
@@ -76,9 +97,9 @@ func (r *Runtime) PlanNetwork(sb *store.Sandbox) error {
 	return nil
 }
 
-// SetupNetwork creates the planned network and starts its DHCP
+// Setup creates the planned network and starts its DHCP
 // responder; the record is saved as soon as the addresses are known.
-func (r *Runtime) SetupNetwork(ctx context.Context, sb *store.Sandbox) error {
+func (r *Networks) Setup(ctx context.Context, sb *store.Sandbox) error {
 	if sb.Net == nil {
 		return nil
 	}
@@ -95,9 +116,9 @@ func (r *Runtime) SetupNetwork(ctx context.Context, sb *store.Sandbox) error {
 	return nil
 }
 
-// TeardownNetwork releases a pod's network (CNI DEL, namespace) and
+// Teardown releases a pod's network (CNI DEL, namespace) and
 // records that it is down. Idempotent.
-func (r *Runtime) TeardownNetwork(ctx context.Context, sb *store.Sandbox) error {
+func (r *Networks) Teardown(ctx context.Context, sb *store.Sandbox) error {
 	if sb.Net == nil || sb.NetDown {
 		return nil
 	}
@@ -112,10 +133,10 @@ func (r *Runtime) TeardownNetwork(ctx context.Context, sb *store.Sandbox) error 
 	return nil
 }
 
-// ResumeNetworks restarts the DHCP responders of ready pods after a
+// Resume restarts the DHCP responders of ready pods after a
 // start: the guests keep their leases (infinite), but a guest that
 // reboots asks again.
-func (r *Runtime) ResumeNetworks() {
+func (r *Networks) Resume() {
 	if r.Net == nil {
 		return
 	}
@@ -134,14 +155,11 @@ func (r *Runtime) ResumeNetworks() {
 	}
 }
 
-// NICForDomain is what the qemu wrapper of domain gets besides its
+// NIC is what the qemu wrapper of the VM domain gets besides its
 // placement: the pod's tap, opened in the pod's namespace, and the qemu
 // arguments of the guest NIC that uses it (fd is the wrapper's
 // placeholder for the file's number). No network: nothing, no error.
-func (r *Runtime) NICForDomain(domain, fd string) (*os.File, []string, error) {
-	if t, ok := r.templateVM(domain); ok {
-		return t.NIC(fd)
-	}
+func (r *Networks) NIC(domain, fd string) (*os.File, []string, error) {
 	if r.Net == nil {
 		return nil, nil, nil
 	}
@@ -170,12 +188,12 @@ func (r *Runtime) NICForDomain(domain, fd string) (*os.File, []string, error) {
 	return f, sb.Net.QemuArgs(fd), nil
 }
 
-// NetworkStatus is the pod's IPs for kubelet: none at all (not an empty
+// PodStatus is the pod's IPs for kubelet: none at all (not an empty
 // one) when the pod has no network, since kubelet recreates a sandbox
 // whose network status has no IP. The pod IP is the one podnet chose as
 // containerd does (the first IPv4 address), the others are
 // additional_ips, as a dual-stack container pod's.
-func NetworkStatus(sb *store.Sandbox) *runtimeapi.PodSandboxNetworkStatus {
+func PodStatus(sb *store.Sandbox) *runtimeapi.PodSandboxNetworkStatus {
 	if sb.Net == nil || !sb.Net.Ready {
 		return nil
 	}
