@@ -19,10 +19,9 @@ type serviceCore interface {
 	vmCore
 }
 
-// podCore: a pod's records, directory and network.
+// podCore: a pod's records and network.
 type podCore interface {
 	SandboxWithContainers(id string) (*store.Sandbox, []*store.Container, error)
-	PodDir(sbID string) string
 	EnsureIdentity(sb *store.Sandbox) (*store.VMIdentity, error)
 	PlanNetwork(sb *store.Sandbox) error
 	SetupNetwork(ctx context.Context, sb *store.Sandbox) error
@@ -38,7 +37,6 @@ type vmCore interface {
 	LockContainer(id string) (*store.Container, func(), error)
 	LockVM(id string) (*store.Container, func(), error)
 	VMDir(id string) string
-	DiskPathOf(c *store.Container) string
 	CgroupOf(c *store.Container) core.VMCgroup
 	RequireRoom(what string) error
 	StartingQemu(c *store.Container, start func() error) error

@@ -12,6 +12,7 @@ import (
 	"github.com/crimux/crimux/internal/crifilter"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 )
 
 // ContainerStats reports the VM's CPU from its cgroup (qemu's real usage,
@@ -186,7 +187,7 @@ func (r *Service) writableLayer(c *store.Container, now int64) *runtimeapi.Files
 	var used, inodes uint64
 	if c.RootVolume != nil {
 		// The volume's, not the state dir's: kubelet counts the volume.
-	} else if fi, err := os.Lstat(r.DiskPathOf(c)); err == nil {
+	} else if fi, err := os.Lstat(vmfiles.DiskPathOf(r.Store, c)); err == nil {
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().IsRegular() {
 			used, inodes = uint64(st.Blocks)*512, 1
 		}

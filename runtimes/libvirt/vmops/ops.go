@@ -52,7 +52,6 @@ type vmCore interface {
 	WatchBoot(c *store.Container, since time.Time, fresh bool)
 	RequireRoom(what string) error
 	MaxSnapshots() int
-	DiskPathOf(c *store.Container) string
 	CgroupOf(c *store.Container) core.VMCgroup
 }
 
