@@ -33,7 +33,7 @@ var TenantPaths = TenantPathRule{
 			Why: "a root volume checked and given to the VM before a start"},
 		{Path: "runtimes/libvirt/rootdisk/make_volume.go",
 			Why: "a pod's root volume claimed, prepared and attached at CreateContainer"},
-		{Path: "runtimes/libvirt/core/storage.go",
+		{Path: "runtimes/libvirt/vmstorage/storage.go",
 			Why: "the host paths of a VM's CRI mounts and devices, checked and opened for qemu"},
 		{Path: "runtimes/libvirt/cidata/cidata.go",
 			Why: "the cloud-init volume's content written into the VM's directory"},
@@ -48,7 +48,7 @@ var TenantPaths = TenantPathRule{
 		"syscall":               pathFuncs,
 		"golang.org/x/sys/unix": pathFuncs,
 	},
-	Allowed: slices.Concat(rootvolAllowed, virtiofsAllowed, coreAllowed),
+	Allowed: slices.Concat(rootvolAllowed, virtiofsAllowed, hostPathAllowed),
 }
 
 // A VM's directory (vmDir, in crimux's state dir) is root's, 0711: the
@@ -109,12 +109,12 @@ var virtiofsAllowed = []PathAllowance{
 // A CRI device's or mount's host path is kubelet's (a claim's device
 // path, a volume's directory, a file kubelet writes such as /etc/hosts),
 // not a name in a tenant's volume.
-var coreAllowed = []PathAllowance{
-	{File: "runtimes/libvirt/core/storage.go", Func: "isHostFile", Calls: map[string]int{"os.Stat": 1},
+var hostPathAllowed = []PathAllowance{
+	{File: "runtimes/libvirt/vmstorage/storage.go", Func: "isHostFile", Calls: map[string]int{"os.Stat": 1},
 		Why: "a CRI mount's host path, to tell kubelet's file mounts from directories; nothing is opened"},
-	{File: "runtimes/libvirt/core/storage.go", Func: "CheckStorageHost", Calls: map[string]int{"os.Stat": 2},
+	{File: "runtimes/libvirt/vmstorage/storage.go", Func: "CheckHost", Calls: map[string]int{"os.Stat": 2},
 		Why: "the host paths of the CRI devices and mounts, checked for their kind; each is opened later on its own and checked again there"},
-	{File: "runtimes/libvirt/core/storage.go", Func: "openBlockDevice", Calls: map[string]int{"os.OpenFile": 1},
+	{File: "runtimes/libvirt/vmstorage/storage.go", Func: "openBlockDevice", Calls: map[string]int{"os.OpenFile": 1},
 		Why: "a CRI device's host path (kubelet's), opened once, checked on the descriptor to be a block device, and handed to qemu as that descriptor"},
 	{File: "runtimes/libvirt/cidata/cidata.go", Func: "ISO.WriteCIData", Calls: map[string]int{"os.WriteFile": 1, "os.Truncate": 1, "os.Remove": 1},
 		Why: "cidata.iso in the VM's directory in crimux's state dir: the tenant's user-data is its content, never a path"},

@@ -14,6 +14,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/placement"
 	"github.com/crimux/crimux/runtimes/libvirt/placer"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 	"github.com/crimux/crimux/runtimes/libvirt/vmimage"
 )
 
@@ -78,7 +79,7 @@ func (h hostCgroups) Stats(c VMCgroup) (core.CgroupUsage, error) {
 func (rt *Runtime) servePlacement(ctx context.Context, socket string) {
 	r := rt.core
 	shared := []uint32{0} // libvirt's one qemu user: VMs without an identity of their own
-	if u, err := user.Lookup(core.QemuUser); err == nil {
+	if u, err := user.Lookup(vmfiles.QemuUser); err == nil {
 		if uid, err := strconv.ParseUint(u.Uid, 10, 32); err == nil {
 			shared = append(shared, uint32(uid))
 		}

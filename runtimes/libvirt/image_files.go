@@ -9,7 +9,7 @@ import (
 
 	"github.com/crimux/crimux/internal/fsusage"
 	"github.com/crimux/crimux/registry"
-	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 )
 
 // The files the VM runtime makes from images live under its state dir,
@@ -69,7 +69,7 @@ func (rt *Runtime) CollectImages(ctx context.Context) error {
 // filesystem.
 func (rt *Runtime) ImageFsUsage(ctx context.Context) (*runtimeapi.FilesystemUsage, error) {
 	state := rt.core.Opts.StateDir
-	u, err := fsusage.Measure(ctx, imageCacheDir(state), filepath.Join(state, "vms"), filepath.Join(state, core.PodsDir),
+	u, err := fsusage.Measure(ctx, imageCacheDir(state), filepath.Join(state, "vms"), filepath.Join(state, vmfiles.PodsDir),
 		filepath.Join(state, TemplatesDir))
 	if err != nil {
 		return nil, err

@@ -15,6 +15,9 @@
 //	vmstats/          a VM measured: cgroup, guest memory, overlay disk, I/O (CRI stats, metrics)
 //	core/             the parts and the VM life cycle every room shares
 //	core/coretest/    a core on fakes, for the rooms' unit tests
+//	vmstorage/        a VM's devices and shares judged against the host, handed to a starting qemu
+//	snapcarry/        a pod's snapshots saved from one VM and carried to its next
+//	vmfiles/          the layout of a pod's and a VM's files, made root's; the console socket dialled
 //	vmidentity/       the VM pods' own uids and gids, handed out and given their files
 //	hostcaps/         what the host offers VMs (accelerator, huge pages, libvirt's directories)
 //	rebootwatch/      libvirt's reboot events handed to the soft reboots waiting for them
@@ -46,7 +49,7 @@
 // Arrows run one way, down this list's floors: this package imports the
 // rooms; criservice, vmops, gc, instant, migrate, rootdisk and resize
 // import core; criservice imports migrate and resize; core imports store,
-// console and virt, and the leaves from vmidentity to vmcounters, which
+// console and virt, and the leaves from vmstorage to vmcounters, which
 // import no core; nothing but virt imports go-libvirt (internal/archtest).
 // vmstats imports core too, and criservice imports vmstats.
 package libvirt

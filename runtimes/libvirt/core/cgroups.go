@@ -9,6 +9,7 @@ import (
 
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/vmstorage"
 )
 
 // defaultCPUPeriod is the CFS period used when the container sets a quota
@@ -78,6 +79,18 @@ func (r *Runtime) IdentityForDomain(domain string) (*store.VMIdentity, bool) {
 		return nil, false
 	}
 	return sb.Identity, true
+}
+
+// StorageForDomain gives a starting qemu of a domain its VM's storage
+// (vmstorage.Starter: its block devices and its shares' virtiofsd, each
+// placed in the VM's cgroup); a template has none.
+func (r *Runtime) StorageForDomain(domain string, placeholder func(i int) string) ([]*os.File, []string, error) {
+	if _, ok := r.templateVM(domain); ok {
+		return nil, nil, nil // a template has no volumes
+	}
+	s := vmstorage.Starter{Store: r.Store, StateDir: r.Opts.StateDir, Shares: r.Shares,
+		Place: func(c *store.Container, pid int) error { return r.Cgroups.Place(r.CgroupOf(c), pid) }}
+	return s.ForDomain(domain, placeholder)
 }
 
 // SetOOMScore gives a VM's newly placed process (the wrapper, about to

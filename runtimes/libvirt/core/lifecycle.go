@@ -9,6 +9,7 @@ import (
 
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/rootvol"
+	"github.com/crimux/crimux/runtimes/libvirt/snapcarry"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
@@ -171,7 +172,9 @@ func (r *Runtime) Teardown(c *store.Container) error {
 	if err != nil {
 		return err
 	}
-	r.keepSnapshots(l, c)
+	if err := (snapcarry.Carrier{StateDir: r.Opts.StateDir, Store: r.Store}).Keep(l, c); err != nil {
+		r.Log.Warn("snapshots of a removed VM not kept for its pod's next one", "container", c.ID, "err", err)
+	}
 	if err := DestroyAndUndefine(l, c.Domain); err != nil {
 		return fmt.Errorf("remove domain %s: %w", c.Domain, err)
 	}

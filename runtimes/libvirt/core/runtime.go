@@ -8,7 +8,7 @@
 // through virt.Libvirt, so all of them are unit-tested against virtfake.
 //
 // What a VM is made of, per container, under <state>/vms/<id>/: see
-// vmfiles.go.
+// package vmfiles.
 //
 // Life cycle of a container record (the state machine):
 //
@@ -43,6 +43,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/vmevents"
 	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
 	"github.com/crimux/crimux/runtimes/libvirt/vmnet"
+	"github.com/crimux/crimux/runtimes/libvirt/vmstorage"
 )
 
 // Options configure the VM runtime.
@@ -194,7 +195,7 @@ type Runtime struct {
 	// have none).
 	Networks *vmnet.Networks
 	// Shares runs the virtiofsd of VM shares; nil: VMs get no shares.
-	Shares Shares
+	Shares vmstorage.Shares
 	// Migration is this node's part in live migrations; nil:
 	// VMs neither leave nor arrive.
 	Migration *migration.Node
@@ -247,7 +248,7 @@ type Parts struct {
 	Net     vmnet.PodNetwork
 	// CIData writes the cloud-init volumes; nil is cidata.ISO.
 	CIData cidata.Writer
-	Shares Shares
+	Shares vmstorage.Shares
 	Log    *slog.Logger
 }
 
@@ -287,9 +288,6 @@ func (r *Runtime) VMDir(id string) string { return filepath.Join(r.Opts.StateDir
 // first collector pass (finishing teardowns, adopting this crimux's
 // orphans) ran. It stays open while libvirtd is unreachable.
 func (r *Runtime) Recovered() <-chan struct{} { return r.recovered }
-
-// QemuUser is the user libvirt runs qemu as on Debian.
-const QemuUser = "libvirt-qemu"
 
 // CgroupUsage is what a VM's cgroup has used: CPU time, the memory charged
 // to it, and that less its inactive file pages (the working set, as

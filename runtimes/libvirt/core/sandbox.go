@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 )
 
 // NetworkGCTimeout bounds the CNI calls of a teardown that is not the
@@ -62,8 +63,9 @@ func (r *Runtime) removePodFiles(sb *store.Sandbox) error {
 			return fmt.Errorf("VM %s of pod %s is not torn down yet: its root disk stays", c.ID, sb.ID)
 		}
 	}
-	if err := os.RemoveAll(r.PodDir(sb.ID)); err != nil {
-		return fmt.Errorf("remove pod files %s: %w", r.PodDir(sb.ID), err)
+	dir := vmfiles.PodDir(r.Opts.StateDir, sb.ID)
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove pod files %s: %w", dir, err)
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
 
 	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 )
 
 // A streaming server of crimux's own serves what CRI streams for VMs
@@ -65,7 +65,7 @@ func (s consoleStreams) Attach(ctx context.Context, id string, in io.Reader, out
 	if err != nil {
 		return err
 	}
-	conn, err := core.DialConsole(ctx, c.Dir)
+	conn, err := vmfiles.DialConsole(ctx, c.Dir)
 	if err != nil {
 		return fmt.Errorf("connect to the console of %s: %w", c.Domain, err)
 	}

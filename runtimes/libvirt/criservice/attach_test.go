@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 	"github.com/crimux/crimux/vmtypes"
 )
 
@@ -127,7 +127,7 @@ func TestConsoleStreams(t *testing.T) {
 	streams := consoleStreams{s}
 	t.Run("console output, then the console closes", func(t *testing.T) {
 		c := putVM(t, e, "sb1", "c1", runtimeapi.ContainerState_CONTAINER_RUNNING, "")
-		listenConsole(t, filepath.Join(c.Dir, core.ConsoleSocketFile), "login: ", true) // a VM made before run/
+		listenConsole(t, filepath.Join(c.Dir, vmfiles.ConsoleSocketFile), "login: ", true) // a VM made before run/
 		out := &nopCloser{}
 		if err := streams.Attach(context.Background(), "c1", nil, out, nil, true, nil); err != nil {
 			t.Fatal(err)
@@ -141,7 +141,7 @@ func TestConsoleStreams(t *testing.T) {
 		sb := runPod(t, s, cfg)
 		id := createVM(t, s, sb, cfg, vmConfig(128, 0, 0))
 		c := e.Record(t, id)
-		con := listenConsole(t, core.ConsoleSocket(c.Dir), "", false)
+		con := listenConsole(t, vmfiles.ConsoleSocket(c.Dir), "", false)
 		if err := streams.Attach(context.Background(), id, strings.NewReader("root\n"), nil, nil, true, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +149,7 @@ func TestConsoleStreams(t *testing.T) {
 	})
 	t.Run("the client goes", func(t *testing.T) {
 		c := putVM(t, e, "sb3", "c3", runtimeapi.ContainerState_CONTAINER_RUNNING, "")
-		listenConsole(t, filepath.Join(c.Dir, core.ConsoleSocketFile), "", false)
+		listenConsole(t, filepath.Join(c.Dir, vmfiles.ConsoleSocketFile), "", false)
 		ctx, cancel := context.WithCancel(context.Background())
 		pr, pw := io.Pipe()
 		defer pw.Close()
@@ -185,7 +185,7 @@ func TestReopenContainerLog(t *testing.T) {
 	s, e := newService(t)
 	_, id := runningVM(t, s, "web")
 	c := e.Record(t, id)
-	consoleLog := filepath.Join(c.Dir, core.ConsoleLogFile)
+	consoleLog := filepath.Join(c.Dir, vmfiles.ConsoleLogFile)
 	appendFile(t, consoleLog, "before\r\n")
 	waitFor(t, "the first line in the CRI log", func() bool { return fileHas(c.LogPath, "stdout F before\n") })
 	if err := os.Rename(c.LogPath, c.LogPath+".1"); err != nil {

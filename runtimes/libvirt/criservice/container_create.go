@@ -20,7 +20,9 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/resize"
 	"github.com/crimux/crimux/runtimes/libvirt/rootvol"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
+	"github.com/crimux/crimux/runtimes/libvirt/vmstorage"
 )
 
 // CreateContainer makes the pod's VM: it checks the request, reads the
@@ -205,14 +207,14 @@ func (r *Service) readRequest(sb *store.Sandbox, cfg *runtimeapi.ContainerConfig
 	if in.ci, err = cloudinit.FromPod(sb.Config.GetAnnotations(), cfg.GetAnnotations(), cfg.GetMounts(), tenantfs.ReadBeneath); err != nil {
 		return in, err
 	}
-	storage, err := core.StorageOf(cfg)
+	storage, err := vmstorage.Of(cfg)
 	if err != nil {
 		return in, err
 	}
 	if in.root, in.storage, err = r.RootDisks.PlanRootVolume(sb, cfg, storage); err != nil {
 		return in, err
 	}
-	if err := core.CheckStorageHost(in.storage); err != nil {
+	if err := vmstorage.CheckHost(in.storage); err != nil {
 		return in, err
 	}
 	if cfg.GetLogPath() != "" && sb.Config.GetLogDirectory() == "" {
@@ -248,7 +250,7 @@ func (r *Service) specOf(sb *store.Sandbox, rec *store.Container, in vmRequest, 
 		},
 		VCPUs: rec.VCPUs, MemoryMiB: rec.MemoryMiB, Accel: r.Accel, Emulator: r.Opts.Emulator,
 		MaxVCPUs: rec.MaxVCPUs, MaxMemoryMiB: rec.MaxMemoryMiB,
-		Console:      vm.Console{Socket: core.ConsoleSocket(rec.Dir), Log: filepath.Join(rec.Dir, core.ConsoleLogFile)},
+		Console:      vm.Console{Socket: vmfiles.ConsoleSocket(rec.Dir), Log: filepath.Join(rec.Dir, vmfiles.ConsoleLogFile)},
 		SharedMemory: len(in.storage.Shares) > 0, HugePageKiB: in.res.HugePages.PageKiB,
 	}
 	if layout.Kernel != "" {
@@ -261,7 +263,7 @@ func (r *Service) specOf(sb *store.Sandbox, rec *store.Container, in vmRequest, 
 	if in.root != nil {
 		spec.Disk = r.RootDisks.RootVolumeDisk(in.root, rec.Dir)
 	} else if layout.DiskPath != "" {
-		spec.Disk = &vm.Disk{Path: filepath.Join(r.PodDir(sb.ID), core.DiskFile), Format: "qcow2",
+		spec.Disk = &vm.Disk{Path: filepath.Join(vmfiles.PodDir(r.Opts.StateDir, sb.ID), vmfiles.DiskFile), Format: "qcow2",
 			Backing: &vm.Disk{Path: layout.DiskPath, Format: layout.DiskFormat}}
 	}
 	return spec
@@ -273,7 +275,7 @@ func (r *Service) specOf(sb *store.Sandbox, rec *store.Container, in vmRequest, 
 // release ends a root volume's claim.
 func (r *Service) makeVMFiles(ctx context.Context, sb *store.Sandbox, p *vmPlan, undo *opguard.Rollback) (release func(), err error) {
 	release = func() {}
-	if err := core.MakeVMDir(p.rec.Dir, sb.Identity); err != nil {
+	if err := vmfiles.MakeVMDir(p.rec.Dir, sb.Identity); err != nil {
 		return release, err
 	}
 	undo.Add("vm dir", func() error { return rootvol.RemoveVMDir(p.rec.Dir) })

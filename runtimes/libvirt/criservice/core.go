@@ -19,10 +19,9 @@ type serviceCore interface {
 	vmCore
 }
 
-// podCore: a pod's records, directory and removal.
+// podCore: a pod's records and removal.
 type podCore interface {
 	SandboxWithContainers(id string) (*store.Sandbox, []*store.Container, error)
-	PodDir(sbID string) string
 	EnsureIdentity(sb *store.Sandbox) (*store.VMIdentity, error)
 	AbandonSandbox(ctx context.Context, sb *store.Sandbox)
 	FinishSandboxRemoval(ctx context.Context, sb *store.Sandbox) error

@@ -21,6 +21,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/runtimes/libvirt/virt/virtfake"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 )
 
 // TestCreateContainerRefusals: what CreateContainer refuses, with the
@@ -215,7 +216,7 @@ func TestCreateContainerWithADisk(t *testing.T) {
 	sb := runPod(t, s, cfg)
 	id := createVM(t, s, sb, cfg, vmConfig(128, 0, 0))
 	c := e.Record(t, id)
-	disk := filepath.Join(e.R.PodDir(sb), core.DiskFile)
+	disk := filepath.Join(vmfiles.PodDir(e.R.Opts.StateDir, sb), vmfiles.DiskFile)
 	fi, err := os.Stat(disk)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("overlay: %v, %v; want it, 0600", fi, err)
@@ -242,7 +243,7 @@ func TestPodRootDiskOutlivesItsContainer(t *testing.T) {
 	e.Images.Layout = core.ImageLayout{Digest: "sha256:aaaa", DiskPath: base, DiskFormat: "qcow2", DiskVirtualSize: 1 << 20}
 	cfg := podConfig(t, "web")
 	sb := runPod(t, s, cfg)
-	disk := filepath.Join(e.R.PodDir(sb), core.DiskFile)
+	disk := filepath.Join(vmfiles.PodDir(e.R.Opts.StateDir, sb), vmfiles.DiskFile)
 	first := createVM(t, s, sb, cfg, vmConfig(128, 0, 0))
 	startVM(t, s, first)
 	appendFile(t, disk, "written by attempt 0")
@@ -270,8 +271,8 @@ func TestPodRootDiskOutlivesItsContainer(t *testing.T) {
 	if _, err := s.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb}); err != nil {
 		t.Fatal(err)
 	}
-	if exists(e.R.PodDir(sb)) {
-		t.Fatalf("%s left after RemovePodSandbox", e.R.PodDir(sb))
+	if exists(vmfiles.PodDir(e.R.Opts.StateDir, sb)) {
+		t.Fatalf("%s left after RemovePodSandbox", vmfiles.PodDir(e.R.Opts.StateDir, sb))
 	}
 }
 

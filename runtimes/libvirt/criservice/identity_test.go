@@ -17,6 +17,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 	"github.com/crimux/crimux/runtimes/libvirt/qcow2"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
 )
 
@@ -70,7 +71,7 @@ func TestEachVMPodHasItsOwnIdentity(t *testing.T) {
 		}
 		uids[uid] = name
 		c := e.Record(t, id)
-		for _, p := range []string{filepath.Join(e.R.PodDir(sb), core.DiskFile), filepath.Join(c.Dir, cidata.File), filepath.Join(c.Dir, core.RunDir)} {
+		for _, p := range []string{filepath.Join(vmfiles.PodDir(e.R.Opts.StateDir, sb), vmfiles.DiskFile), filepath.Join(c.Dir, cidata.File), filepath.Join(c.Dir, vmfiles.RunDir)} {
 			u, g, mode := ownerOf(t, p)
 			if u != uid || g != uid || mode&0o077 != 0 {
 				t.Errorf("pod %s: %s is %d:%d %v, want %d:%d and nobody else's", name, p, u, g, mode, uid, uid)
@@ -127,7 +128,7 @@ func TestStartRefusesARewrittenRootDisk(t *testing.T) {
 	cfg := podConfig(t, "a")
 	sb := runPod(t, s, cfg)
 	id := createVM(t, s, sb, cfg, vmConfig(128, 0, 0))
-	disk := filepath.Join(e.R.PodDir(sb), core.DiskFile)
+	disk := filepath.Join(vmfiles.PodDir(e.R.Opts.StateDir, sb), vmfiles.DiskFile)
 	if err := os.Remove(disk); err != nil {
 		t.Fatal(err)
 	}

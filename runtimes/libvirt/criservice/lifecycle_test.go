@@ -18,6 +18,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/runtimes/libvirt/virt/virtfake"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 )
 
 // TestVMLifeCycle: a VM pod from RunPodSandbox to RemovePodSandbox
@@ -61,7 +62,7 @@ func TestVMLifeCycle(t *testing.T) {
 			if !ok || d.State != virt.StateShutoff {
 				t.Fatalf("domain after create: %+v, %v; want defined, shut off", d, ok)
 			}
-			for _, want := range []string{"/images/vmlinuz", "console=ttyS0", "/usr/bin/true", "<instance>i</instance>", c.Dir + "/console.log", core.ConsoleSocket(c.Dir)} {
+			for _, want := range []string{"/images/vmlinuz", "console=ttyS0", "/usr/bin/true", "<instance>i</instance>", c.Dir + "/console.log", vmfiles.ConsoleSocket(c.Dir)} {
 				if !strings.Contains(d.XML, want) {
 					t.Errorf("domain XML lacks %q", want)
 				}
@@ -72,13 +73,13 @@ func TestVMLifeCycle(t *testing.T) {
 			if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o711 || fi.Sys().(*syscall.Stat_t).Uid != 0 {
 				t.Fatalf("VM dir: %v, %v; want root's, 0711", fi.Mode(), err)
 			}
-			run, err := os.Stat(filepath.Dir(core.ConsoleSocket(c.Dir)))
+			run, err := os.Stat(filepath.Dir(vmfiles.ConsoleSocket(c.Dir)))
 			if err != nil {
 				t.Fatalf("qemu's run dir: %v", err)
 			}
-			if u, err := user.Lookup(core.QemuUser); err == nil {
+			if u, err := user.Lookup(vmfiles.QemuUser); err == nil {
 				if uid, _ := strconv.Atoi(u.Uid); int(run.Sys().(*syscall.Stat_t).Uid) != uid {
-					t.Errorf("run dir owned by %d, want %s's %s", run.Sys().(*syscall.Stat_t).Uid, core.QemuUser, u.Uid)
+					t.Errorf("run dir owned by %d, want %s's %s", run.Sys().(*syscall.Stat_t).Uid, vmfiles.QemuUser, u.Uid)
 				}
 			}
 			if sbRec, _ := e.R.Store.Sandbox(sb); sbRec.ContainerID != id {

@@ -24,6 +24,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 	"github.com/crimux/crimux/vmtypes"
 )
 
@@ -174,8 +175,8 @@ func wantArrivedXML(t *testing.T, x, srcXML string, tgtSvc *Service, tgt *store.
 	if want := []string{"vda " + sb.Disk.Path, "hdc " + filepath.Join(tgt.Dir, cidata.File)}; !slices.Equal(disks, want) {
 		t.Errorf("the arrived domain's disks %q, want the target pod's %q", disks, want)
 	}
-	if s := d.Devices.Serials; len(s) != 1 || s[0].Source.UNIX.Path != core.ConsoleSocket(tgt.Dir) {
-		t.Errorf("the arrived domain's console %+v, want on %s", s, core.ConsoleSocket(tgt.Dir))
+	if s := d.Devices.Serials; len(s) != 1 || s[0].Source.UNIX.Path != vmfiles.ConsoleSocket(tgt.Dir) {
+		t.Errorf("the arrived domain's console %+v, want on %s", s, vmfiles.ConsoleSocket(tgt.Dir))
 	}
 }
 

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/crimux/crimux/internal/errdefs"
-	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 )
 
 // collectPodDirs removes the directories of VM pods that have no record
@@ -13,7 +13,7 @@ import (
 // disks. A pod's directory goes with its record otherwise
 // (core.FinishSandboxRemoval).
 func (r *Collector) collectPodDirs(rep *GCReport) {
-	entries, err := os.ReadDir(filepath.Join(r.Opts.StateDir, core.PodsDir))
+	entries, err := os.ReadDir(filepath.Join(r.Opts.StateDir, vmfiles.PodsDir))
 	if err != nil {
 		return
 	}
@@ -21,7 +21,7 @@ func (r *Collector) collectPodDirs(rep *GCReport) {
 		if _, err := r.Store.Sandbox(e.Name()); !errdefs.IsNotFound(err) {
 			continue
 		}
-		if os.RemoveAll(filepath.Join(r.Opts.StateDir, core.PodsDir, e.Name())) == nil {
+		if os.RemoveAll(filepath.Join(r.Opts.StateDir, vmfiles.PodsDir, e.Name())) == nil {
 			rep.Dirs++
 		}
 	}

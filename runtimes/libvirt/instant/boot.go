@@ -18,6 +18,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
 )
 
@@ -97,7 +98,7 @@ func (m *Maker) runAndSave(ctx context.Context, l virt.Libvirt, req Request, p t
 	}
 	vmgenid, err := settle(ctx, l, dom)
 	if err != nil {
-		return 0, fmt.Errorf("template %s of %s: %w (its console: %s)", key, req.Image, err, filepath.Join(p.Dir, core.ConsoleLogFile))
+		return 0, fmt.Errorf("template %s of %s: %w (its console: %s)", key, req.Image, err, filepath.Join(p.Dir, vmfiles.ConsoleLogFile))
 	}
 	m.R.Log.Info("template settled", "template", key, "guest_vmgenid_driver", vmgenid)
 	if err := l.SaveState(dom, p.State); err != nil {
@@ -190,7 +191,7 @@ func (m *Maker) files(req Request, p template.Paths, key string, id *store.VMIde
 	if err := os.Chmod(p.Dir, 0o711); err != nil { // qemu opens its files here, lists nothing
 		return spec, err
 	}
-	run := filepath.Join(p.Dir, core.RunDir)
+	run := filepath.Join(p.Dir, vmfiles.RunDir)
 	if err := os.Mkdir(run, 0o700); err != nil {
 		return spec, err
 	}
@@ -216,7 +217,7 @@ func (m *Maker) files(req Request, p template.Paths, key string, id *store.VMIde
 		Name: core.TemplateDomain(key), Meta: vm.Metadata{Instance: m.R.Opts.Instance, ContainerID: "template-" + key},
 		VCPUs: s.VCPUs, MaxVCPUs: s.MaxVCPUs, MemoryMiB: s.MemoryMiB, MaxMemoryMiB: s.MaxMemoryMiB,
 		Accel: s.Accel, Emulator: m.R.Opts.Emulator,
-		Console: vm.Console{Socket: filepath.Join(run, core.ConsoleSocketFile), Log: filepath.Join(p.Dir, core.ConsoleLogFile)},
+		Console: vm.Console{Socket: filepath.Join(run, vmfiles.ConsoleSocketFile), Log: filepath.Join(p.Dir, vmfiles.ConsoleLogFile)},
 		Disk: &vm.Disk{Path: p.Disk, Format: "qcow2",
 			Backing: &vm.Disk{Path: req.Layout.DiskPath, Format: req.Layout.DiskFormat}},
 		CIData: iso, GenID: true,

@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
 	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 )
 
 // make makes template key: its meta first (making), then the VM, then
@@ -77,7 +77,7 @@ func makingResult(ctx context.Context, err error) string {
 // removeFiles removes what a failed making left, its meta and the
 // template's console log (why it failed) kept.
 func removeFiles(p template.Paths) {
-	for _, f := range []string{p.State, p.Disk, p.CIData, filepath.Join(p.Dir, core.RunDir)} {
+	for _, f := range []string{p.State, p.Disk, p.CIData, filepath.Join(p.Dir, vmfiles.RunDir)} {
 		_ = os.RemoveAll(f)
 	}
 	_ = os.Chmod(p.Dir, 0o700)
@@ -86,7 +86,7 @@ func removeFiles(p template.Paths) {
 // lockUp makes a made template's files root's alone: no qemu opens them
 // again (clones get copies, and the save image through libvirtd).
 func lockUp(p template.Paths, id *store.VMIdentity) error {
-	if err := os.RemoveAll(filepath.Join(p.Dir, core.RunDir)); err != nil {
+	if err := os.RemoveAll(filepath.Join(p.Dir, vmfiles.RunDir)); err != nil {
 		return err
 	}
 	for _, f := range []string{p.State, p.Disk, p.CIData} {

@@ -5,15 +5,15 @@ import (
 
 	vmconsole "github.com/crimux/crimux/runtimes/libvirt/console"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/snapcarry"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
-	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
 
 // Core is what the root disks' room uses of the VM runtime's core: its
-// options, store, libvirt and the VMs' logs, the cap of a VM's snapshots,
-// and the snapshots a pod's VMs carry in its root disk.
+// options, store, libvirt and the VMs' logs, and the cap of a VM's
+// snapshots.
 type Core struct {
-	diskCore
+	snapshotCap
 	Opts    *core.Options
 	Log     *slog.Logger
 	Store   *store.Store
@@ -21,20 +21,14 @@ type Core struct {
 	Console *vmconsole.Consoles
 }
 
-// diskCore: the snapshot cap, a pod's directory, and the snapshots of a
-// pod's root disk saved from its previous VM and carried to its next.
-type diskCore interface {
+// snapshotCap: the cap of a VM's snapshots.
+type snapshotCap interface {
 	MaxSnapshots() int
-	PodDir(sbID string) string
-	NewestVMOf(sbID, except string) (*store.Container, error)
-	ForgetSnapshots(sbID string) error
-	SaveSnapshots(l virt.Libvirt, c *store.Container) error
-	CarrySnapshots(l virt.Libvirt, dom virt.Domain, sbID string) (int, error)
 }
 
 // CoreOf is the part of the runtime r the room uses.
 func CoreOf(r *core.Runtime) Core {
-	return Core{diskCore: r, Opts: &r.Opts, Log: r.Log, Store: r.Store, Conn: r.Conn, Console: r.Console}
+	return Core{snapshotCap: r, Opts: &r.Opts, Log: r.Log, Store: r.Store, Conn: r.Conn, Console: r.Console}
 }
 
 // Room is the root disks of the node's VMs: the parts of the core it
@@ -47,3 +41,9 @@ type Room struct {
 
 // New returns the root disks' room on c.
 func New(c Core) *Room { return &Room{Core: c} }
+
+// carrier carries the snapshots of a pod's root disk from its previous VM
+// to its next (package snapcarry).
+func (r *Room) carrier() snapcarry.Carrier {
+	return snapcarry.Carrier{StateDir: r.Opts.StateDir, Store: r.Store}
+}

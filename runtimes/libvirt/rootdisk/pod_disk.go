@@ -10,6 +10,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/qcow2"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 )
 
 // A VM pod's root disk belongs to the pod, not to one container: the
@@ -46,10 +47,10 @@ func (r *Room) MakePodDisk(sb *store.Sandbox, rec *store.Container, disk string,
 		}
 		return true, nil
 	}
-	if err := r.ForgetSnapshots(sb.ID); err != nil {
+	if err := r.carrier().Forget(sb.ID); err != nil {
 		return false, err
 	}
-	if err := core.MakePodDir(r.PodDir(sb.ID)); err != nil {
+	if err := vmfiles.MakePodDir(vmfiles.PodDir(r.Opts.StateDir, sb.ID)); err != nil {
 		return false, err
 	}
 	old := sb.Disk
@@ -88,7 +89,7 @@ func newPodDisk(disk string, layout core.ImageLayout, fromTemplate func(dst stri
 }
 
 // CarryPodSnapshots gives VM rec, the new VM of the pod's reused root
-// disk, the snapshots in it (core.CarrySnapshots): from the pod's
+// disk, the snapshots in it (snapcarry.Carrier): from the pod's
 // previous VM while its domain is still defined, else as saved when it
 // went. A failure loses only libvirt's metadata (the snapshots stay in
 // the disk) and is logged.
@@ -103,12 +104,12 @@ func (r *Room) CarryPodSnapshots(sb *store.Sandbox, rec *store.Container) {
 }
 
 func (r *Room) carrySnapshotsWith(l virt.Libvirt, sb *store.Sandbox, rec *store.Container) error {
-	prev, err := r.NewestVMOf(sb.ID, rec.ID)
+	prev, err := r.carrier().NewestVMOf(sb.ID, rec.ID)
 	if err != nil {
 		return err
 	}
 	if prev != nil {
-		if err := r.SaveSnapshots(l, prev); err != nil {
+		if err := r.carrier().Save(l, prev); err != nil {
 			return err
 		}
 	}
@@ -116,7 +117,7 @@ func (r *Room) carrySnapshotsWith(l virt.Libvirt, sb *store.Sandbox, rec *store.
 	if err != nil {
 		return err
 	}
-	n, err := r.CarrySnapshots(l, dom, sb.ID)
+	n, err := r.carrier().Carry(l, dom, sb.ID)
 	if n > 0 {
 		r.Log.Info("snapshots carried to the pod's new VM", "sandbox", sb.ID, "container", rec.ID, "snapshots", n)
 	}

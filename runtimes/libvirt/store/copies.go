@@ -178,7 +178,7 @@ func writeCopy(path string, raw []byte) error {
 }
 
 // makeRootDirs makes dir and its parent, root's and 0711 (whatever the
-// umask), as core.MakePodDir does; those that exist are kept.
+// umask), as vmfiles.MakePodDir does; those that exist are kept.
 func makeRootDirs(dir string) error {
 	for _, d := range []string{filepath.Dir(dir), dir} {
 		err := os.Mkdir(d, 0o711)

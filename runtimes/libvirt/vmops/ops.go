@@ -51,7 +51,6 @@ type vmCore interface {
 	WatchBoot(c *store.Container, since time.Time, fresh bool)
 	RequireRoom(what string) error
 	MaxSnapshots() int
-	DiskPathOf(c *store.Container) string
 }
 
 // New returns the VM operations of the runtime r.

@@ -9,6 +9,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	"github.com/crimux/crimux/runtimes/libvirt/vmstorage"
 	"github.com/crimux/crimux/vmtypes"
 )
 
@@ -88,7 +89,7 @@ func (r *Ops) SetPowerState(ctx context.Context, id string, target vmtypes.Power
 	c, prev := op.C, core.PowerStateOf(op.View)
 	step, err := planPower(op.View, target)
 	if err == nil && step == stepManagedSave {
-		err = core.RequireNoShares(c, "Hibernate")
+		err = vmstorage.RequireNoShares(c, "Hibernate")
 	}
 	if err != nil {
 		return vmtypes.PowerChange{Previous: prev, State: prev}, fmt.Errorf("set power state %s: %w", target, err)

@@ -12,6 +12,8 @@ import (
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
+	"github.com/crimux/crimux/runtimes/libvirt/vmstorage"
 	"github.com/crimux/crimux/vmtypes"
 )
 
@@ -49,7 +51,7 @@ func (r *Ops) CreateSnapshot(ctx context.Context, id, name, description string) 
 		}
 	}
 	if op.View.State != virt.StateShutoff {
-		if err := core.RequireNoShares(c, "a snapshot of a running VM"); err != nil {
+		if err := vmstorage.RequireNoShares(c, "a snapshot of a running VM"); err != nil {
 			return vmtypes.SnapshotInfo{}, err
 		}
 	}
@@ -159,7 +161,7 @@ func (r *Ops) beginSnapshottable(id string) (*core.VMOp, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Lstat(r.DiskPathOf(op.C)); err != nil {
+	if _, err := os.Lstat(vmfiles.DiskPathOf(r.Store, op.C)); err != nil {
 		op.Done()
 		return nil, fmt.Errorf("the VM has no disk to snapshot: %w", errdefs.ErrFailedPrecondition)
 	}

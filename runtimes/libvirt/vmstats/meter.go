@@ -18,11 +18,11 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 )
 
 // Core is what a Meter uses of the VM runtime's core: its options (the
-// state dir), store, libvirt and cgroups, and where a VM's disk and
-// cgroup are.
+// state dir), store, libvirt and cgroups, and where a VM's cgroup is.
 type Core struct {
 	vms
 	Opts    *core.Options
@@ -31,9 +31,8 @@ type Core struct {
 	Cgroups core.Cgroups
 }
 
-// vms: the overlay disk and the cgroup of a VM's record.
+// vms: the cgroup of a VM's record.
 type vms interface {
-	DiskPathOf(c *store.Container) string
 	CgroupOf(c *store.Container) core.VMCgroup
 }
 
@@ -218,7 +217,7 @@ func (m *Meter) writableDisk(c *store.Container) Disk {
 	d := Disk{Mountpoint: m.Opts.StateDir}
 	if c.RootVolume != nil {
 		// The volume's, not the state dir's: kubelet counts the volume.
-	} else if fi, err := os.Lstat(m.DiskPathOf(c)); err == nil {
+	} else if fi, err := os.Lstat(vmfiles.DiskPathOf(m.Store, c)); err == nil {
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().IsRegular() {
 			d.UsedBytes, d.Inodes = uint64(st.Blocks)*512, 1
 		}

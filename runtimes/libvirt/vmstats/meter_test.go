@@ -12,6 +12,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 	"github.com/crimux/crimux/runtimes/libvirt/virt/virtfake"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 	"github.com/crimux/crimux/vmtypes"
 )
 
@@ -93,7 +94,7 @@ func TestWritableDisk(t *testing.T) {
 	if d := e.meter.writableDisk(c); d != (Disk{Mountpoint: e.Dir}) {
 		t.Fatalf("without an overlay: %+v, want none on %s", d, e.Dir)
 	}
-	if err := os.WriteFile(e.R.DiskPathOf(c), make([]byte, 3<<20), 0o600); err != nil {
+	if err := os.WriteFile(vmfiles.DiskPathOf(e.R.Store, c), make([]byte, 3<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	vm, err := e.meter.Container("c1")

@@ -37,7 +37,7 @@ type domainEvidence struct {
 	err error
 }
 
-// The state dir's directories of VMs and pods (core.VMDir, core.PodsDir).
+// The state dir's directories of VMs and pods (core.VMDir, vmfiles.PodsDir).
 const (
 	vmsDir  = "vms"
 	podsDir = "pods"

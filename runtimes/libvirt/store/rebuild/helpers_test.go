@@ -19,6 +19,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/podnet"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt/virtfake"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 )
 
 const instance = "crimux-0123456789abcdef"
@@ -68,7 +69,7 @@ func (f *fixture) vmPod(t *testing.T, name string, running bool, edit func(p pod
 			Annotations: map[string]string{"kubernetes.io/config.seen": "now"},
 			Linux:       &runtimeapi.LinuxPodSandboxConfig{CgroupParent: "/kubepods/" + name}},
 		Net:      &podnet.Attachment{NetNS: "/run/crimux/netns/" + instance + "_" + sid, Conf: []byte(`{"name":"n"}`)},
-		Disk:     &store.PodDisk{Path: filepath.Join(f.state, podsDir, sid, core.DiskFile), ImageDigest: "sha256:aa"},
+		Disk:     &store.PodDisk{Path: filepath.Join(f.state, podsDir, sid, vmfiles.DiskFile), ImageDigest: "sha256:aa"},
 		Identity: &store.VMIdentity{UID: f.uid, GID: f.uid}}}
 	state := runtimeapi.ContainerState_CONTAINER_EXITED
 	if running {
@@ -91,7 +92,7 @@ func (f *fixture) vmPod(t *testing.T, name string, running bool, edit func(p pod
 	spec := vm.Spec{Name: p.c.Domain, Meta: vm.Metadata{Instance: instance, PodUID: name + "-uid", PodName: name, PodNamespace: "ns",
 		SandboxID: sid, ContainerID: cid}, VCPUs: 2, MemoryMiB: 256, Accel: "tcg", Emulator: "/usr/bin/qemu-system-x86_64",
 		Disk:     &vm.Disk{Path: p.sb.Disk.Path, Format: "qcow2"},
-		Console:  vm.Console{Socket: core.ConsoleSocket(p.c.Dir), Log: filepath.Join(p.c.Dir, core.ConsoleLogFile)},
+		Console:  vm.Console{Socket: vmfiles.ConsoleSocket(p.c.Dir), Log: filepath.Join(p.c.Dir, vmfiles.ConsoleLogFile)},
 		CIData:   filepath.Join(p.c.Dir, cidata.File),
 		Identity: &vm.Identity{UID: f.uid, GID: f.uid}}
 	if edit != nil {

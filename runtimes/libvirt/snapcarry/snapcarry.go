@@ -1,4 +1,8 @@
-package core
+// Package snapcarry carries a VM pod's snapshots from one of its VMs to
+// the next: their libvirt metadata saved into the pod's directory when a
+// VM goes, and redefined on the domain of the pod's next VM, which boots
+// the same root disk.
+package snapcarry
 
 import (
 	"errors"
@@ -14,6 +18,7 @@ import (
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 )
 
 // Snapshots live inside the pod's root disk (libvirt internal snapshots),
@@ -32,10 +37,21 @@ const (
 	currentSnapshotFile = "current"
 )
 
-// SaveSnapshots writes the snapshot metadata of VM c's domain into its
-// pod's directory, replacing what was there; a domain that is gone has
-// nothing to save.
-func (r *Runtime) SaveSnapshots(l virt.Libvirt, c *store.Container) error {
+// Carrier carries the snapshots of the VM pods whose directories are in
+// StateDir, whose records are in Store.
+type Carrier struct {
+	StateDir string
+	Store    *store.Store
+}
+
+func (k Carrier) dir(sbID string) string {
+	return filepath.Join(vmfiles.PodDir(k.StateDir, sbID), snapshotsDir)
+}
+
+// Save writes the snapshot metadata of VM c's domain into its pod's
+// directory, replacing what was there; a domain that is gone has nothing
+// to save.
+func (k Carrier) Save(l virt.Libvirt, c *store.Container) error {
 	dom, err := l.Lookup(c.Domain)
 	if errdefs.IsNotFound(err) {
 		return nil
@@ -46,7 +62,7 @@ func (r *Runtime) SaveSnapshots(l virt.Libvirt, c *store.Container) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(r.PodDir(c.SandboxID), snapshotsDir)
+	dir := k.dir(c.SandboxID)
 	tmp := dir + ".new"
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
@@ -80,26 +96,24 @@ func saveSnapshot(l virt.Libvirt, s virt.Snapshot, dir string) error {
 	return nil
 }
 
-// keepSnapshots saves the snapshots of VM c, going, when its pod lives on
-// with the disk they are in and c is the pod's newest VM (an older one's
-// are out of date).
-func (r *Runtime) keepSnapshots(l virt.Libvirt, c *store.Container) {
-	sb, err := r.Store.Sandbox(c.SandboxID)
+// Keep saves the snapshots of VM c, going, when its pod lives on with
+// the disk they are in and c is the pod's newest VM (an older one's are
+// out of date). Only a failed save is an error.
+func (k Carrier) Keep(l virt.Libvirt, c *store.Container) error {
+	sb, err := k.Store.Sandbox(c.SandboxID)
 	if err != nil || sb.Removing || sb.Disk == nil {
-		return
+		return nil
 	}
-	if newest, err := r.NewestVMOf(sb.ID, ""); err != nil || newest == nil || newest.ID != c.ID {
-		return
+	if newest, err := k.NewestVMOf(sb.ID, ""); err != nil || newest == nil || newest.ID != c.ID {
+		return nil
 	}
-	if err := r.SaveSnapshots(l, c); err != nil {
-		r.Log.Warn("snapshots of a removed VM not kept for its pod's next one", "container", c.ID, "err", err)
-	}
+	return k.Save(l, c)
 }
 
 // NewestVMOf is the most recently created VM record of pod sbID other
 // than except (any state); nil if none.
-func (r *Runtime) NewestVMOf(sbID, except string) (*store.Container, error) {
-	all, err := r.Store.Containers()
+func (k Carrier) NewestVMOf(sbID, except string) (*store.Container, error) {
+	all, err := k.Store.Containers()
 	if err != nil {
 		return nil, err
 	}
@@ -112,18 +126,17 @@ func (r *Runtime) NewestVMOf(sbID, except string) (*store.Container, error) {
 	return newest, nil
 }
 
-// ForgetSnapshots drops the saved snapshot metadata of pod sbID (its root
-// disk was replaced).
-func (r *Runtime) ForgetSnapshots(sbID string) error {
-	return os.RemoveAll(filepath.Join(r.PodDir(sbID), snapshotsDir))
+// Forget drops the saved snapshot metadata of pod sbID (its root disk
+// was replaced).
+func (k Carrier) Forget(sbID string) error {
+	return os.RemoveAll(k.dir(sbID))
 }
 
-// CarrySnapshots redefines the snapshots saved for pod sbID on dom, the
-// domain of its new container, oldest first (a parent before its
-// children). It returns how many.
-func (r *Runtime) CarrySnapshots(l virt.Libvirt, dom virt.Domain, sbID string) (int, error) {
-	dir := filepath.Join(r.PodDir(sbID), snapshotsDir)
-	snaps, current, err := loadSnapshots(dir)
+// Carry redefines the snapshots saved for pod sbID on dom, the domain of
+// its new container, oldest first (a parent before its children). It
+// returns how many.
+func (k Carrier) Carry(l virt.Libvirt, dom virt.Domain, sbID string) (int, error) {
+	snaps, current, err := loadSnapshots(k.dir(sbID))
 	if err != nil || len(snaps) == 0 {
 		return 0, err
 	}

@@ -1,4 +1,8 @@
-package core
+// Package vmfiles is the layout of the VM runtime's files in its state
+// dir: a VM pod's directory and a VM's, made with the owners and modes
+// that keep qemu from planting anything crimux reads as root, the disk a
+// VM boots, and its console socket, dialled without following a link.
+package vmfiles
 
 import (
 	"context"
@@ -42,8 +46,11 @@ const (
 //	sandbox.json    the copy of the pod's record (store/copies.go)
 const PodsDir = "pods"
 
-// PodDir is the directory of VM pod sbID.
-func (r *Runtime) PodDir(sbID string) string { return filepath.Join(r.Opts.StateDir, PodsDir, sbID) }
+// QemuUser is the user libvirt runs qemu as on Debian.
+const QemuUser = "libvirt-qemu"
+
+// PodDir is the directory of VM pod sbID in the state dir stateDir.
+func PodDir(stateDir, sbID string) string { return filepath.Join(stateDir, PodsDir, sbID) }
 
 // MakePodDir makes a VM pod's directory (and <state>/pods), root's; one
 // that exists is kept.
@@ -59,14 +66,19 @@ func MakePodDir(dir string) error {
 	return nil
 }
 
+// Sandboxes look a pod's record up (a *store.Store).
+type Sandboxes interface {
+	Sandbox(id string) (*store.Sandbox, error)
+}
+
 // DiskPathOf is the disk VM c boots: its root volume's (attached in its
-// directory), its pod's root disk, or, for a VM made by an older crimux,
-// the disk in its own directory.
-func (r *Runtime) DiskPathOf(c *store.Container) string {
+// directory), its pod's root disk (its record in pods), or, for a VM made
+// by an older crimux, the disk in its own directory.
+func DiskPathOf(pods Sandboxes, c *store.Container) string {
 	if c.RootVolume != nil {
 		return c.RootVolume.Path
 	}
-	if sb, err := r.Store.Sandbox(c.SandboxID); err == nil && sb.Disk != nil {
+	if sb, err := pods.Sandbox(c.SandboxID); err == nil && sb.Disk != nil {
 		return sb.Disk.Path
 	}
 	return filepath.Join(c.Dir, DiskFile)

@@ -1,4 +1,9 @@
-package core
+// Package vmstorage is a VM's storage beside its root disk: the devices
+// and shared directories of its CRI config judged against the host, the
+// operations refused while it has shares, and, for each start of its
+// qemu, the block devices crimux opens and the virtiofsd it starts, handed
+// to qemu as descriptors with the arguments naming them.
+package vmstorage
 
 import (
 	"errors"
@@ -11,6 +16,7 @@ import (
 	"github.com/crimux/crimux/converter/vm"
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 )
 
 // Shares starts the virtiofsd of one share of a VM for a starting qemu,
@@ -20,15 +26,15 @@ type Shares interface {
 	Start(sh vm.Share, dir string, place func(pid int) error) (*os.File, error)
 }
 
-// StorageOf is what of a VM container's devices and mounts reaches its
-// guest (converter/vm.StorageFrom), judged against the host as it is now.
-func StorageOf(cfg *runtimeapi.ContainerConfig) (vm.Storage, error) {
+// Of is what of a VM container's devices and mounts reaches its guest
+// (converter/vm.StorageFrom), judged against the host as it is now.
+func Of(cfg *runtimeapi.ContainerConfig) (vm.Storage, error) {
 	return vm.StorageFrom(cfg, isHostFile)
 }
 
-// VMStorage is StorageOf VM c's config less its root volume.
-func VMStorage(c *store.Container) (vm.Storage, error) {
-	st, err := StorageOf(c.Config)
+// OfVM is the storage (Of) of VM c's config less its root volume.
+func OfVM(c *store.Container) (vm.Storage, error) {
+	st, err := Of(c.Config)
 	if err != nil || c.RootVolume == nil {
 		return st, err
 	}
@@ -40,9 +46,9 @@ func isHostFile(p string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
-// CheckStorageHost checks the host side of a VM's storage: each device a
-// block device, each shared directory an existing directory.
-func CheckStorageHost(st vm.Storage) error {
+// CheckHost checks the host side of a VM's storage: each device a block
+// device, each shared directory an existing directory.
+func CheckHost(st vm.Storage) error {
 	for _, d := range st.Devices {
 		fi, err := os.Stat(d.HostPath)
 		if err != nil {
@@ -70,7 +76,7 @@ func CheckStorageHost(st vm.Storage) error {
 // which saving is), and the shared directories' contents live on the host
 // anyway.
 func RequireNoShares(c *store.Container, what string) error {
-	st, err := VMStorage(c)
+	st, err := OfVM(c)
 	if err != nil || len(st.Shares) == 0 {
 		return nil
 	}
@@ -82,24 +88,32 @@ func RequireNoShares(c *store.Container, what string) error {
 		what, strings.Join(paths, ", "), errdefs.ErrFailedPrecondition)
 }
 
-// StorageForDomain gives a starting qemu of a domain its VM's storage: the
+// Starter hands a starting qemu its VM's storage: the VMs' records, the
+// state dir whose pod directories hold the shares' sockets, the virtiofsd
+// starter (nil: VMs get no shares), and Place, which puts a virtiofsd of
+// VM c in its VM's cgroup.
+type Starter struct {
+	Store    *store.Store
+	StateDir string
+	Shares   Shares
+	Place    func(c *store.Container, pid int) error
+}
+
+// ForDomain gives a starting qemu of a VM's domain its storage: the
 // block devices opened by crimux (read-only where the device is) and the
 // qemu end of each share's virtiofsd, with the arguments naming them;
 // placeholder(i) names the i-th of the files. On error nothing is left
 // open (a virtiofsd whose end is closed exits).
-func (r *Runtime) StorageForDomain(domain string, placeholder func(i int) string) (files []*os.File, args []string, err error) {
-	if _, ok := r.templateVM(domain); ok {
-		return nil, nil, nil // a template has no volumes
-	}
+func (s Starter) ForDomain(domain string, placeholder func(i int) string) (files []*os.File, args []string, err error) {
 	id, found := strings.CutPrefix(domain, vm.DomainName(""))
 	if !found {
 		return nil, nil, fmt.Errorf("%s is no crimux VM", domain)
 	}
-	c, err := r.Store.Container(id)
+	c, err := s.Store.Container(id)
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := VMStorage(c)
+	st, err := OfVM(c)
 	if err != nil || st.Empty() {
 		return nil, nil, err
 	}
@@ -120,7 +134,7 @@ func (r *Runtime) StorageForDomain(domain string, placeholder func(i int) string
 		files = append(files, f)
 	}
 	for i, sh := range st.Shares {
-		f, err := r.startShare(c, sh)
+		f, err := s.startShare(c, sh)
 		if err != nil {
 			return files, nil, err
 		}
@@ -151,10 +165,9 @@ func openBlockDevice(d vm.BlockDevice) (*os.File, error) {
 	return f, nil
 }
 
-func (r *Runtime) startShare(c *store.Container, sh vm.Share) (*os.File, error) {
-	if r.Shares == nil {
+func (s Starter) startShare(c *store.Container, sh vm.Share) (*os.File, error) {
+	if s.Shares == nil {
 		return nil, fmt.Errorf("share %s: this runtime runs no virtiofsd", sh.ContainerPath)
 	}
-	cg := r.CgroupOf(c)
-	return r.Shares.Start(sh, r.PodDir(c.SandboxID), func(pid int) error { return r.Cgroups.Place(cg, pid) })
+	return s.Shares.Start(sh, vmfiles.PodDir(s.StateDir, c.SandboxID), func(pid int) error { return s.Place(c, pid) })
 }
