@@ -35,9 +35,6 @@ func (r *Runtime) CgroupOf(c *store.Container) VMCgroup {
 // CgroupForDomain tells the qemu placement server which cgroup a domain's
 // qemu belongs in; ok is false for a domain this runtime does not own.
 func (r *Runtime) CgroupForDomain(domain string) (VMCgroup, bool) {
-	if t, ok := r.templateVM(domain); ok {
-		return t.Cgroup, true
-	}
 	id, found := strings.CutPrefix(domain, vm.DomainName(""))
 	if !found {
 		return VMCgroup{}, false
@@ -53,9 +50,6 @@ func (r *Runtime) CgroupForDomain(domain string) (VMCgroup, bool) {
 // (nil: libvirt's shared qemu user); ok is false for a domain this
 // runtime does not own.
 func (r *Runtime) IdentityForDomain(domain string) (*store.VMIdentity, bool) {
-	if t, ok := r.templateVM(domain); ok {
-		return t.Identity, true
-	}
 	id, found := strings.CutPrefix(domain, vm.DomainName(""))
 	if !found {
 		return nil, false
@@ -80,9 +74,6 @@ func (r *Runtime) IdentityForDomain(domain string) (*store.VMIdentity, bool) {
 // CAP_SYS_RESOURCE, which a crimux in a container may lack) is logged and
 // the VM starts with qemu's own: better a VM than none.
 func (r *Runtime) SetOOMScore(domain string, pid int) error {
-	if _, ok := r.templateVM(domain); ok {
-		return nil // no pod's: qemu's own score
-	}
 	id, found := strings.CutPrefix(domain, vm.DomainName(""))
 	if !found {
 		return fmt.Errorf("%s is no crimux VM", domain)

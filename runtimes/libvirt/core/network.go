@@ -139,9 +139,6 @@ func (r *Runtime) ResumeNetworks() {
 // arguments of the guest NIC that uses it (fd is the wrapper's
 // placeholder for the file's number). No network: nothing, no error.
 func (r *Runtime) NICForDomain(domain, fd string) (*os.File, []string, error) {
-	if t, ok := r.templateVM(domain); ok {
-		return t.NIC(fd)
-	}
 	if r.Net == nil {
 		return nil, nil, nil
 	}

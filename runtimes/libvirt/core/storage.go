@@ -88,9 +88,6 @@ func RequireNoShares(c *store.Container, what string) error {
 // placeholder(i) names the i-th of the files. On error nothing is left
 // open (a virtiofsd whose end is closed exits).
 func (r *Runtime) StorageForDomain(domain string, placeholder func(i int) string) (files []*os.File, args []string, err error) {
-	if _, ok := r.templateVM(domain); ok {
-		return nil, nil, nil // a template has no volumes
-	}
 	id, found := strings.CutPrefix(domain, vm.DomainName(""))
 	if !found {
 		return nil, nil, fmt.Errorf("%s is no crimux VM", domain)

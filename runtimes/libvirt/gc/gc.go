@@ -38,6 +38,9 @@ type Collector struct {
 	// Templates are the VM templates, collected with their images (nil:
 	// templates are off).
 	Templates *template.Store
+	// Making tells whether a template's domain is being made now (nil:
+	// none is, templates are off).
+	Making interface{ IsMakingTemplate(domain string) bool }
 
 	// period is Options.GCInterval, or what a reload made it.
 	period period
@@ -51,14 +54,13 @@ func New(r *core.Runtime) *Collector {
 
 // collectorCore is what the collector asks of the runtime's core: the
 // teardowns it finishes, where a VM's files are, the pod networks that
-// live, and whether a domain is a template being made.
+// live.
 type collectorCore interface {
 	Teardown(c *store.Container) error
 	TeardownNetwork(ctx context.Context, sb *store.Sandbox) error
 	FinishSandboxRemoval(ctx context.Context, sb *store.Sandbox) error
 	LiveAttachments(ctx context.Context) ([]string, error)
 	VMDir(id string) string
-	IsMakingTemplate(domain string) bool
 }
 
 // Run runs a collector pass every Options.GCInterval (a minute by
