@@ -223,15 +223,15 @@ func (o operator) DeleteForeign(ctx context.Context, kind, name string) error {
 // ListTemplates, WarmTemplate and RemoveTemplate are the VM runtime's
 // templates (vmtypes.Templates).
 func (b *backend) ListTemplates(ctx context.Context) ([]vmtypes.TemplateInfo, error) {
-	return b.rt.cri.ListTemplates(ctx)
+	return b.rt.instant.ListTemplates(ctx)
 }
 
 func (b *backend) WarmTemplate(ctx context.Context, w vmtypes.TemplateWarm) (vmtypes.TemplateInfo, error) {
-	return b.rt.cri.WarmTemplate(ctx, w)
+	return b.rt.instant.WarmTemplate(ctx, w)
 }
 
 func (b *backend) RemoveTemplate(ctx context.Context, key string) error {
-	return b.rt.cri.RemoveTemplate(ctx, key)
+	return b.rt.instant.RemoveTemplate(ctx, key)
 }
 
 // MigrationSource, PrepareMigration, Migrate and FinishMigration are the

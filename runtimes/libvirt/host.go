@@ -12,6 +12,7 @@ import (
 
 	"github.com/crimux/crimux/cgroup"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/instant"
 	"github.com/crimux/crimux/runtimes/libvirt/placement"
 	"github.com/crimux/crimux/runtimes/libvirt/placer"
 	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
@@ -77,7 +78,7 @@ func (h hostCgroups) Stats(c VMCgroup) (core.CgroupUsage, error) {
 // Only the wrapper executable, run by root or libvirt's qemu user, is
 // answered.
 func (rt *Runtime) servePlacement(ctx context.Context, socket string) {
-	r := rt.core
+	r, answers := rt.core, rt.placement()
 	shared := []uint32{0} // libvirt's one qemu user: VMs without an identity of their own
 	if u, err := user.Lookup(vmfiles.QemuUser); err == nil {
 		if uid, err := strconv.ParseUint(u.Uid, 10, 32); err == nil {
@@ -86,23 +87,29 @@ func (rt *Runtime) servePlacement(ctx context.Context, socket string) {
 	}
 	peer := func(uid uint32) bool { return slices.Contains(shared, uid) || r.Opts.Identities.Contains(uid) }
 	owner := func(domain string, uid uint32) bool {
-		id, ok := r.IdentityForDomain(domain)
+		id, ok := answers.IdentityForDomain(domain)
 		if !ok || id == nil {
 			return ok && slices.Contains(shared, uid)
 		}
 		return uid == id.UID
 	}
 	p := placer.New(socket, func(domain string) (cgroup.Spec, bool) {
-		cg, ok := r.CgroupForDomain(domain)
+		cg, ok := answers.CgroupForDomain(domain)
 		return cgroup.Spec(cg), ok
 	}, placer.WithAttach(rt.attachForDomain), placer.WithGrants(r.Starts.Take), placer.WithLogger(r.Log.With("component", "placement")),
 		placer.WithExecutable(r.Opts.Emulator), placer.WithPeer(peer), placer.WithDomainOwner(owner),
-		placer.WithPlaced(r.SetOOMScore))
+		placer.WithPlaced(answers.SetOOMScore))
 	go func() {
 		if err := p.Serve(ctx); err != nil && ctx.Err() == nil {
 			r.Log.Error("placement server stopped", "socket", socket, "err", err)
 		}
 	}()
+}
+
+// placement answers the placement server: of a template being made, its
+// Maker (package instant); of a pod's VM, the core.
+func (rt *Runtime) placement() instant.Placement {
+	return instant.Placement{Maker: rt.instant.Maker, Core: rt.core}
 }
 
 // attachForDomain hands a VM's qemu its guest NIC (the pod's tap, opened
@@ -111,7 +118,8 @@ func (rt *Runtime) servePlacement(ctx context.Context, socket string) {
 // core.StorageForDomain).
 func (rt *Runtime) attachForDomain(domain string) (placer.Attachment, error) {
 	var a placer.Attachment
-	f, args, err := rt.core.NICForDomain(domain, placement.FDPlaceholder(0))
+	answers := rt.placement()
+	f, args, err := answers.NICForDomain(domain, placement.FDPlaceholder(0))
 	if err != nil {
 		return a, err
 	}
@@ -119,7 +127,7 @@ func (rt *Runtime) attachForDomain(domain string) (placer.Attachment, error) {
 		a.Files, a.Args = append(a.Files, f), args
 	}
 	n := len(a.Files)
-	files, args, err := rt.core.StorageForDomain(domain, func(i int) string { return placement.FDPlaceholder(n + i) })
+	files, args, err := answers.StorageForDomain(domain, func(i int) string { return placement.FDPlaceholder(n + i) })
 	if err != nil {
 		for _, f := range a.Files {
 			f.Close()

@@ -39,8 +39,8 @@ func (rt *Runtime) Reconfigure(l Live) {
 	rt.core.Boots.SetTimeout(l.GuestBootTimeout)
 	rt.core.SetMaxSnapshots(l.MaxSnapshotsPerVM)
 	rt.gc.SetInterval(l.GCInterval)
-	if rt.cri.Instant != nil {
-		rt.cri.Instant.SetLimits(l.Templates)
+	if rt.instant.Maker != nil {
+		rt.instant.Maker.SetLimits(l.Templates)
 	}
 	rt.core.Migration.SetTunables(l.Migration)
 }

@@ -49,11 +49,11 @@ func (rt *Runtime) NodeSample(ctx context.Context) (vmtypes.NodeSample, error) {
 // shows them: read from the template store, not from the Maker's makings
 // in memory, so a template counts once its directory exists.
 func (rt *Runtime) sampleTemplates(ctx context.Context, s *vmtypes.NodeSample) error {
-	if rt.cri == nil || rt.cri.Instant == nil {
+	if rt.instant == nil || rt.instant.Maker == nil {
 		return nil // templates are off
 	}
 	s.TemplatesOn = true
-	all, err := rt.cri.ListTemplates(ctx)
+	all, err := rt.instant.ListTemplates(ctx)
 	if err != nil {
 		return err
 	}

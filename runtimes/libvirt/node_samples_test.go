@@ -34,7 +34,8 @@ func sampledRuntime(t *testing.T) (*Runtime, *coretest.Env) {
 	}
 	conn.SetAgentCaps(AgentCaps{PerVM: 2, PerNode: 5, Wait: time.Minute})
 	rt := &Runtime{core: e.R, cri: criservice.New(e.R), conn: conn}
-	rt.cri.Instant = &instant.Maker{R: instant.CoreOf(e.R), Store: template.Store{Dir: filepath.Join(e.Dir, TemplatesDir)}}
+	c := instant.CoreOf(e.R)
+	rt.instant = &instant.Room{R: c, Maker: &instant.Maker{R: c, Store: template.Store{Dir: filepath.Join(e.Dir, TemplatesDir)}}}
 	return rt, e
 }
 
@@ -65,7 +66,7 @@ func putTemplate(t *testing.T, st template.Store, key, state string, size int) {
 // not read counts failed, as ListTemplates lists it.
 func TestNodeSampleTemplates(t *testing.T) {
 	rt, _ := sampledRuntime(t)
-	st := rt.cri.Instant.Store
+	st := rt.instant.Maker.Store
 	putTemplate(t, st, "0000000000000001", template.Ready, 1<<20)
 	putTemplate(t, st, "0000000000000002", template.Ready, 2<<20)
 	putTemplate(t, st, "0000000000000003", template.Making, 0)
@@ -80,7 +81,7 @@ func TestNodeSampleTemplates(t *testing.T) {
 	if want := (vmtypes.TemplateCounts{Making: 1, Ready: 2, Failed: 2}); !s.TemplatesOn || s.Templates != want {
 		t.Errorf("templates on %v, %+v; want on, %+v", s.TemplatesOn, s.Templates, want)
 	}
-	all, err := rt.cri.ListTemplates(context.Background())
+	all, err := rt.instant.ListTemplates(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestNodeSampleTemplates(t *testing.T) {
 		t.Errorf("template bytes %d; want %d, what ListTemplates shows (3 MiB and a bit)", s.TemplateBytes, want)
 	}
 
-	rt.cri.Instant = nil // libvirt.templates = false
+	rt.instant.Maker = nil // libvirt.templates = false
 	if s, err = rt.NodeSample(context.Background()); err != nil || s.TemplatesOn || s.Templates != (vmtypes.TemplateCounts{}) {
 		t.Errorf("templates off: %+v, %v; want none", s, err)
 	}

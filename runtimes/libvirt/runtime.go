@@ -8,7 +8,7 @@
 //	criservice/       the CRI face (sandbox, container, status, stats, attach)
 //	vmops/            the VM API's operations (power, reboot, snapshots)
 //	gc/               the collector (teardowns, orphans, foreign resources)
-//	instant/          VMs started from booted templates (making, keeping, cloning)
+//	instant/          VMs started from booted templates (making, keeping, cloning; the VM API's templates)
 //	migrate/          the node's half of a live migration (describe, prepare, send, receive, seals)
 //	rootdisk/         a VM's root disk: the pod's overlay or a volume of its own (claims, checks)
 //	resize/           a VM's size: its room to grow, its fit in its pod, in-place resize
@@ -48,10 +48,11 @@
 //
 // Arrows run one way, down this list's floors: this package imports the
 // rooms; criservice, vmops, gc, instant, migrate, rootdisk and resize
-// import core; criservice imports migrate and resize; core imports store,
-// console and virt, and the leaves from vmstorage to vmcounters, which
-// import no core; nothing but virt imports go-libvirt (internal/archtest).
-// vmstats imports core too, and criservice imports vmstats.
+// import core; criservice imports migrate, instant and resize; instant
+// imports resize; core imports store, console and virt, and the leaves
+// from vmstorage to vmcounters, which import no core; nothing but virt
+// imports go-libvirt (internal/archtest). vmstats imports core too, and
+// criservice imports vmstats.
 package libvirt
 
 import (
@@ -115,12 +116,13 @@ type (
 )
 
 // Runtime is the VM runtime, wired: its core, its CRI face, its half of
-// live migrations, its VM operations, the meter of its VMs (metrics),
-// its collector and the libvirtd connection they share.
+// live migrations, its templates, its VM operations, the meter of its
+// VMs (metrics), its collector and the libvirtd connection they share.
 type Runtime struct {
 	core    *core.Runtime
 	cri     *criservice.Service
 	migrate *migrate.Room
+	instant *instant.Room
 	ops     *vmops.Ops
 	stats   *vmstats.Meter
 	gc      *gc.Collector
@@ -188,12 +190,14 @@ func (rt *Runtime) wire(opts Options, p core.Parts, conn *virt.Conn) {
 	rt.cri.Resizer, rt.core.AfterReboot = resizer, resizer.AfterReboot
 	rt.stats = vmstats.New(vmstats.CoreOf(rt.core))
 	rt.cri.Meter = rt.stats
+	rt.instant = &instant.Room{R: instant.CoreOf(rt.core)}
+	rt.cri.Clones = rt.instant
 	if !opts.TemplatesOff {
 		lim := opts.TemplateLimits
-		rt.cri.Instant = &instant.Maker{R: instant.CoreOf(rt.core), Store: template.Store{Dir: filepath.Join(opts.StateDir, TemplatesDir)},
+		m := &instant.Maker{R: rt.instant.R, Store: template.Store{Dir: filepath.Join(opts.StateDir, TemplatesDir)},
 			Parent: opts.TemplateParent, ShareAcrossNamespaces: lim.ShareAcrossNamespaces,
 			Limits: instant.Limits{MaxMaking: lim.MaxMaking, MaxKept: lim.MaxKept, RetryAfter: lim.RetryAfter, CPUMillis: lim.CPUMillis}}
-		rt.gc.Templates = &rt.cri.Instant.Store
+		rt.instant.Maker, rt.gc.Templates, rt.gc.Making = m, &m.Store, m
 	}
 	rt.core.AfterResync = func(ctx context.Context, first bool) {
 		if first {

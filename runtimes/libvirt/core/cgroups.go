@@ -36,9 +36,6 @@ func (r *Runtime) CgroupOf(c *store.Container) VMCgroup {
 // CgroupForDomain tells the qemu placement server which cgroup a domain's
 // qemu belongs in; ok is false for a domain this runtime does not own.
 func (r *Runtime) CgroupForDomain(domain string) (VMCgroup, bool) {
-	if t, ok := r.templateVM(domain); ok {
-		return t.Cgroup, true
-	}
 	id, found := strings.CutPrefix(domain, vm.DomainName(""))
 	if !found {
 		return VMCgroup{}, false
@@ -50,12 +47,10 @@ func (r *Runtime) CgroupForDomain(domain string) (VMCgroup, bool) {
 	return r.CgroupOf(c), true
 }
 
-// NICForDomain is what the qemu wrapper of domain gets besides its
-// placement: a template's NIC, or the pod's (vmnet.Networks.NIC).
+// NICForDomain is what the qemu wrapper of a VM's domain gets besides
+// its placement: its pod's NIC (vmnet.Networks.NIC). A template's is
+// instant.Placement's.
 func (r *Runtime) NICForDomain(domain, fd string) (*os.File, []string, error) {
-	if t, ok := r.templateVM(domain); ok {
-		return t.NIC(fd)
-	}
 	return r.Networks.NIC(domain, fd)
 }
 
@@ -63,9 +58,6 @@ func (r *Runtime) NICForDomain(domain, fd string) (*os.File, []string, error) {
 // (nil: libvirt's shared qemu user); ok is false for a domain this
 // runtime does not own.
 func (r *Runtime) IdentityForDomain(domain string) (*store.VMIdentity, bool) {
-	if t, ok := r.templateVM(domain); ok {
-		return t.Identity, true
-	}
 	id, found := strings.CutPrefix(domain, vm.DomainName(""))
 	if !found {
 		return nil, false
@@ -83,11 +75,8 @@ func (r *Runtime) IdentityForDomain(domain string) (*store.VMIdentity, bool) {
 
 // StorageForDomain gives a starting qemu of a domain its VM's storage
 // (vmstorage.Starter: its block devices and its shares' virtiofsd, each
-// placed in the VM's cgroup); a template has none.
+// placed in the VM's cgroup). A template has none (instant.Placement).
 func (r *Runtime) StorageForDomain(domain string, placeholder func(i int) string) ([]*os.File, []string, error) {
-	if _, ok := r.templateVM(domain); ok {
-		return nil, nil, nil // a template has no volumes
-	}
 	s := vmstorage.Starter{Store: r.Store, StateDir: r.Opts.StateDir, Shares: r.Shares,
 		Place: func(c *store.Container, pid int) error { return r.Cgroups.Place(r.CgroupOf(c), pid) }}
 	return s.ForDomain(domain, placeholder)
@@ -102,9 +91,6 @@ func (r *Runtime) StorageForDomain(domain string, placeholder func(i int) string
 // CAP_SYS_RESOURCE, which a crimux in a container may lack) is logged and
 // the VM starts with qemu's own: better a VM than none.
 func (r *Runtime) SetOOMScore(domain string, pid int) error {
-	if _, ok := r.templateVM(domain); ok {
-		return nil // no pod's: qemu's own score
-	}
 	id, found := strings.CutPrefix(domain, vm.DomainName(""))
 	if !found {
 		return fmt.Errorf("%s is no crimux VM", domain)

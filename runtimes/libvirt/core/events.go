@@ -199,3 +199,19 @@ func (r *Runtime) startedUnrecorded(l virt.Libvirt, c *store.Container) {
 		r.Log.Info("VM found running with its start unrecorded; recorded", "container", c.ID)
 	}
 }
+
+// cloneCutShort destroys clone c, found running with its start
+// unrecorded (crimux stopped between its restore and its identity), and
+// makes its next start a boot: its disk has run since the template's.
+func (r *Runtime) cloneCutShort(l virt.Libvirt, dom virt.Domain, c *store.Container) {
+	if err := l.Destroy(dom); err != nil {
+		r.Log.Warn("a clone restored before crimux stopped not destroyed", "container", c.ID, "err", err)
+		return
+	}
+	c.Clone = nil
+	if err := r.Store.PutContainer(c); err != nil {
+		r.Log.Error("record a clone cut short", "container", c.ID, "err", err)
+		return
+	}
+	r.Log.Warn("a clone restored before crimux stopped was destroyed (perhaps not made itself yet): it boots at its next start", "container", c.ID)
+}

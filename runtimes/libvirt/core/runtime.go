@@ -225,15 +225,14 @@ type Runtime struct {
 	// RootDisks check a VM's root disk before each start of its qemu
 	// (starts.go); nil checks none.
 	RootDisks RootDisks
+	// IDs hand out Opts.Identities: to pods, and to what holds them
+	// beside (templates being made: package instant, HeldBy).
+	IDs *vmidentity.Allocator
 
 	// firstConnect is set once the first pass after start ran; recovered
 	// is closed then.
 	firstConnect atomic.Bool
 	recovered    chan struct{}
-	// ids hands out Opts.Identities.
-	ids *vmidentity.Allocator
-	// templates are the templates being made (templates.go).
-	templates templateVMs
 	// snapshotCap is the cap a reload set (SetMaxSnapshots); 0: none
 	// set, Opts.MaxSnapshotsPerVM holds.
 	snapshotCap atomic.Int64
@@ -266,7 +265,7 @@ func New(opts Options, p Parts) *Runtime {
 		Networks: &vmnet.Networks{Net: p.Net, Store: p.Store, Log: log, Peers: opts.PeerSandboxes}, CIData: p.CIData, Shares: p.Shares, Console: console.New(log), Events: vmevents.NewHub(), Reboots: rebootwatch.New(), Starts: &Starts{}, Log: log,
 		Counters: opts.Counters, recovered: make(chan struct{}),
 	}
-	r.ids = vmidentity.New(opts.Identities, p.Store, r.templateIdentities)
+	r.IDs = vmidentity.New(opts.Identities, p.Store, nil)
 	r.NoSpace = &nospace.VMs{Core: r, Log: log, StateDir: opts.StateDir}
 	r.guests = bootwatch.NewGuests(opts.GuestBootTimeout, bootHost{r}, r.Counters, r.Accel, log)
 	r.Boots = r.guests.Watcher

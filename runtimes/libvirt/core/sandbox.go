@@ -18,7 +18,7 @@ const NetworkGCTimeout = 2 * time.Minute
 // identities are off), recorded in its record (vmidentity.Allocator's
 // Ensure). The caller holds the pod's lock.
 func (r *Runtime) EnsureIdentity(sb *store.Sandbox) (*store.VMIdentity, error) {
-	return r.ids.Ensure(sb)
+	return r.IDs.Ensure(sb)
 }
 
 // AbandonSandbox undoes a pod RunPodSandbox could not finish; what cannot

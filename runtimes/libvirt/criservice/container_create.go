@@ -106,7 +106,7 @@ func (r *Service) finishCreate(ctx context.Context, sb *store.Sandbox, plan *vmP
 	r.Events.Publish(r.Event(plan.rec, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT))
 	r.Log.Info("VM created", "sandbox", sb.ID, "container", plan.rec.ID, "domain", plan.rec.Domain,
 		"vcpus", plan.rec.VCPUs, "memory_mib", plan.rec.MemoryMiB, "accel", plan.rec.Accel, "template", plan.rec.Clone.GetKey())
-	r.noteStart(plan)
+	r.clones().NoteCold(plan.rec.ID, plan.cold)
 	return nil
 }
 
@@ -146,7 +146,7 @@ type vmPlan struct {
 	// pod's overlay; rootImported: the image was imported into it.
 	root         *vm.RootVolume
 	rootImported bool
-	// cold says why a VM that asked for its template boots (instant.go).
+	// cold says why a VM that asked for its template boots (clones.go).
 	cold string
 }
 
@@ -175,7 +175,7 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	if in.opts.MigrateFrom != "" && !sb.Arrived {
 		return p, r.arrivals().PlanIncoming(rec, in.opts, in.storage)
 	}
-	p.cold = r.planClone(sb, p, in.opts, in.storage)
+	p.cold = r.planClone(sb, p, in)
 	return p, nil
 }
 
@@ -304,7 +304,7 @@ func (r *Service) defineDomain(p *vmPlan, undo *opguard.Rollback) error {
 	var xml string
 	var err error
 	if p.rec.Clone != nil {
-		xml, err = r.Instant.CloneXML(p.rec.Clone.Key, cloneSpec(p))
+		xml, err = r.clones().CloneXML(p.rec, p.spec)
 	} else {
 		xml, err = vm.DomainXML(p.spec)
 	}

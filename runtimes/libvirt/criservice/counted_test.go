@@ -8,6 +8,7 @@ import (
 
 	"github.com/crimux/crimux/internal/testutil"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/instant"
 	"github.com/crimux/crimux/runtimes/libvirt/migration"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
 	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
@@ -25,11 +26,11 @@ func TestTemplateClonesCounted(t *testing.T) {
 			t.Fatalf("clones counted: %d restored, %d booted; want %d, %d", r, b, restored, booted)
 		}
 	}
-	sb, cfg := instantPod(t, s, "first", InstantHandler, nil)
+	sb, cfg := instantPod(t, s, "first", instant.Handler, nil)
 	startVM(t, s, createVM(t, s, sb, cfg, vmConfig(1024, 200000, 100000)))
 	clones(0, 1) // its template is being made
 	testutil.Eventually(t, 10*time.Second, "the template made", func() error {
-		if all, err := s.Instant.Store.List(); err != nil || len(all) != 1 || all[0].State != template.Ready {
+		if all, err := makerOf(s).Store.List(); err != nil || len(all) != 1 || all[0].State != template.Ready {
 			return fmt.Errorf("templates %+v, %v", all, err)
 		}
 		return nil
@@ -37,10 +38,10 @@ func TestTemplateClonesCounted(t *testing.T) {
 	if n := e.Counters.Events("template_making " + vmcounters.MakingReady); n != 1 {
 		t.Errorf("%d makings counted ready, want 1", n)
 	}
-	sb, cfg = instantPod(t, s, "second", InstantHandler, nil)
+	sb, cfg = instantPod(t, s, "second", instant.Handler, nil)
 	startVM(t, s, createVM(t, s, sb, cfg, vmConfig(1024, 200000, 100000)))
 	clones(1, 1)
-	sb, cfg = instantPod(t, s, "third", InstantHandler, nil)
+	sb, cfg = instantPod(t, s, "third", instant.Handler, nil)
 	id := createVM(t, s, sb, cfg, vmConfig(1024, 200000, 100000))
 	if c, _ := e.R.Store.Container(id); c.Clone == nil {
 		t.Fatal("the third pod's VM is no clone")

@@ -20,6 +20,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
 	"github.com/crimux/crimux/runtimes/libvirt/instant"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
 )
 
@@ -92,12 +93,17 @@ func instantServiceWith(t *testing.T, opts coretest.Options) (*coretest.Env, *Se
 	agent := &guestAgent{}
 	e.Libvirt.SetAgent(agent.answer)
 	s := serviceOn(e)
-	s.Instant = &instant.Maker{R: instant.CoreOf(e.R), Store: template.Store{Dir: filepath.Join(e.Dir, "templates")},
+	c := instant.CoreOf(e.R)
+	m := &instant.Maker{R: c, Store: template.Store{Dir: filepath.Join(e.Dir, "templates")},
 		NIC: func(string) (func(string) (*os.File, []string, error), func(), error) {
 			return func(string) (*os.File, []string, error) { return nil, nil, nil }, func() {}, nil
 		}}
+	s.Clones = &instant.Room{R: c, Maker: m}
 	return e, s, agent
 }
+
+// makerOf is the Maker of s's templates (instantService's).
+func makerOf(s *Service) *instant.Maker { return s.Clones.(*instant.Room).Maker }
 
 func instantPod(t *testing.T, s *Service, name, handler string, annotations map[string]string) (string, *runtimeapi.PodSandboxConfig) {
 	t.Helper()
@@ -118,7 +124,7 @@ func instantPod(t *testing.T, s *Service, name, handler string, annotations map[
 // not ask boots.
 func TestInstantStart(t *testing.T) {
 	e, s, agent := instantService(t)
-	sb1, cfg1 := instantPod(t, s, "first", InstantHandler, nil)
+	sb1, cfg1 := instantPod(t, s, "first", instant.Handler, nil)
 	id1 := createVM(t, s, sb1, cfg1, vmConfig(1024, 200000, 100000))
 	if c, _ := e.R.Store.Container(id1); c.Clone != nil {
 		t.Fatalf("the first pod's VM is a clone of %s: no template was ready", c.Clone.Key)
@@ -128,7 +134,7 @@ func TestInstantStart(t *testing.T) {
 	}
 	var meta template.Meta
 	testutil.Eventually(t, 10*time.Second, "the template made", func() error {
-		all, err := s.Instant.Store.List()
+		all, err := makerOf(s).Store.List()
 		if err != nil || len(all) != 1 || all[0].State != template.Ready {
 			return fmt.Errorf("templates %+v, %v", all, err)
 		}
@@ -138,7 +144,7 @@ func TestInstantStart(t *testing.T) {
 	if !strings.Contains(agent.scripts[0], "cloud-init status --wait") {
 		t.Fatalf("the template was not settled before its save: %q", agent.scripts[0])
 	}
-	if _, err := e.Libvirt.Lookup(core.TemplateDomain(meta.Key)); err == nil {
+	if _, err := e.Libvirt.Lookup(template.Domain(meta.Key)); err == nil {
 		t.Fatal("the template's domain is still defined")
 	}
 	if meta.Shape.VCPUs != 2 || meta.Shape.MemoryMiB != 1024 {
@@ -179,14 +185,14 @@ func TestInstantStart(t *testing.T) {
 // TestInstantColdReasons: what a template cannot hold boots, and says so.
 func TestInstantColdReasons(t *testing.T) {
 	_, s, _ := instantService(t)
-	sb, cfg := instantPod(t, s, "shares", InstantHandler, nil)
+	sb, cfg := instantPod(t, s, "shares", instant.Handler, nil)
 	vc := vmConfig(1024, 200000, 100000)
 	vc.Mounts = []*runtimeapi.Mount{{ContainerPath: "/srv/data", HostPath: t.TempDir()}}
 	createVM(t, s, sb, cfg, vc)
 	if log := readLog(t, cfg); !strings.Contains(log, "virtio-fs shares") {
 		t.Fatalf("a pod with a share: its log does not say why it boots:\n%s", log)
 	}
-	sb, cfg = instantPod(t, s, "args", InstantHandler, map[string]string{"crimux.io/kernel-args": "quiet"})
+	sb, cfg = instantPod(t, s, "args", instant.Handler, map[string]string{"crimux.io/kernel-args": "quiet"})
 	createVM(t, s, sb, cfg, vmConfig(1024, 200000, 100000))
 	if log := readLog(t, cfg); !strings.Contains(log, "kernel arguments") {
 		t.Fatalf("a pod with kernel arguments: its log does not say why it boots:\n%s", log)
@@ -200,4 +206,39 @@ func readLog(t *testing.T, cfg *runtimeapi.PodSandboxConfig) string {
 	t.Helper()
 	b, _ := os.ReadFile(filepath.Join(cfg.LogDirectory, "vm", "0.log"))
 	return string(b)
+}
+
+// TestNoClones: a CRI face given no templates' room starts every VM by
+// booting it, one that asked for its template too, and says nothing of
+// templates.
+func TestNoClones(t *testing.T) {
+	e := coretest.New(t)
+	e.Images.Layout = core.ImageLayout{Digest: "sha256:d1", DiskPath: "/images/d1/disk.qcow2", DiskFormat: "qcow2", DiskVirtualSize: 1 << 30}
+	s := serviceOn(e)
+	sb, cfg := instantPod(t, s, "first", instant.Handler, nil)
+	id := createVM(t, s, sb, cfg, vmConfig(1024, 200000, 100000))
+	if c, _ := e.R.Store.Container(id); c.Clone != nil {
+		t.Fatalf("a clone of %s with no templates' room", c.Clone.Key)
+	}
+	startVM(t, s, id)
+	if st := status(t, s, id); st.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Fatalf("VM state %s", st.State)
+	}
+	if log := readLog(t, cfg); strings.Contains(log, "template") {
+		t.Fatalf("the pod's log speaks of templates:\n%s", log)
+	}
+	if _, err := s.StopPodSandbox(t.Context(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb}); err != nil {
+		t.Fatal(err)
+	}
+	c := &store.Container{Clone: &store.Clone{Key: "0000000000000001"}}
+	if err := s.clones().CopyDisk(c, filepath.Join(t.TempDir(), "disk")); err == nil {
+		t.Error("a clone's disk copied with no templates' room")
+	}
+	if _, err := s.clones().CloneXML(c, vm.Spec{}); err == nil {
+		t.Error("a clone's domain made with no templates' room")
+	}
+	booted := false
+	if restored, err := s.clones().StartClone(t.Context(), e.Libvirt, c, func() error { booted = true; return nil }); restored || err != nil || !booted {
+		t.Errorf("a clone started with no templates' room: restored %v, %v, booted %v", restored, err, booted)
+	}
 }

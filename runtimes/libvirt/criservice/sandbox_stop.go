@@ -26,7 +26,7 @@ func (r *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 	if err := r.Store.PutSandbox(sb); err != nil {
 		return nil, err
 	}
-	r.forgetTemplateAsks(sb.ID)
+	r.clones().ForgetAsks(sb.ID)
 	// As containerd does, the network goes at stop: the IP returns to the
 	// pool. A failed DEL fails the call (kubelet retries) and is retried
 	// by the collector meanwhile.

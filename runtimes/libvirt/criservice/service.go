@@ -18,7 +18,6 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/cidata"
 	vmconsole "github.com/crimux/crimux/runtimes/libvirt/console"
 	"github.com/crimux/crimux/runtimes/libvirt/core"
-	"github.com/crimux/crimux/runtimes/libvirt/instant"
 	"github.com/crimux/crimux/runtimes/libvirt/migrate"
 	"github.com/crimux/crimux/runtimes/libvirt/opguard"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
@@ -42,9 +41,9 @@ type Service struct {
 	Console *vmconsole.Consoles
 	Events  *vmevents.Hub
 	Locks   *opguard.Locks
-	// Instant makes templates and restores clones from them;
-	// nil: every VM boots.
-	Instant *instant.Maker
+	// Clones plans VMs as clones of their templates and restores them
+	// (package instant); nil: no VM starts from a template.
+	Clones Clones
 	// Arrivals makes migration targets and starts them waiting (package
 	// migrate); nil: no VM pod can be a migration target.
 	Arrivals Arrivals

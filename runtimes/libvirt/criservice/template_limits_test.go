@@ -17,6 +17,7 @@ import (
 	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/internal/testutil"
 	"github.com/crimux/crimux/runtimes/libvirt/core/coretest"
+	"github.com/crimux/crimux/runtimes/libvirt/instant"
 	"github.com/crimux/crimux/runtimes/libvirt/template"
 	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
 )
@@ -31,7 +32,7 @@ func instantPodIn(t *testing.T, s *Service, ns, name string) (string, *runtimeap
 	t.Helper()
 	cfg := podConfig(t, name)
 	cfg.Metadata.Namespace, cfg.Hostname = ns, name+"-host"
-	return runSandbox(t, s, cfg, InstantHandler), cfg
+	return runSandbox(t, s, cfg, instant.Handler), cfg
 }
 
 func runSandbox(t *testing.T, s *Service, cfg *runtimeapi.PodSandboxConfig, handler string) string {
@@ -48,7 +49,7 @@ func readyTemplate(t *testing.T, s *Service) template.Meta {
 	t.Helper()
 	var meta template.Meta
 	testutil.Eventually(t, 10*time.Second, "the template made", func() error {
-		all, err := s.Instant.Store.List()
+		all, err := makerOf(s).Store.List()
 		if err != nil || len(all) != 1 || all[0].State != template.Ready {
 			return fmt.Errorf("templates %+v, %v", all, err)
 		}
@@ -63,7 +64,7 @@ func readyTemplate(t *testing.T, s *Service) template.Meta {
 func noMaking(t *testing.T, s *Service) {
 	t.Helper()
 	testutil.Eventually(t, 20*time.Second, "no template being made", func() error {
-		all, err := s.Instant.Store.List()
+		all, err := makerOf(s).Store.List()
 		if err != nil {
 			return err
 		}
@@ -129,7 +130,7 @@ func TestTemplateMetaMismatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(s.Instant.Store.Paths(meta.Key).Meta, b, 0o600); err != nil {
+			if err := os.WriteFile(makerOf(s).Store.Paths(meta.Key).Meta, b, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			sb2, cfg2 := instantPodIn(t, s, "ns", "second")
@@ -224,7 +225,7 @@ func TestTemplateMakingsCapped(t *testing.T) {
 // template ns-a's pod made.
 func TestTemplateSharedAcrossNamespaces(t *testing.T) {
 	e, s, _ := instantService(t)
-	s.Instant.ShareAcrossNamespaces = true
+	makerOf(s).ShareAcrossNamespaces = true
 	sbA, cfgA := instantPodIn(t, s, "ns-a", "a1")
 	createVM(t, s, sbA, cfgA, vmConfig(1024, 200000, 100000))
 	meta := readyTemplate(t, s)
@@ -251,7 +252,7 @@ func TestTemplateReplacedBeforeRestore(t *testing.T) {
 		t.Fatalf("the second pod: clone of %q, want %s", k, meta.Key)
 	}
 	meta.ImageDigest = "sha256:other"
-	if err := s.Instant.Store.Put(meta); err != nil {
+	if err := makerOf(s).Store.Put(meta); err != nil {
 		t.Fatal(err)
 	}
 	startVM(t, s, id2)
@@ -278,9 +279,9 @@ func vmDomain(t *testing.T, e *coretest.Env, id string) string {
 // given it.
 func TestTemplateIdentityHeldWhileItsCgroupHoldsAProcess(t *testing.T) {
 	e, s, _ := instantServiceWith(t, coretest.Options{Identities: vmidentity.Range{Base: 700000, Count: 3}}) // 700001, 700002
-	s.Instant.CgroupRetry = 50 * time.Millisecond
+	makerOf(s).CgroupRetry = 50 * time.Millisecond
 	e.Cgroups.SetRemoveFail(errors.New("remove cgroup: device or resource busy (still holds pids 4242)"))
-	sb1, cfg1 := instantPod(t, s, "first", InstantHandler, nil) // takes one identity, its template the other
+	sb1, cfg1 := instantPod(t, s, "first", instant.Handler, nil) // takes one identity, its template the other
 	createVM(t, s, sb1, cfg1, vmConfig(1024, 200000, 100000))
 	readyTemplate(t, s)
 	noMaking(t, s)
@@ -310,9 +311,9 @@ func TestTemplateMakingEndsWithItsPods(t *testing.T) {
 	agent.fail = errAgentSilent
 	agent.mu.Unlock()
 	for i := range 10 {
-		sb, cfg := instantPod(t, s, fmt.Sprintf("round-%d", i), InstantHandler, nil)
+		sb, cfg := instantPod(t, s, fmt.Sprintf("round-%d", i), instant.Handler, nil)
 		createVM(t, s, sb, cfg, vmConfig(int64(512+64*i), 200000, 100000))
-		all, err := s.Instant.Store.List()
+		all, err := makerOf(s).Store.List()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -334,7 +335,7 @@ func TestTemplateMakingEndsWithItsPods(t *testing.T) {
 			}
 		}
 		testutil.Eventually(t, 10*time.Second, "no template left once the round's pod is gone", func() error {
-			all, err := s.Instant.Store.List()
+			all, err := makerOf(s).Store.List()
 			if err == nil && len(all) > 0 {
 				err = fmt.Errorf("templates %+v", all)
 			}

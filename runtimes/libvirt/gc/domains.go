@@ -14,6 +14,7 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/rootvol"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
+	"github.com/crimux/crimux/runtimes/libvirt/template"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
 
@@ -36,7 +37,7 @@ func (r *Collector) collectDomains(l virt.Libvirt, rep *GCReport) (present map[s
 		if !strings.HasPrefix(d.Name, prefix) {
 			continue
 		}
-		if _, ok := core.TemplateKeyOf(d.Name); ok {
+		if _, ok := template.KeyOfDomain(d.Name); ok {
 			r.collectTemplateDomain(l, d, rep)
 			continue
 		}

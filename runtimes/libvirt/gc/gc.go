@@ -42,6 +42,9 @@ type Collector struct {
 	// Networks are the pod networks: their teardown, the attachments
 	// CNI GC keeps.
 	Networks *vmnet.Networks
+	// Making tells whether a template's domain is being made now (nil:
+	// none is, templates are off).
+	Making interface{ IsMakingTemplate(domain string) bool }
 
 	// period is Options.GCInterval, or what a reload made it.
 	period period
@@ -54,13 +57,11 @@ func New(r *core.Runtime) *Collector {
 }
 
 // collectorCore is what the collector asks of the runtime's core: the
-// teardowns it finishes, where a VM's files are, and whether a domain
-// is a template being made.
+// teardowns it finishes and where a VM's files are.
 type collectorCore interface {
 	Teardown(c *store.Container) error
 	FinishSandboxRemoval(ctx context.Context, sb *store.Sandbox) error
 	VMDir(id string) string
-	IsMakingTemplate(domain string) bool
 }
 
 // Run runs a collector pass every Options.GCInterval (a minute by

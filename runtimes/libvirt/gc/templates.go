@@ -15,7 +15,7 @@ import (
 // may get that uid. Another crimux's (another instance on the same
 // libvirtd, making its own template right now) is foreign: left alone.
 func (r *Collector) collectTemplateDomain(l virt.Libvirt, d virt.Domain, rep *GCReport) {
-	if r.IsMakingTemplate(d.Name) {
+	if r.Making != nil && r.Making.IsMakingTemplate(d.Name) {
 		return
 	}
 	if meta, ok := domainMetadata(l, d); !ok || meta.Instance != r.Opts.Instance {

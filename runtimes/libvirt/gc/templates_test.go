@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/crimux/crimux/runtimes/libvirt/core"
+	"github.com/crimux/crimux/runtimes/libvirt/template"
 	"github.com/crimux/crimux/runtimes/libvirt/virt"
 )
 
@@ -15,7 +15,7 @@ import (
 // stays.
 func TestTemplateDomainOfAnotherInstanceStays(t *testing.T) {
 	e := newEnv(t)
-	mine, theirs := core.TemplateDomain("aaaaaaaaaaaaaaaa"), core.TemplateDomain("bbbbbbbbbbbbbbbb")
+	mine, theirs := template.Domain("aaaaaaaaaaaaaaaa"), template.Domain("bbbbbbbbbbbbbbbb")
 	e.putDomain(mine, stamp(t, e.R.Opts.Instance, "", "template-aaaaaaaaaaaaaaaa"), virt.StateRunning)
 	e.putDomain(theirs, stamp(t, "other", "", "template-bbbbbbbbbbbbbbbb"), virt.StateRunning)
 	rep := e.gc.CollectGarbage(context.Background(), true)

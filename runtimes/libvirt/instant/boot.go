@@ -40,7 +40,7 @@ func TemplateMAC(key string) string {
 // identity its qemu ran as. Whatever
 // happens, the VM, its cgroup and its tap are gone when it returns.
 func (m *Maker) bootAndSave(ctx context.Context, req Request, p template.Paths, key string) (_ int64, _ *store.VMIdentity, err error) {
-	domain := core.TemplateDomain(key)
+	domain := template.Domain(key)
 	cg := m.cgroup(req, domain)
 	newNIC := m.NIC
 	if newNIC == nil {
@@ -51,7 +51,7 @@ func (m *Maker) bootAndSave(ctx context.Context, req Request, p template.Paths, 
 		return 0, nil, err
 	}
 	defer closeNIC()
-	id, done, err := m.R.MakingTemplate(domain, core.TemplateVM{Cgroup: cg, NIC: nic})
+	id, done, err := m.makingVM(domain, VM{Cgroup: cg, NIC: nic})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -87,13 +87,13 @@ func (m *Maker) bootAndSave(ctx context.Context, req Request, p template.Paths, 
 // its guest and saves it into p.State; it returns where qemu's stream
 // starts there. The domain is gone when it returns.
 func (m *Maker) runAndSave(ctx context.Context, l virt.Libvirt, req Request, p template.Paths, key, xml string) (int64, error) {
-	domain := core.TemplateDomain(key)
+	domain := template.Domain(key)
 	dom, err := l.Define(xml)
 	if err != nil {
 		return 0, fmt.Errorf("define template %s: %w", key, err)
 	}
 	defer func() { _ = core.DestroyAndUndefine(l, domain) }()
-	if err := m.R.StartingTemplate(domain, func() error { return l.Start(dom) }); err != nil {
+	if err := m.startingVM(domain, func() error { return l.Start(dom) }); err != nil {
 		return 0, fmt.Errorf("start template %s: %w", key, err)
 	}
 	vmgenid, err := settle(ctx, l, dom)
@@ -214,7 +214,7 @@ func (m *Maker) files(req Request, p template.Paths, key string, id *store.VMIde
 	}
 	s := req.Shape
 	spec = vm.Spec{
-		Name: core.TemplateDomain(key), Meta: vm.Metadata{Instance: m.R.Opts.Instance, ContainerID: "template-" + key},
+		Name: template.Domain(key), Meta: vm.Metadata{Instance: m.R.Opts.Instance, ContainerID: "template-" + key},
 		VCPUs: s.VCPUs, MaxVCPUs: s.MaxVCPUs, MemoryMiB: s.MemoryMiB, MaxMemoryMiB: s.MaxMemoryMiB,
 		Accel: s.Accel, Emulator: m.R.Opts.Emulator,
 		Console: vm.Console{Socket: filepath.Join(run, vmfiles.ConsoleSocketFile), Log: filepath.Join(p.Dir, vmfiles.ConsoleLogFile)},

@@ -7,33 +7,40 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/core"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 	"github.com/crimux/crimux/runtimes/libvirt/vmcounters"
+	"github.com/crimux/crimux/runtimes/libvirt/vmidentity"
 	"github.com/crimux/crimux/runtimes/libvirt/vmnet"
 )
 
-// Core is what a Maker uses of the VM runtime's core: its options, store,
-// libvirt, cgroups, cloud-init writer, pod network and counters, and the
-// placement of a template's qemu.
+// Core is what a Maker and a Room use of the VM runtime's core: its
+// options, accelerator, store, libvirt, images, cgroups, cloud-init
+// writer, pod network and counters, the identities a template's VM takes
+// one of, the starts its qemu's placement is granted by, and a clone's
+// start.
 type Core struct {
-	templateVMs
+	cloneStarts
 	Opts     *core.Options
+	Accel    string
 	Log      *slog.Logger
 	Store    *store.Store
 	Conn     core.Connection
+	Images   core.ImageReader
 	Cgroups  core.Cgroups
 	CIData   cidata.Writer
 	Net      vmnet.PodNetwork
 	Counters vmcounters.Counters
+	IDs      *vmidentity.Allocator
+	Starts   *core.Starts
 }
 
-// templateVMs registers a template's VM while it is made, so that the
-// placement server knows its qemu.
-type templateVMs interface {
-	MakingTemplate(domain string, t core.TemplateVM) (id *store.VMIdentity, done func(), err error)
-	StartingTemplate(domain string, start func() error) error
+// cloneStarts starts a clone's qemu as any pod's, and says how it started
+// in its pod's events.
+type cloneStarts interface {
+	StartingQemu(c *store.Container, start func() error) error
+	StartNotice(id, reason, msg string)
 }
 
-// CoreOf is the part of the runtime r a Maker uses.
+// CoreOf is the part of the runtime r a Maker and a Room use.
 func CoreOf(r *core.Runtime) Core {
-	return Core{templateVMs: r, Opts: &r.Opts, Log: r.Log, Store: r.Store, Conn: r.Conn, Cgroups: r.Cgroups,
-		CIData: r.CIData, Net: r.Networks.Net, Counters: r.Counters}
+	return Core{cloneStarts: r, Opts: &r.Opts, Accel: r.Accel, Log: r.Log, Store: r.Store, Conn: r.Conn, Images: r.Images,
+		Cgroups: r.Cgroups, CIData: r.CIData, Net: r.Networks.Net, Counters: r.Counters, IDs: r.IDs, Starts: r.Starts}
 }

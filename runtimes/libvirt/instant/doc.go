@@ -5,7 +5,7 @@
 // done, the VM generation ID driver loaded, caches dropped), then saved by
 // libvirt: its memory and device state in one save image, its disk's
 // writes in one overlay. Maker makes them: in a VM of no pod's (a domain
-// named core.TemplateDomain(key), its own uid, a cgroup under
+// named template.Domain(key), its own uid, a cgroup under
 // Maker.Parent, a tap alone in a namespace of its own), then its files
 // become root's alone (0600 under a 0700 directory): no qemu ever opens
 // them again.
@@ -31,4 +31,11 @@
 // Maker bounds them: MaxMaking at once on the node (no queue), MaxKept on
 // disk (kept.go), a failed one made again only after RetryAfter, each VM
 // limited to CPUMillis of CPU.
+//
+// Room is what the rest of the runtime asks of templates: the CRI face
+// plans a pod's VM as a clone, or has it boot and say why, and starts it
+// (pods.go, through criservice.Clones); the VM API lists, warms and
+// removes templates (templates.go). While a template's VM is made, the
+// Maker knows it (vms.go): its uid is held from every pod, and Placement
+// answers the placement server about it as the core does about a pod's.
 package instant

@@ -97,6 +97,8 @@ type Maker struct {
 	askers askers
 	// room serializes evictions and the making of templates' directories.
 	room sync.Mutex
+	// vms are the template VMs being made (vms.go).
+	vms vms
 }
 
 // Request is what a template is made of: an image and a shape, for the

@@ -66,9 +66,9 @@ type Records interface {
 type Allocator struct {
 	rg Range
 	st Records
-	// held are the uids held outside the pods' records (templates being
-	// made): no pod may be given one.
-	held func() []uint32
+	// held are what hold uids outside the pods' records (templates being
+	// made): no pod may be given one they return.
+	held []func() []uint32
 
 	mu sync.Mutex
 	// loaded: next was read from the store.
@@ -81,7 +81,19 @@ type Allocator struct {
 // New hands out rg's numbers, none that st's pod records or held (nil:
 // none) hold.
 func New(rg Range, st Records, held func() []uint32) *Allocator {
-	return &Allocator{rg: rg, st: st, held: held}
+	a := &Allocator{rg: rg, st: st}
+	if held != nil {
+		a.held = append(a.held, held)
+	}
+	return a
+}
+
+// HeldBy adds held to what holds numbers outside the pods' records (as
+// New's held): no pod is given one it returns, nor does Take give one.
+func (a *Allocator) HeldBy(held func() []uint32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.held = append(a.held, held)
 }
 
 // ErrNoneFree: every number of the range belongs to a pod.
@@ -110,7 +122,7 @@ func (a *Allocator) Ensure(sb *store.Sandbox) (*store.VMIdentity, error) {
 
 // Take gives what is no pod (a template being made) a uid and gid of its
 // own, nil where identities are off, and hands it to hold, which makes
-// it held (New's held) before the next number is picked.
+// it held (New's held, or HeldBy's) before the next number is picked.
 func (a *Allocator) Take(hold func(*store.VMIdentity)) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -138,8 +150,8 @@ func (a *Allocator) used() (map[uint32]bool, error) {
 			used[o.Identity.UID] = true
 		}
 	}
-	if a.held != nil {
-		for _, uid := range a.held() {
+	for _, held := range a.held {
+		for _, uid := range held() {
 			used[uid] = true
 		}
 	}

@@ -199,6 +199,24 @@ func TestTemplatesHoldTheirIdentities(t *testing.T) {
 	}
 }
 
+// TestHeldByLater: a holder added once the allocator is made (a room's
+// VMs of no pod's) counts beside New's: no pod and no Take is given a
+// number either holds.
+func TestHeldByLater(t *testing.T) {
+	const base = 810000
+	rg := vmidentity.Range{Base: base, Count: 10}
+	st := openStore(t)
+	a := vmidentity.New(rg, st, func() []uint32 { return []uint32{base + 1} })
+	var held []uint32
+	a.HeldBy(func() []uint32 { return held })
+	if err := a.Take(func(id *store.VMIdentity) { held = append(held, id.UID) }); err != nil || len(held) != 1 || held[0] != base+2 {
+		t.Fatalf("taken %v, %v; want %d", held, err, base+2)
+	}
+	if uid := identityOf(t, a, st, "a"); uid != base+3 {
+		t.Fatalf("a pod while %d and %v are held: uid %d, want %d", base+1, held, uid, base+3)
+	}
+}
+
 // failing is a store that fails every call.
 type failing struct{ put, last, setLast bool }
 
