@@ -21,7 +21,7 @@
 //	vmidentity/       the VM pods' own uids and gids, handed out and given their files
 //	hostcaps/         what the host offers VMs (accelerator, huge pages, libvirt's directories)
 //	rebootwatch/      libvirt's reboot events handed to the soft reboots waiting for them
-//	cidata/           a VM's cloud-init volume written into its directory
+//	cidata/           a VM's cloud-init volume made from its pod and written into its directory
 //	opguard/          per-key locks and the rollback of a half-done operation
 //	vmnet/            a VM pod's network glue: set up, torn down, NIC, readiness
 //	vmcounters/       what the VM runtime counts, and the labels it counts by

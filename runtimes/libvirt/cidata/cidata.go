@@ -1,5 +1,6 @@
 // Package cidata owns a VM's cloud-init NoCloud volume on the node: its
-// name in the VM's directory, its size, and its writer.
+// files made from the pod's record (FilesFor), its name in the VM's
+// directory, its size, and its writer.
 package cidata
 
 import (

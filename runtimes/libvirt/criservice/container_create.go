@@ -166,7 +166,7 @@ func (r *Service) planVM(ctx context.Context, sb *store.Sandbox, cfg *runtimeapi
 	}
 	rec := r.newRecord(sb, cfg, in.res, layout)
 	spec := r.specOf(sb, rec, in, layout)
-	files, err := cloudInitFiles(sb, in.ci, in.storage.Shares)
+	files, err := cidata.FilesFor(sb, in.ci, in.storage.Shares)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package criservice
+package cidata
 
 import (
 	"github.com/crimux/crimux/converter/cloudinit"
@@ -6,11 +6,11 @@ import (
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 )
 
-// cloudInitFiles makes the VM's cloud-init NoCloud files: the instance is
+// FilesFor makes the cloud-init NoCloud files of pod sb's VM: the instance is
 // the pod (its UID; the sandbox ID for a pod without one), the hostname
 // the pod's, the network what the pod's CNI result gave the guest; the
 // guest mounts each share at its container path.
-func cloudInitFiles(sb *store.Sandbox, src cloudinit.Source, shares []vm.Share) (cloudinit.Files, error) {
+func FilesFor(sb *store.Sandbox, src cloudinit.Source, shares []vm.Share) (cloudinit.Files, error) {
 	cfg := sb.Config
 	in := cloudinit.Input{
 		InstanceID: cfg.GetMetadata().GetUid(),
