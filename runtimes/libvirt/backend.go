@@ -138,6 +138,14 @@ func (f Factory) hostParts() (ImageReader, Cgroups, func() error, error) {
 
 var _ registry.EncodedLister = (*backend)(nil)
 
+// The VM runtime's backend has the image abilities (image_files.go): a
+// method that drifted from them would silently never be called.
+var (
+	_ registry.ImageCollector     = (*backend)(nil)
+	_ registry.ImageFsContributor = (*backend)(nil)
+	_ registry.ImagePreparer      = (*backend)(nil)
+)
+
 // backend is the VM runtime as the registry holds it: CRI through an
 // in-memory connection, and the abilities beyond CRI the daemon, the CRI
 // server and the VM API ask for (registry.Ability): VM operations

@@ -25,7 +25,7 @@ import (
 
 // ContainerdImages reads VM images out of the containerd at endpoint
 // ("unix:///path"), caching their files under cacheDir.
-func ContainerdImages(endpoint, cacheDir string) (ImageReader, func() error, error) {
+func ContainerdImages(endpoint, cacheDir string) (core.ImageReader, func() error, error) {
 	c, err := client.New(strings.TrimPrefix(endpoint, "unix://"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("containerd client for VM images: %w", err)
@@ -35,12 +35,12 @@ func ContainerdImages(endpoint, cacheDir string) (ImageReader, func() error, err
 
 type vmImages struct{ r *vmimage.Reader }
 
-func (v vmImages) Prepare(ctx context.Context, ref string) (ImageLayout, error) {
+func (v vmImages) Prepare(ctx context.Context, ref string) (core.ImageLayout, error) {
 	l, err := v.r.Prepare(ctx, ref)
 	if err != nil {
-		return ImageLayout{}, err
+		return core.ImageLayout{}, err
 	}
-	out := ImageLayout{Digest: l.Digest, Kernel: l.Kernel, Initrd: l.Initrd, KernelArgs: l.KernelArgs}
+	out := core.ImageLayout{Digest: l.Digest, Kernel: l.Kernel, Initrd: l.Initrd, KernelArgs: l.KernelArgs}
 	if l.Disk != nil {
 		out.DiskPath, out.DiskFormat, out.DiskVirtualSize = l.Disk.Path, l.Disk.Format, l.Disk.VirtualSize
 	}
@@ -48,7 +48,7 @@ func (v vmImages) Prepare(ctx context.Context, ref string) (ImageLayout, error) 
 }
 
 // HostCgroups manages VM cgroups in the host's cgroup hierarchies.
-func HostCgroups() (Cgroups, error) {
+func HostCgroups() (core.Cgroups, error) {
 	l, err := cgroup.Discover()
 	if err != nil {
 		return nil, fmt.Errorf("discover cgroup hierarchies: %w", err)
@@ -58,17 +58,17 @@ func HostCgroups() (Cgroups, error) {
 
 type hostCgroups struct{ l cgroup.Layout }
 
-func (h hostCgroups) Create(c VMCgroup) error { return h.l.Create(cgroup.Spec(c)) }
+func (h hostCgroups) Create(c core.VMCgroup) error { return h.l.Create(cgroup.Spec(c)) }
 
-func (h hostCgroups) Update(c VMCgroup) error { return h.l.Update(cgroup.Spec(c)) }
+func (h hostCgroups) Update(c core.VMCgroup) error { return h.l.Update(cgroup.Spec(c)) }
 
-func (h hostCgroups) Remove(c VMCgroup) error { return h.l.Remove(cgroup.Spec(c)) }
+func (h hostCgroups) Remove(c core.VMCgroup) error { return h.l.Remove(cgroup.Spec(c)) }
 
-func (h hostCgroups) Place(c VMCgroup, pid int) error { return h.l.Place(cgroup.Spec(c), pid) }
+func (h hostCgroups) Place(c core.VMCgroup, pid int) error { return h.l.Place(cgroup.Spec(c), pid) }
 
 func (h hostCgroups) MemoryRoom(parent string) (int64, bool, error) { return h.l.MemoryLimit(parent) }
 
-func (h hostCgroups) Stats(c VMCgroup) (core.CgroupUsage, error) {
+func (h hostCgroups) Stats(c core.VMCgroup) (core.CgroupUsage, error) {
 	u, err := h.l.Stats(cgroup.Spec(c))
 	return core.CgroupUsage(u), err
 }
@@ -76,9 +76,10 @@ func (h hostCgroups) Stats(c VMCgroup) (core.CgroupUsage, error) {
 // servePlacement runs the placement server: the qemu wrapper of a crimux
 // domain asks it to be moved into the VM's cgroup before it execs qemu.
 // Only the wrapper executable, run by root or libvirt's qemu user, is
-// answered.
-func (rt *Runtime) servePlacement(ctx context.Context, socket string) {
-	r, answers := rt.core, rt.placement()
+// answered. placement gives who answers for a domain (the runtime's
+// placement: a template's Maker or the core).
+func servePlacement(ctx context.Context, socket string, r *core.Runtime, placement func() instant.Placement) {
+	answers := placement()
 	shared := []uint32{0} // libvirt's one qemu user: VMs without an identity of their own
 	if u, err := user.Lookup(vmfiles.QemuUser); err == nil {
 		if uid, err := strconv.ParseUint(u.Uid, 10, 32); err == nil {
@@ -96,7 +97,7 @@ func (rt *Runtime) servePlacement(ctx context.Context, socket string) {
 	p := placer.New(socket, func(domain string) (cgroup.Spec, bool) {
 		cg, ok := answers.CgroupForDomain(domain)
 		return cgroup.Spec(cg), ok
-	}, placer.WithAttach(rt.attachForDomain), placer.WithGrants(r.Starts.Take), placer.WithLogger(r.Log.With("component", "placement")),
+	}, placer.WithAttach(func(domain string) (placer.Attachment, error) { return attachForDomain(placement(), domain) }), placer.WithGrants(r.Starts.Take), placer.WithLogger(r.Log.With("component", "placement")),
 		placer.WithExecutable(r.Opts.Emulator), placer.WithPeer(peer), placer.WithDomainOwner(owner),
 		placer.WithPlaced(answers.SetOOMScore))
 	go func() {
@@ -106,19 +107,12 @@ func (rt *Runtime) servePlacement(ctx context.Context, socket string) {
 	}()
 }
 
-// placement answers the placement server: of a template being made, its
-// Maker (package instant); of a pod's VM, the core.
-func (rt *Runtime) placement() instant.Placement {
-	return instant.Placement{Maker: rt.instant.Maker, Core: rt.core}
-}
-
 // attachForDomain hands a VM's qemu its guest NIC (the pod's tap, opened
 // in the pod's namespace: runtimes/libvirt/podnet) and its storage (block
 // devices crimux opened, the sockets of its shares' virtiofsd:
 // core.StorageForDomain).
-func (rt *Runtime) attachForDomain(domain string) (placer.Attachment, error) {
+func attachForDomain(answers instant.Placement, domain string) (placer.Attachment, error) {
 	var a placer.Attachment
-	answers := rt.placement()
 	f, args, err := answers.NICForDomain(domain, placement.FDPlaceholder(0))
 	if err != nil {
 		return a, err

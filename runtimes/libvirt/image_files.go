@@ -8,7 +8,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crimux/crimux/internal/fsusage"
-	"github.com/crimux/crimux/registry"
 	"github.com/crimux/crimux/runtimes/libvirt/vmfiles"
 )
 
@@ -19,14 +18,6 @@ import (
 // collector does it every pass too) and counts all of them in ImageFsInfo
 // (registry.ImageFsContributor), so kubelet's image garbage collection
 // and eviction see what VM images take.
-
-// The VM runtime's backend has both abilities: a method that drifted from
-// them would silently never be called.
-var (
-	_ registry.ImageCollector     = (*backend)(nil)
-	_ registry.ImageFsContributor = (*backend)(nil)
-	_ registry.ImagePreparer      = (*backend)(nil)
-)
 
 // PrepareImage extracts a VM image's files into the image cache right
 // after its pull when its top layer shows it is one (vmimage.LooksLikeVM:

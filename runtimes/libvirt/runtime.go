@@ -229,7 +229,7 @@ func (rt *Runtime) start(opts Options) error {
 	go rt.gc.Run(runCtx)
 	go rt.core.NoSpace.ResumeWhenRoom(runCtx)
 	if opts.PlacementSocket != "" {
-		rt.servePlacement(runCtx, opts.PlacementSocket)
+		servePlacement(runCtx, opts.PlacementSocket, rt.core, rt.placement)
 	}
 	rt.core.ResumeConsoles()
 	rt.core.Networks.Resume()
@@ -293,4 +293,10 @@ func (rt *Runtime) Close() error {
 		_ = c()
 	}
 	return rt.core.Store.Close()
+}
+
+// placement answers the placement server: of a template being made, its
+// Maker (package instant); of a pod's VM, the core.
+func (rt *Runtime) placement() instant.Placement {
+	return instant.Placement{Maker: rt.instant.Maker, Core: rt.core}
 }
