@@ -176,3 +176,17 @@ func TestMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestRoomRules: a feature room importing another (or the CRI face) is
+// refused; the one import between rooms there is reason for is not.
+func TestRoomRules(t *testing.T) {
+	files := []File{
+		{Path: "runtimes/libvirt/vmops/a.go", Package: vmRuntime + "vmops", Imports: []string{vmRuntime + "gc", vmRuntime + "core"}},
+		{Path: "runtimes/libvirt/gc/a.go", Package: vmRuntime + "gc", Imports: []string{vmRuntime + "criservice"}},
+		{Path: "runtimes/libvirt/instant/a.go", Package: vmRuntime + "instant", Imports: []string{vmRuntime + "resize"}},
+	}
+	got := Check(files, roomRules())
+	if len(got) != 2 || got[0].Imported != vmRuntime+"gc" || got[1].Imported != vmRuntime+"criservice" {
+		t.Fatalf("violations = %v, want vmops → gc and gc → criservice", got)
+	}
+}

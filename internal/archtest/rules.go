@@ -18,7 +18,11 @@ type Rule struct {
 }
 
 // Rules are crimux's forbidden dependencies.
-var Rules = []Rule{
+var Rules = append(baseRules, roomRules()...)
+
+// baseRules are the rules between crimux's parts; roomRules adds those
+// between the VM runtime's feature rooms.
+var baseRules = []Rule{
 	{From: Module + "/runtimes/containerd/...", To: Module + "/runtimes/libvirt/...",
 		Why: "the runtimes stand side by side; what both need lives in neutral packages (cgroup/, internal/)"},
 	{From: Module + "/vmapi/...", To: Module + "/runtimes/...",
