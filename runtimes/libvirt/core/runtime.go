@@ -3,9 +3,10 @@
 // locks, and the life cycle every other room of the runtime shares —
 // start, stop, exit, teardown of a VM, the state observed from libvirt,
 // the power state the user chose, the intent records and their rollback.
-// The rooms on top: criservice (the CRI face), vmops (the VM API's
-// operations), gc (the collector). None of them talks to libvirt but
-// through virt.Libvirt, so all of them are unit-tested against virtfake.
+// The rooms on top: the feature rooms (vmops, gc, instant, migrate,
+// rootdisk, resize, vmstats) and over them criservice (the CRI face).
+// None of them talks to libvirt but through virt.Libvirt, so all of them
+// are unit-tested against virtfake.
 //
 // What a VM is made of, per container, under <state>/vms/<id>/: see
 // package vmfiles.
@@ -180,8 +181,8 @@ type Connection interface {
 }
 
 // Runtime is the VM runtime's core: its parts, and the life cycle every
-// room of the runtime shares. The CRI face (criservice), the VM
-// operations (vmops) and the collector (gc) embed it.
+// room of the runtime shares. No room embeds it: each declares the
+// methods and parts it uses of it.
 type Runtime struct {
 	Opts Options
 	// Accel is the accelerator VMs get (kvm or tcg): Opts.Accel resolved.
