@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/crimux/crimux/internal/errdefs"
 	"github.com/crimux/crimux/runtimes/libvirt/hostcaps"
 	"github.com/crimux/crimux/runtimes/libvirt/store"
 )
@@ -62,11 +63,12 @@ type RootDisks interface {
 	CheckRootDisk(c *store.Container) error
 }
 
-// checkRootDisk is r.RootDisks' check; none without them (the unit tests
-// of rooms on a bare core).
+// checkRootDisk is r.RootDisks' check. A runtime wired without them
+// starts no qemu: the check is what keeps a rewritten disk header from
+// reaching qemu, so its absence fails closed.
 func (r *Runtime) checkRootDisk(c *store.Container) error {
 	if r.RootDisks == nil {
-		return nil
+		return fmt.Errorf("%w: VM %s: no root disk check is wired into this runtime", errdefs.ErrFailedPrecondition, c.ID)
 	}
 	return r.RootDisks.CheckRootDisk(c)
 }

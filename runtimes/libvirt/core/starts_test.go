@@ -1,6 +1,12 @@
 package core
 
-import "testing"
+import (
+	"errors"
+	"testing"
+
+	"github.com/crimux/crimux/internal/errdefs"
+	"github.com/crimux/crimux/runtimes/libvirt/store"
+)
 
 // TestStarts: a grant is open only while its start is in flight, and is
 // used once.
@@ -31,3 +37,32 @@ func TestStarts(t *testing.T) {
 		t.Fatalf("grants left after the starts: %v", s.grants)
 	}
 }
+
+// TestStartWithoutRootDiskCheck: a runtime wired without its root disk
+// check starts no qemu and arms no arrival; with it, the check's answer
+// decides.
+func TestStartWithoutRootDiskCheck(t *testing.T) {
+	r := &Runtime{Starts: &Starts{}}
+	c := &store.Container{ID: "c1", Domain: "crimux-c1"}
+	started := false
+	err := r.StartingQemu(c, func() error { started = true; return nil })
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || started {
+		t.Fatalf("start without a check: err %v, started %v; want FailedPrecondition, not started", err, started)
+	}
+	if _, err := r.ArmIncoming(c); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("arrival without a check: %v, want FailedPrecondition", err)
+	}
+	refused := errors.New("the disk is not crimux's")
+	r.RootDisks = diskCheck{refused}
+	if err := r.StartingQemu(c, func() error { started = true; return nil }); !errors.Is(err, refused) || started {
+		t.Fatalf("start the check refuses: err %v, started %v", err, started)
+	}
+	r.RootDisks = diskCheck{}
+	if err := r.StartingQemu(c, func() error { started = true; return nil }); err != nil || !started {
+		t.Fatalf("start the check lets through: err %v, started %v", err, started)
+	}
+}
+
+type diskCheck struct{ err error }
+
+func (d diskCheck) CheckRootDisk(*store.Container) error { return d.err }
