@@ -266,7 +266,7 @@ func New(opts Options, p Parts) *Runtime {
 		Networks: &vmnet.Networks{Net: p.Net, Store: p.Store, Log: log, Peers: opts.PeerSandboxes}, CIData: p.CIData, Shares: p.Shares, Console: console.New(log), Events: vmevents.NewHub(), Reboots: rebootwatch.New(), Starts: &Starts{}, Log: log,
 		Counters: opts.Counters, recovered: make(chan struct{}),
 	}
-	r.IDs = vmidentity.New(opts.Identities, p.Store, nil)
+	r.IDs = vmidentity.New(opts.Identities, p.Store)
 	r.NoSpace = &nospace.VMs{Core: r, Log: log, StateDir: opts.StateDir}
 	r.guests = bootwatch.NewGuests(opts.GuestBootTimeout, bootHost{r}, r.Counters, r.Accel, log)
 	r.Boots = r.guests.Watcher

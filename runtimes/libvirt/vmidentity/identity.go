@@ -78,18 +78,12 @@ type Allocator struct {
 	next uint32
 }
 
-// New hands out rg's numbers, none that st's pod records or held (nil:
-// none) hold.
-func New(rg Range, st Records, held func() []uint32) *Allocator {
-	a := &Allocator{rg: rg, st: st}
-	if held != nil {
-		a.held = append(a.held, held)
-	}
-	return a
-}
+// New hands out rg's numbers, none that st's pod records hold, nor any
+// that a holder added by HeldBy holds.
+func New(rg Range, st Records) *Allocator { return &Allocator{rg: rg, st: st} }
 
-// HeldBy adds held to what holds numbers outside the pods' records (as
-// New's held): no pod is given one it returns, nor does Take give one.
+// HeldBy adds held to what holds numbers outside the pods' records: no
+// pod is given one it returns, nor does Take give one.
 func (a *Allocator) HeldBy(held func() []uint32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -122,7 +116,7 @@ func (a *Allocator) Ensure(sb *store.Sandbox) (*store.VMIdentity, error) {
 
 // Take gives what is no pod (a template being made) a uid and gid of its
 // own, nil where identities are off, and hands it to hold, which makes
-// it held (New's held, or HeldBy's) before the next number is picked.
+// it held (by a holder of HeldBy's) before the next number is picked.
 func (a *Allocator) Take(hold func(*store.VMIdentity)) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -63,21 +63,21 @@ func TestIdentityAfterRestartIsNotTheOneFreed(t *testing.T) {
 	const base = 500000
 	rg := vmidentity.Range{Base: base, Count: 10}
 	st := openStore(t)
-	a := vmidentity.New(rg, st, nil)
+	a := vmidentity.New(rg, st)
 	for i, pod := range []string{"a", "b", "c"} {
 		if uid := identityOf(t, a, st, pod); uid != base+1+uint32(i) {
 			t.Fatalf("pod %s: uid %d, want %d", pod, uid, base+1+i)
 		}
 	}
 	removePod(t, st, "c") // the one most recently freed
-	restarted := vmidentity.New(rg, st, nil)
+	restarted := vmidentity.New(rg, st)
 	if uid := identityOf(t, restarted, st, "d"); uid != base+4 {
 		t.Fatalf("after a restart, the next pod got uid %d, want %d (after the last given; %d was just freed)", uid, base+4, base+3)
 	}
 	// And the one freed before the restart is not given at the next one
 	// either.
 	removePod(t, st, "b")
-	restarted = vmidentity.New(rg, st, nil)
+	restarted = vmidentity.New(rg, st)
 	if uid := identityOf(t, restarted, st, "e"); uid != base+5 {
 		t.Fatalf("after a second restart, the next pod got uid %d, want %d", uid, base+5)
 	}
@@ -90,16 +90,16 @@ func TestIdentityAfterRestartWraps(t *testing.T) {
 	const base = 600000
 	rg := vmidentity.Range{Base: base, Count: 5} // 600001..600004
 	st := openStore(t)
-	a := vmidentity.New(rg, st, nil)
+	a := vmidentity.New(rg, st)
 	for _, pod := range []string{"a", "b", "c", "d"} {
 		identityOf(t, a, st, pod)
 	}
 	removePod(t, st, "a") // 600001
 	removePod(t, st, "c") // 600003, freed last
-	if uid := identityOf(t, vmidentity.New(rg, st, nil), st, "e"); uid != base+1 {
+	if uid := identityOf(t, vmidentity.New(rg, st), st, "e"); uid != base+1 {
 		t.Fatalf("after a restart, the next pod got uid %d, want %d (wrapped past %d)", uid, base+1, base+4)
 	}
-	if uid := identityOf(t, vmidentity.New(rg, st, nil), st, "f"); uid != base+3 {
+	if uid := identityOf(t, vmidentity.New(rg, st), st, "f"); uid != base+3 {
 		t.Fatalf("the next pod got uid %d, want %d", uid, base+3)
 	}
 }
@@ -124,7 +124,7 @@ func TestIdentityCursorOfAnOlderStore(t *testing.T) {
 			}
 			putPod(t, st, "outside", 42) // another range's: no cursor
 			removePod(t, st, "a")
-			if uid := identityOf(t, vmidentity.New(rg, st, nil), st, "d"); uid != base+4 {
+			if uid := identityOf(t, vmidentity.New(rg, st), st, "d"); uid != base+4 {
 				t.Fatalf("the next pod got uid %d, want %d (after the highest recorded)", uid, base+4)
 			}
 		})
@@ -134,7 +134,7 @@ func TestIdentityCursorOfAnOlderStore(t *testing.T) {
 // TestIdentitiesOffOrKept: with identities off a pod gets none (and the
 // store is not asked); a pod that has one keeps it.
 func TestIdentitiesOffOrKept(t *testing.T) {
-	off := vmidentity.New(vmidentity.Range{}, failing{}, nil)
+	off := vmidentity.New(vmidentity.Range{}, failing{})
 	if id, err := off.Ensure(&store.Sandbox{ID: "a"}); id != nil || err != nil {
 		t.Fatalf("identities off: %v, %v; want none", id, err)
 	}
@@ -145,7 +145,7 @@ func TestIdentitiesOffOrKept(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	on := vmidentity.New(vmidentity.Range{Base: 100, Count: 10}, failing{}, nil)
+	on := vmidentity.New(vmidentity.Range{Base: 100, Count: 10}, failing{})
 	own := &store.VMIdentity{UID: 105, GID: 105}
 	if id, err := on.Ensure(&store.Sandbox{ID: "a", Identity: own}); id != own || err != nil {
 		t.Fatalf("a pod with an identity: %v, %v; want its own", id, err)
@@ -156,7 +156,7 @@ func TestIdentitiesOffOrKept(t *testing.T) {
 // and a pod's number is free again once its record is gone.
 func TestIdentitiesRunOut(t *testing.T) {
 	st := openStore(t)
-	a := vmidentity.New(vmidentity.Range{Base: 600000, Count: 2}, st, nil) // one number
+	a := vmidentity.New(vmidentity.Range{Base: 600000, Count: 2}, st) // one number
 	identityOf(t, a, st, "a")
 	b := putPod(t, st, "b", 0)
 	_, err := a.Ensure(b)
@@ -173,14 +173,15 @@ func TestIdentitiesRunOut(t *testing.T) {
 }
 
 // TestTemplatesHoldTheirIdentities: what Take gives a template is held
-// (New's held) and given to nothing else; hold runs under the
+// (by its holder, HeldBy) and given to nothing else; hold runs under the
 // allocator's lock, before the next pick.
 func TestTemplatesHoldTheirIdentities(t *testing.T) {
 	const base = 800000
 	rg := vmidentity.Range{Base: base, Count: 10}
 	held := []uint32{base + 1} // a template's already
 	heldNow := func() []uint32 { return held }
-	a := vmidentity.New(rg, openStore(t), heldNow)
+	a := vmidentity.New(rg, openStore(t))
+	a.HeldBy(heldNow)
 	if err := a.Take(func(id *store.VMIdentity) {
 		if id == nil || id.UID != base+2 || id.GID != base+2 {
 			t.Fatalf("template's identity %+v, want %d (%d is held)", id, base+2, base+1)
@@ -190,23 +191,27 @@ func TestTemplatesHoldTheirIdentities(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := openStore(t) // no cursor: the search starts at the lowest
-	if uid := identityOf(t, vmidentity.New(rg, st, heldNow), st, "a"); uid != base+3 {
+	pods := vmidentity.New(rg, st)
+	pods.HeldBy(heldNow)
+	if uid := identityOf(t, pods, st, "a"); uid != base+3 {
 		t.Fatalf("a pod while templates hold %v: uid %d, want %d", held, uid, base+3)
 	}
-	full := vmidentity.New(vmidentity.Range{Base: base, Count: 2}, openStore(t), heldNow)
+	full := vmidentity.New(vmidentity.Range{Base: base, Count: 2}, openStore(t))
+	full.HeldBy(heldNow)
 	if err := full.Take(func(*store.VMIdentity) { t.Fatal("hold called without an identity to hold") }); !errors.Is(err, vmidentity.ErrNoneFree) {
 		t.Fatalf("a template in a full range: %v, want ErrNoneFree", err)
 	}
 }
 
-// TestHeldByLater: a holder added once the allocator is made (a room's
-// VMs of no pod's) counts beside New's: no pod and no Take is given a
-// number either holds.
+// TestHeldByLater: holders added once the allocator is made (a room's
+// VMs of no pod's) count together: no pod and no Take is given a number
+// either holds.
 func TestHeldByLater(t *testing.T) {
 	const base = 810000
 	rg := vmidentity.Range{Base: base, Count: 10}
 	st := openStore(t)
-	a := vmidentity.New(rg, st, func() []uint32 { return []uint32{base + 1} })
+	a := vmidentity.New(rg, st)
+	a.HeldBy(func() []uint32 { return []uint32{base + 1} })
 	var held []uint32
 	a.HeldBy(func() []uint32 { return held })
 	if err := a.Take(func(id *store.VMIdentity) { held = append(held, id.UID) }); err != nil || len(held) != 1 || held[0] != base+2 {
@@ -259,7 +264,7 @@ func TestIdentityStoreFailures(t *testing.T) {
 		"cursor unreadable": {last: true}, "cursor not written": {setLast: true},
 	} {
 		sb := &store.Sandbox{ID: "a"}
-		if id, err := vmidentity.New(rg, st, nil).Ensure(sb); !errors.Is(err, errStore) || id != nil || sb.Identity != nil {
+		if id, err := vmidentity.New(rg, st).Ensure(sb); !errors.Is(err, errStore) || id != nil || sb.Identity != nil {
 			t.Errorf("%s: %+v, %v (pod holds %+v); want the store's error and no identity", name, id, err, sb.Identity)
 		}
 	}
